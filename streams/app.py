@@ -13,6 +13,7 @@ from faust.types import EventT
 from . import wire
 from .core.engine import Result, handle
 from .core.events import Rejected, deadletter_record
+from .core.monitors import Semantics, load_profiles
 from .core.state import TraceState
 from .metrics import STATES, Metrics
 from .settings import Settings
@@ -27,6 +28,11 @@ class Worker:
         self.settings = s = settings
         self.steering_partitions = steering_partitions or s.partitions
         self.metrics = Metrics()
+        if s.monitor_profiles:
+            log.info("monitor profiles loaded: %s", load_profiles(s.monitor_profiles))
+        from .embedder import default_semantics
+
+        self.sem: Semantics = default_semantics()
         self.app = faust.App(
             s.app_id,
             broker=s.faust_broker,
@@ -186,7 +192,7 @@ class Worker:
             return st
 
         try:
-            result = handle(raw, lookup, self.settings.limits, now)
+            result = handle(raw, lookup, self.settings.limits, now, self.sem)
             key = event.key
             # A run's state lives with the partition its key maps to: events keyed otherwise
             # would split it, so they are refused rather than silently mis-processed.

@@ -1,10 +1,11 @@
-"""The `rb-streams` command: worker, replay, demo, config, kafka."""
+"""The `rb-streams` command: worker, replay, demo, config, kafka, models."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import os
 import sys
 from dataclasses import fields
 from typing import Any
@@ -52,8 +53,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from .core.events import Limits
+    from .core.monitors import load_profiles
     from .replay import replay_file
 
+    profiles = args.monitor_profiles or os.environ.get(Settings.env_name("monitor_profiles"), "")
+    if profiles:
+        load_profiles(profiles)
     limits = Limits(max_event_bytes=args.max_event_bytes, max_thought_chars=args.max_thought_chars)
     with contextlib.ExitStack() as stack:
         src = sys.stdin.buffer if args.file == "-" else stack.enter_context(open(args.file, "rb"))
@@ -86,6 +91,38 @@ def cmd_kafka(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_models(args: argparse.Namespace) -> int:
+    import time
+    from pathlib import Path
+
+    from .embedder import ModelNotAvailable, default_models_dir
+    from .model_build import STATIC_MODEL_NAME, build_static_model
+
+    out = Path(args.out) if args.out else default_models_dir() / STATIC_MODEL_NAME
+    last = [0.0]
+
+    def progress(done: int, total: int) -> None:
+        now = time.monotonic()
+        if done == total or now - last[0] >= 5.0:
+            last[0] = now
+            print(f"models: distilling {done}/{total} tokens", file=sys.stderr)
+
+    try:
+        r = build_static_model(out, force=args.force, progress=progress)
+    except ModelNotAvailable as exc:
+        print(f"rb-streams: {exc}", file=sys.stderr)
+        return 2
+    if r.built:
+        print(
+            f"models: built {r.path} ({r.tokens} tokens x {r.dim} dims, "
+            f"explained variance {r.explained_variance_ratio:.3f}) in {r.seconds:.1f}s",
+            file=sys.stderr,
+        )
+    else:
+        print(f"models: {r.path} is up to date", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rb-streams", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -100,6 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--deadletter", help="write dead-letter records here (JSONL)")
     r.add_argument("--max-event-bytes", type=int, default=Settings.max_event_bytes)
     r.add_argument("--max-thought-chars", type=int, default=Settings.max_thought_chars)
+    r.add_argument(
+        "--monitor-profiles",
+        default="",
+        help="JSON/TOML file of custom monitor weight profiles (as the worker's RB_MONITOR_PROFILES)",
+    )
     r.set_defaults(func=cmd_replay)
 
     d = sub.add_parser("demo", help="local broker + worker + simulated agents, live view")
@@ -118,6 +160,16 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--port", type=int, default=9092)
     k.add_argument("--data-dir", default=None)
     k.set_defaults(func=cmd_kafka)
+
+    m = sub.add_parser("models", help="build the embedding model artifacts the monitors use")
+    m.add_argument("action", choices=["build"])
+    m.add_argument(
+        "--out",
+        default=None,
+        help="artifact dir (default: $RB_MODELS_DIR or <python prefix>/share/rb-streams/models, + /static-minilm-256)",
+    )
+    m.add_argument("--force", action="store_true", help="rebuild even if a valid artifact exists")
+    m.set_defaults(func=cmd_models)
     return p
 
 

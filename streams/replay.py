@@ -9,21 +9,32 @@ from typing import Any, BinaryIO
 from . import wire
 from .core.engine import handle
 from .core.events import Limits, deadletter_record
+from .core.monitors import Semantics
 from .core.state import TraceState
 
 
 class Replayer:
     """Holds run states in memory, as the worker's table does on Kafka."""
 
-    def __init__(self, limits: Limits | None = None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        clock: Callable[[], float] = time.time,
+        sem: Semantics | None = None,
+    ) -> None:
         self.limits = limits or Limits()
         self.states: dict[str, TraceState] = {}
         self.clock = clock
+        if sem is None:
+            from .embedder import default_semantics
+
+            sem = default_semantics()
+        self.sem = sem
 
     def feed(self, raw: bytes | str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """One input line -> (decision or None, dead-letter record or None)."""
         now = self.clock()
-        result = handle(raw, self.states.get, self.limits, now)
+        result = handle(raw, self.states.get, self.limits, now, self.sem)
         if result.rejection is not None:
             return None, deadletter_record(raw, result.rejection, self.limits, now)
         if result.state is not None and result.run_id is not None:
@@ -38,11 +49,15 @@ class Replayer:
 
 
 def replay_file(
-    src: BinaryIO, out: BinaryIO, deadletters: BinaryIO | None = None, limits: Limits | None = None
+    src: BinaryIO,
+    out: BinaryIO,
+    deadletters: BinaryIO | None = None,
+    limits: Limits | None = None,
+    sem: Semantics | None = None,
 ) -> tuple[int, int]:
     """Write one decision per line; return (decisions, dead-letters)."""
     n_dec = n_dl = 0
-    for decision, dl in Replayer(limits).run(src):
+    for decision, dl in Replayer(limits, sem=sem).run(src):
         if decision is not None:
             out.write(wire.dumps(decision) + b"\n")
             n_dec += 1

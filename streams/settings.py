@@ -39,6 +39,7 @@ class Settings:
     max_event_bytes: int = 256 * 1024
     max_thought_chars: int = 20_000
     log_level: str = "info"
+    monitor_profiles: str = ""  # JSON/TOML file of custom monitor weight profiles
 
     # -- derived -------------------------------------------------------------
     @property

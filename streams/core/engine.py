@@ -10,9 +10,13 @@ from typing import Any
 from .difficulty import clamp01, get_scorer
 from .events import SCHEMA_VERSION, Limits, Rejected, decode
 from .fsm import FSMState, get_transition, validate_params
+from .monitors import Semantics, extract, hold_back, resolve_weights
+from .monitors import evaluate as evaluate_monitors
+from .render import render_block
 from .state import TASK_CHARS_KEPT, RunConfig, TraceState
 
 STATES_WITH_ROUTING = ("FAST", "NORMAL", "SLOW", "SKIP")
+MONITORED_STATES = STATES_WITH_ROUTING  # monitors run in these, never in INIT/END
 
 
 @dataclass
@@ -99,6 +103,7 @@ def start_run(ev: dict[str, Any], now: float, limits: Limits) -> Result:
     try:
         get_transition(transition)
         get_scorer(scorer)
+        weights = resolve_weights(ev.get("task_profile") or "coding", ev.get("monitor_weights"))
     except ValueError as exc:
         raise Rejected("invalid_config", str(exc), run_id) from None
     task = ev.get("task")
@@ -111,6 +116,7 @@ def start_run(ev: dict[str, Any], now: float, limits: Limits) -> Result:
         model=ev.get("model"),
         task_profile=ev.get("task_profile") or "coding",
         monitor_weights=ev.get("monitor_weights"),
+        weights=weights,
         model_routing=dict(ev.get("model_routing") or {}),
         token_budget=ev.get("token_budget"),
         e_traces_enabled=ev.get("e_traces_enabled", True),
@@ -127,7 +133,9 @@ def start_run(ev: dict[str, Any], now: float, limits: Limits) -> Result:
     )
 
 
-def apply_step(st: TraceState, ev: dict[str, Any], limits: Limits, now: float) -> Result:
+def apply_step(
+    st: TraceState, ev: dict[str, Any], limits: Limits, now: float, sem: Semantics | None = None
+) -> Result:
     run_id = st.run_id
     step = ev["step"]
     if st.finished:
@@ -174,6 +182,8 @@ def apply_step(st: TraceState, ev: dict[str, Any], limits: Limits, now: float) -
     elif new_state == FSMState.FAST.value:
         skipped = "FSM=FAST, e-traces skipped"
     decision = _decision(new, step, previous, difficulty, source, ts, now, skipped)
+    if cfg.monitors_enabled and new_state in MONITORED_STATES:
+        _run_monitors(new, ev, decision, limits, sem)
     return Result(
         run_id,
         state=_with_log(new, decision, limits.step_log_kept),
@@ -181,6 +191,43 @@ def apply_step(st: TraceState, ev: dict[str, Any], limits: Limits, now: float) -
         event_type="step",
         transition=(previous, new_state) if previous != new_state else None,
     )
+
+
+def _run_monitors(
+    st: TraceState, ev: dict[str, Any], decision: dict[str, Any], limits: Limits, sem: Semantics | None
+) -> None:
+    """Monitors, then the injection guardrails; updates `st` (a fresh copy) and `decision`."""
+    if sem is None:
+        raise ValueError("monitors are enabled but no Semantics (embedders) was given to the engine")
+    features = extract(ev, limits.max_thought_chars)
+    st.monitors, res = evaluate_monitors(st.monitors, features, st.config.weights, st.config.task, sem)
+    decision["monitors"] = res.as_wire()
+    st.recent_fired = [*st.recent_fired[-1:], res.fired]
+    if not res.fired or res.text is None:
+        return
+    step = decision["step"]
+    held = hold_back(
+        st.state,
+        step,
+        res.text,
+        st.monitor_injections,
+        st.last_monitor_injection_step,
+        st.last_monitor_injection_text,
+    )
+    if held is not None:
+        decision["suppressed"] = held
+        return
+    st.monitor_injections += 1
+    st.last_monitor_injection_step = step
+    st.last_monitor_injection_text = res.text
+    st.injections_by_source = {
+        **st.injections_by_source,
+        "monitor": st.injections_by_source.get("monitor", 0) + 1,
+    }
+    injection = {"source": "monitor", "text": res.text, "pattern_id": None, "similarity": None}
+    decision["injections"] = [*decision["injections"], injection]
+    decision["inject"] = True
+    decision["injection_text"] = render_block(decision["injections"])
 
 
 def finish_run(st: TraceState, ev: dict[str, Any]) -> Result:
@@ -203,6 +250,7 @@ def handle(
     lookup: Callable[[str], TraceState | None],
     limits: Limits,
     now: float,
+    sem: Semantics | None = None,
 ) -> Result:
     """Decode, validate and apply one input. Never raises for bad input: returns a rejection."""
     ev: dict[str, Any] | None = None
@@ -220,7 +268,7 @@ def handle(
         if st is None:
             raise Rejected("unknown_run", f"no run_start seen for run {run_id!r}", run_id, ev.get("step"))
         if etype == "step":
-            return apply_step(st, ev, limits, now)
+            return apply_step(st, ev, limits, now, sem)
         return finish_run(st, ev)
     except Rejected as rej:
         return Result(rej.run_id, rejection=rej, event_type=ev.get("type") if ev else None)

@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 from .fsm import FSMParams, FSMState
+from .monitors import MonitorState
 
 # How much of the task text the run state keeps (monitors compare against it).
 TASK_CHARS_KEPT = 2000
@@ -25,6 +26,7 @@ class RunConfig:
     model: str | None = None
     task_profile: str = "coding"
     monitor_weights: dict[str, float] | None = None
+    weights: dict[str, float] = field(default_factory=dict)  # resolved at run_start
     model_routing: dict[str, str] = field(default_factory=dict)
     token_budget: int | None = None
     e_traces_enabled: bool = True
@@ -55,7 +57,8 @@ class TraceState:
     monitor_injections: int = 0
     last_monitor_injection_step: int | None = None
     last_monitor_injection_text: str | None = None
-    recent_fired: list[list[str]] = field(default_factory=list)
+    recent_fired: list[list[str]] = field(default_factory=list)  # fired lists of the last 2 steps
+    monitors: MonitorState = field(default_factory=MonitorState)
     e1_calls: int = 0
     e2_calls: int = 0
     e3_calls: int = 0
@@ -92,6 +95,8 @@ class TraceState:
     def from_dict(cls, d: dict[str, Any]) -> TraceState:
         d = dict(d)
         d["config"] = RunConfig(**d["config"])
+        if "monitors" in d:
+            d["monitors"] = MonitorState.from_dict(d["monitors"])
         return cls(**d)
 
     def step_log_entries(self) -> list[dict[str, Any]]:

@@ -11,7 +11,9 @@ import pytest
 
 from streams.client import SteeringClient
 from streams.core.fsm import DifficultyFSM, FSMState
+from streams.core.monitors import MONITORS
 from streams.replay import Replayer
+from streams.simulate import BEHAVIOURS, trajectory
 from tests.factories import b, run_finish, run_start, step
 from tests.integration.kafka_io import read_all
 
@@ -99,24 +101,19 @@ def test_replay_gives_identical_decisions_to_the_worker(worker, tmp_path):
     events: list[dict] = []
     for i in range(12):
         rid = f"rp-{i}"
+        # realistic coding-agent steps, one behaviour per run: every monitor fires somewhere
+        task, steps = trajectory(BEHAVIOURS[i % len(BEHAVIOURS)], 30, seed=i)
         events.append(
             run_start(
                 rid,
+                task=task,
                 model_routing=ROUTING,
                 token_budget=5000,
                 fsm_thresholds={"fast_window": 4} if i % 3 == 0 else None,
             )
         )
-        for k in range(1, 30):
-            thought = rnd.choice(
-                [
-                    "ls",
-                    "Maybe the error in src/a.py is a KeyError? not sure, perhaps reconsider.",
-                    "Read 'config.yaml'.",
-                    "",
-                ]
-            )
-            events.append(step(rid, k, thought=thought, tokens=rnd.randint(1, 500)))
+        for k, payload in enumerate(steps, start=1):
+            events.append(step(rid, k, **payload))
         events.append(run_finish(rid))
     # interleave runs but keep each run's order
     queues = defaultdict(list)
@@ -160,6 +157,9 @@ def test_replay_gives_identical_decisions_to_the_worker(worker, tmp_path):
         )
 
     assert norm(live) == norm(offline)
+    fired = {m for d in live if d.get("monitors") for m in d["monitors"]["fired"]}
+    assert fired == set(MONITORS)
+    assert any(i["source"] == "monitor" for d in live for i in d["injections"])
 
 
 def test_bad_input_is_dead_lettered_and_valid_runs_continue(worker):

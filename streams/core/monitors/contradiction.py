@@ -1,0 +1,181 @@
+"""claim_contradiction: the agent's conclusions contradict each other.
+
+Reads what the agent concluded, not what it called: sentences with a conclusion marker ("the
+root cause is", "this means", "I confirmed that", "so the X is ..."). Each claim is reduced to a
+topic (negations removed, antonyms folded onto one side) and a polarity. A new claim on the
+same topic (embedding match, fast model first, MiniLM when unsure) with the opposite polarity
+contradicts the earlier one; two different root causes for the same failure are mutually
+exclusive. An acknowledged revision ("actually", "I was wrong") is healthy self-correction and
+scores low; a silent flip scores high.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .base import NOTHING, Finding, quote
+from .features import TEXT_KEPT, StepFeatures
+from .semantics import Semantics
+
+MAX_CLAIMS = 8
+FAST_HI = 0.9
+FAST_LO = 0.5
+SAME_TOPIC = 0.72  # MiniLM cosine above which two claims are about the same thing
+DIFFERENT_CAUSE = 0.6  # two root causes less similar than this are different causes
+
+SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+CONCLUSION = re.compile(
+    r"\b(root cause|the (issue|problem|bug|error|failure|crash|culprit) (is|was|comes|lies|seems|appears)|"
+    r"this (means|shows|confirms|proves)|which (means|shows|confirms)|therefore|thus|hence|"
+    r"i (found|confirmed|verified|see|realized|realised|conclude|determined) that|turns out|"
+    r"it (appears|seems) that|so the|the answer is|in conclusion|conclusion:|confirmed:|"
+    r"is (not |n't )?(the|a) (cause|culprit|reason|problem))\b",
+    re.IGNORECASE,
+)
+CAUSE = re.compile(
+    r"\b(root cause|(is|was) caused by|is due to|comes from|because of|the (issue|problem|bug|error|failure|"
+    r"crash|culprit) (is|was|comes from|lies in))\b",
+    re.IGNORECASE,
+)
+REVISION = re.compile(
+    r"\b(actually|i was wrong|on (closer|second) (look|inspection|thought)|correction|i (mis)?(read|"
+    r"understood) (it )?wrong|contrary to what i|not .{1,40} after all|revis(e|ing) my|i previously|"
+    r"my earlier|earlier i (said|thought|assumed)|it turns out|rather than)\b",
+    re.IGNORECASE,
+)
+NEGATION = re.compile(
+    r"\b(not|no|never|none|neither|nor|cannot|can't|isn't|aren't|wasn't|weren't|doesn't|don't|didn't|"
+    r"won't|hasn't|haven't|shouldn't|couldn't|without)\b",
+    re.IGNORECASE,
+)
+# Antonyms folded onto the positive word: "is broken" == "is not working".
+ANTONYMS = {
+    "broken": "working",
+    "fails": "works",
+    "failing": "passing",
+    "failed": "passed",
+    "incorrect": "correct",
+    "wrong": "right",
+    "invalid": "valid",
+    "missing": "present",
+    "absent": "present",
+    "disabled": "enabled",
+    "unset": "set",
+    "unsafe": "safe",
+    "false": "true",
+    "different": "same",
+    "unrelated": "related",
+    "unnecessary": "necessary",
+    "irrelevant": "relevant",
+    "insecure": "secure",
+    "unreachable": "reachable",
+    "empty": "populated",
+    "stale": "fresh",
+    "outdated": "current",
+    "unused": "used",
+    "undefined": "defined",
+    "buggy": "correct",
+    "nonexistent": "existing",
+}
+WORD = re.compile(r"[A-Za-z']+|[^A-Za-z']+")
+
+TEXT, POLARITY, IS_CAUSE, STEP, CAUSE_TEXT = range(5)
+
+
+@dataclass
+class ContradictionState:
+    claims: list[list[Any]] = field(default_factory=list)  # [topic, polarity, is_cause, step, cause]
+
+
+def claims_of(thought: str) -> list[tuple[str, int, bool, str]]:
+    """(topic, polarity, is_cause, original sentence) of each conclusion in a thought."""
+    out = []
+    for sent in SENTENCE.split(thought[:4000]):
+        s = sent.strip()
+        if len(s) < 12 or not CONCLUSION.search(s):
+            continue
+        polarity = 1
+        negated = False  # by a negation word, not an antonym: "is not the root cause"
+        words = []
+        for tok in WORD.findall(s):
+            low = tok.lower()
+            if NEGATION.fullmatch(low):
+                polarity = -polarity
+                negated = not negated
+                continue
+            if low in ANTONYMS:
+                polarity = -polarity
+                words.append(ANTONYMS[low])
+                continue
+            words.append(tok)
+        topic = " ".join("".join(words).split())
+        topic = REVISION.sub("", topic).strip(" ,")
+        # A root cause is asserted unless negated; "stale tokens" in its description does not
+        # make it a denial.
+        out.append((topic[:TEXT_KEPT], polarity, bool(CAUSE.search(s)) and not negated, s))
+    return out[:3]
+
+
+LEAD_IN = re.compile(r"^\s*(is|was|lies in|comes from)\b\s*", re.IGNORECASE)
+CAUSE_BEFORE = re.compile(r"\b(is|was) (the|a)\s*$", re.IGNORECASE)
+
+
+def _cause_of(topic: str) -> str:
+    """What a root-cause claim names: "the root cause is X" and "X is the root cause: Y"."""
+    m = CAUSE.search(topic)
+    if not m:
+        return topic
+    before, after = topic[: m.start()], LEAD_IN.sub("", topic[m.end() :].strip(" :,"))
+    if CAUSE_BEFORE.search(before):
+        named = CONCLUSION.sub("", CAUSE_BEFORE.sub("", before)).strip(" ,:")
+        return f"{named}: {after}" if after else named
+    return after or topic
+
+
+def evaluate(st: ContradictionState, f: StepFeatures, sem: Semantics) -> tuple[ContradictionState, Finding]:
+    found = claims_of(f.thought)
+    if not found:
+        return st, NOTHING
+    revised = bool(REVISION.search(f.thought))
+    best = NOTHING
+    claims = list(st.claims)
+    for topic, polarity, is_cause, sentence in found:
+        if claims:
+            sims = sem.matches(topic, [c[TEXT] for c in claims], FAST_HI, FAST_LO)
+            for c, sim in zip(claims, sims, strict=True):
+                if sim >= SAME_TOPIC and c[POLARITY] != polarity:
+                    score = 0.4 if revised else 0.85 if sim >= 0.85 else 0.7
+                    text = (
+                        f'You now conclude "{quote(sentence, 100)}", which contradicts your earlier '
+                        f'conclusion at step {c[STEP]} ("{quote(c[TEXT], 80)}"). Do not build on '
+                        "either until you have settled it: name the evidence for each and run one "
+                        "check that tells them apart."
+                    )
+                    if score > best.score:
+                        best = Finding(score, text)
+            if is_cause:
+                earlier = [c for c in claims if c[IS_CAUSE]]
+                if earlier:
+                    mine = _cause_of(sentence)[:TEXT_KEPT]
+                    cause_sims = sem.full_sims(mine, [c[CAUSE_TEXT] for c in earlier])
+                    worst = min(range(len(earlier)), key=lambda i: cause_sims[i])
+                    if cause_sims[worst] < DIFFERENT_CAUSE:
+                        c = earlier[worst]
+                        score = 0.3 if revised else 0.7
+                        text = (
+                            f'You now name the root cause as "{quote(mine, 80)}" but at step {c[STEP]} '
+                            f'you concluded it was "{quote(c[CAUSE_TEXT], 80)}", and you have not '
+                            "said why that was wrong. Only one can be the cause: find the evidence that "
+                            "rules one out before changing code."
+                        )
+                        if score > best.score:
+                            best = Finding(score, text)
+        cause = _cause_of(sentence)[:TEXT_KEPT] if is_cause else ""
+        claims = [*claims, [topic, polarity, is_cause, f.step, cause]][-MAX_CLAIMS:]
+    if revised:
+        # An acknowledged revision replaces what it revises: keep only the newest root cause.
+        newest_cause = next((c for c in reversed(claims) if c[IS_CAUSE]), None)
+        claims = [c for c in claims if not c[IS_CAUSE] or c is newest_cause]
+    return ContradictionState(claims=claims), best

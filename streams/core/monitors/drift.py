@@ -1,0 +1,98 @@
+"""silent_topic_drift: the agent wanders off the original task without saying so.
+
+Every CHECK_EVERY steps (past the early phase) the last few step texts are compared with the
+task and with the run's early focus. The static embedder screens every checkpoint; MiniLM
+only confirms when the screen shows a clear drop, both in absolute terms and against this
+run's own first checkpoint (runs differ in how alike their on-task steps look to the static
+model), and at most once per FULL_EVERY steps while the run stays on topic. So the expensive
+model runs on a small fraction of checkpoints of a healthy run. A thought that acknowledges a
+change of direction ("switching to", "first I need to", "the user now wants") makes the new
+direction the focus instead of a drift.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+from .base import NOTHING, Finding, clip01, quote
+from .features import StepFeatures
+from .semantics import Semantics
+
+FOCUS_STEPS = 5
+RECENT_STEPS = 5
+CHECK_EVERY = 5
+START_AFTER = 8
+STEP_CHARS = 160
+FAST_ON_TOPIC = 0.75  # static-model cosine above which the recent steps are clearly on topic
+FAST_DROP = 0.1  # ... or less than this below the run's first checkpoint: no clear drop
+FULL_EVERY = 15  # steps between MiniLM confirmations while the last one found no drift
+# MiniLM cosine of the recent steps to task/focus: on-topic work sits well above ON_TOPIC,
+# unrelated work near 0; the score ramps between the two.
+ON_TOPIC = 0.4
+OFF_TOPIC = 0.12
+ACK = re.compile(
+    r"\b(switch(ing)? (to|focus|over)|instead,? (i|we)(?:'ll| will| should)|change (of )?(plan|direction|approach)|"
+    r"new approach|pivot(ing)?|the user (now )?(asked|wants|requested)|moving on to|(first|before that),? "
+    r"(i|we) (need|have|must) to|as a (prerequisite|side note)|let me (now )?(turn|move) to|detour|"
+    r"to unblock|this is needed (for|because)|in order to (fix|finish|complete))\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass
+class DriftState:
+    focus: list[str] = field(default_factory=list)
+    recent: list[str] = field(default_factory=list)
+    steps: int = 0
+    score: float = 0.0
+    text: str | None = None
+    baseline: float | None = None  # static-model similarity at the run's first checkpoint
+    last_full: int = -FULL_EVERY  # step of the last MiniLM confirmation
+
+
+def step_text(f: StepFeatures) -> str:
+    # What the step is about: the thought plus the command or files it touched. The action's
+    # raw JSON input would add the same tool vocabulary to every step and blur the topic.
+    if f.condenses:
+        return ""  # a condensation restates the run; it is no evidence of where the run is going
+    about = f.command or " ".join(f.paths) or (f.act_text.split(":", 1)[-1] if f.act_text else "")
+    parts = [f.thought.strip(), about]
+    return " ".join(" ".join(p for p in parts if p).split())[:STEP_CHARS]
+
+
+def evaluate(st: DriftState, f: StepFeatures, sem: Semantics, task: str | None) -> tuple[DriftState, Finding]:
+    text = step_text(f)
+    steps = st.steps + 1
+    keep = DriftState(st.focus, st.recent, steps, st.score, st.text, st.baseline, st.last_full)
+    if not text:
+        return keep, Finding(st.score, st.text)
+    if ACK.search(f.thought):
+        # An announced change of direction: the new direction is the focus from here on.
+        return DriftState(focus=[text], recent=[text], steps=steps), NOTHING
+    keep.recent = [*st.recent, text][-RECENT_STEPS:]
+    if len(st.focus) < FOCUS_STEPS:
+        keep.focus = [*st.focus, text]
+    if steps < START_AFTER or steps % CHECK_EVERY or len(keep.focus) < FOCUS_STEPS:
+        return keep, Finding(st.score, st.text)
+
+    now = " ".join(keep.recent)
+    refs = [" ".join(keep.focus)] + ([task] if task else [])
+    fast = max(sem.fast_sims(now, refs))
+    baseline = fast if st.baseline is None else st.baseline
+    calm = st.score < 0.3 and steps - st.last_full < FULL_EVERY
+    if fast >= FAST_ON_TOPIC or fast >= baseline - FAST_DROP or calm:
+        return replace(keep, score=0.0, text=None, baseline=baseline), NOTHING
+    on_topic = max(sem.full_sims(now, refs))
+    score = round(clip01((ON_TOPIC - on_topic) / (ON_TOPIC - OFF_TOPIC)), 4)
+    message = None
+    if score >= 0.6:
+        goal = f'the task ("{quote(task, 120)}")' if task else "what you set out to do"
+        message = (
+            f'Your recent steps ("{quote(keep.recent[-1], 80)}") have moved away from {goal} and you '
+            "have not said why. Return to the task, or state explicitly why this detour is needed "
+            "for it before continuing."
+        )
+    return replace(keep, score=score, text=message, baseline=baseline, last_full=steps), Finding(
+        score, message
+    )

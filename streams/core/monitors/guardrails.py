@@ -1,0 +1,24 @@
+"""Monitor injection guardrails (SPEC section 7): cap, cooldown by state, no back-to-back repeat."""
+
+from __future__ import annotations
+
+MAX_MONITOR_INJECTIONS = 5
+COOLDOWN = {"FAST": 5, "NORMAL": 3, "SLOW": 2, "SKIP": 2}
+
+
+def hold_back(
+    state: str,
+    step: int,
+    text: str,
+    injections: int,
+    last_step: int | None,
+    last_text: str | None,
+) -> str | None:
+    """Which guardrail holds a proposed monitor injection back, or None to let it through."""
+    if injections >= MAX_MONITOR_INJECTIONS:
+        return "cap"
+    if last_step is not None and step - last_step < COOLDOWN.get(state, 3):
+        return "cooldown"
+    if last_text is not None and text == last_text:
+        return "duplicate"
+    return None

@@ -1,0 +1,110 @@
+"""Text similarity for the monitors: a cascade over two embedders.
+
+The fast (static) embedder runs on every step; the full sentence model (MiniLM) is asked only
+when the fast one is unsure (similarity inside an ambiguous band), for claims, and at drift
+checkpoints. Vectors are cached per text so a run's window is embedded once, and similarities
+are rounded so a threshold decision cannot flip on the last float bit between the worker and
+`replay`.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+Vector = npt.NDArray[np.float32]
+
+
+class TextEmbedder(Protocol):
+    """The port the monitors need (see streams.embedder for the real models)."""
+
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
+
+
+class _LRU:
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.data: OrderedDict[str, Vector] = OrderedDict()
+
+    def get(self, key: str) -> Vector | None:
+        v = self.data.get(key)
+        if v is not None:
+            self.data.move_to_end(key)
+        return v
+
+    def put(self, key: str, v: Vector) -> None:
+        self.data[key] = v
+        if len(self.data) > self.size:
+            self.data.popitem(last=False)
+
+
+class Semantics:
+    """Cached embeddings and rounded cosine similarities, fast and full."""
+
+    def __init__(self, fast: TextEmbedder, full: TextEmbedder, cache_size: int = 20_000) -> None:
+        self.fast_model = fast
+        self.full_model = full
+        self._fast = _LRU(cache_size)
+        self._full = _LRU(cache_size // 4)
+        self.full_calls = 0  # how often the cascade escalated (benchmarks read it)
+        self.compared = 0  # vectors compared so far: the monitors' per-step work, for tests
+
+    def _vec(self, cache: _LRU, model: TextEmbedder, text: str) -> Vector:
+        v = cache.get(text)
+        if v is None:
+            # One text per call: a batch could change BLAS blocking and the last bits.
+            v = np.asarray(model.embed([text])[0], dtype=np.float32)
+            cache.put(text, v)
+        return v
+
+    def fast(self, text: str) -> Vector:
+        return self._vec(self._fast, self.fast_model, text)
+
+    def full(self, text: str) -> Vector:
+        v = self._full.get(text)
+        if v is None:
+            self.full_calls += 1
+            v = self._vec(self._full, self.full_model, text)
+        return v
+
+    def fast_sims(self, text: str, others: Sequence[str]) -> list[float]:
+        if not others:
+            return []
+        self.compared += len(others)
+        q = self.fast(text)
+        m = np.stack([self.fast(o) for o in others])
+        return [round(float(x), 4) for x in m @ q]
+
+    def full_sim(self, a: str, b: str) -> float:
+        self.compared += 1
+        return round(float(self.full(a) @ self.full(b)), 4)
+
+    def full_sims(self, text: str, others: Sequence[str]) -> list[float]:
+        if not others:
+            return []
+        self.compared += len(others)
+        q = self.full(text)
+        m = np.stack([self.full(o) for o in others])
+        return [round(float(x), 4) for x in m @ q]
+
+    def matches(
+        self, text: str, others: Sequence[str], fast_hi: float, fast_lo: float, max_full: int = 4
+    ) -> list[float]:
+        """Cascade: trust the fast model far from a threshold, ask the full one in between.
+
+        Returns one similarity per other text on the full model's scale: 1.0 where the fast
+        model is sure of a match (>= fast_hi), 0.0 where it is sure there is none (< fast_lo),
+        the full model's cosine for at most `max_full` ambiguous ones (the most similar first)."""
+        fast = self.fast_sims(text, others)
+        out = [1.0 if s >= fast_hi else 0.0 for s in fast]
+        ambiguous = sorted((i for i, s in enumerate(fast) if fast_lo <= s < fast_hi), key=lambda i: -fast[i])
+        for i in ambiguous[:max_full]:
+            out[i] = self.full_sim(text, others[i])
+        return out

@@ -1,0 +1,107 @@
+"""late_sprawl: deep into a run, new tools, files and topics keep appearing instead of converging.
+
+Healthy runs explore early and narrow down; a run that is lost keeps opening new fronts. Per
+step we count what is new (a tool never used, a file never touched, a thought unlike any topic
+so far, judged by the static embedder against a few topic anchors), and compare the novelty
+rate of the last 10 steps with the 10 before and with the early phase. Everything is bounded:
+recently seen tools/files (LRU), 12 topic anchors, 20 counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .base import NOTHING, Finding, clip01, quote
+from .features import TEXT_KEPT, StepFeatures, short_hash
+from .semantics import Semantics
+
+EARLY = 10
+RECENT = 10
+MAX_SEEN = 128
+MAX_ANCHORS = 12
+FIXED_ANCHORS = 4  # the run's first topics are never evicted: they are what "converging" means
+NEW_TOPIC_BELOW = 0.5  # fast-model cosine to every anchor below this: a new topic
+MIN_THOUGHT = 40
+
+
+@dataclass
+class SprawlState:
+    steps: int = 0
+    tools: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)  # hashed paths, most recent last
+    anchors: list[str] = field(default_factory=list)
+    early_novelty: int = 0
+    counts: list[int] = field(default_factory=list)  # novelty per step, last 2 * RECENT steps
+    recent_new: list[str] = field(default_factory=list)  # names of recent novelties, for the text
+
+
+def _touch(seen: list[str], item: str) -> tuple[list[str], bool]:
+    if item in seen:
+        seen = [x for x in seen if x != item]
+        return [*seen, item], False
+    return [*seen, item][-MAX_SEEN:], True
+
+
+def evaluate(
+    st: SprawlState, f: StepFeatures, sem: Semantics, task: str | None
+) -> tuple[SprawlState, Finding, int]:
+    """Also returns how many new files this step touched (progress, for cyclic_compression)."""
+    novelties: list[str] = []
+    tools = st.tools
+    if f.action and f.action not in ("finish", "submit"):
+        tools, new_tool = _touch(tools, f.action)
+        if new_tool and st.steps > 0:
+            novelties.append(f"tool `{f.action_label}`")
+    files = st.files
+    new_files = 0
+    for p in f.paths:
+        files, is_new = _touch(files, short_hash(p)[:10])  # hashes: paths can be long
+        if is_new:
+            new_files += 1
+            if new_files <= 2:
+                novelties.append(f"file `{p}`")
+    anchors = st.anchors
+    topic = f.thought.strip()[:TEXT_KEPT]
+    if len(topic) >= MIN_THOUGHT:
+        if not anchors:
+            anchors = [topic]
+        elif max(sem.fast_sims(topic, anchors)) < NEW_TOPIC_BELOW:
+            novelties.append(f'topic "{quote(topic, 40)}"')
+            anchors = [*anchors, topic]
+            if len(anchors) > MAX_ANCHORS:
+                anchors = anchors[:FIXED_ANCHORS] + anchors[FIXED_ANCHORS + 1 :]
+    n = len(novelties)
+    steps = st.steps + 1
+    counts = [*st.counts, n][-2 * RECENT :]
+    new = SprawlState(
+        steps=steps,
+        tools=tools,
+        files=files,
+        anchors=anchors,
+        early_novelty=st.early_novelty + (n if steps <= EARLY else 0),
+        counts=counts,
+        recent_new=[*st.recent_new, *novelties][-6:] if n else st.recent_new,
+    )
+    if steps <= 2 * EARLY or len(counts) < 2 * RECENT:
+        return new, NOTHING, new_files
+    recent = sum(counts[-RECENT:]) / RECENT
+    before = sum(counts[:RECENT]) / RECENT
+    early = st.early_novelty / EARLY
+    level = clip01((recent - 0.3) / 0.6)
+    rising = 1.0 if recent > before else 0.7
+    not_converging = 1.0 if recent >= 0.6 * early else 0.6
+    score = round(level * rising * not_converging, 4)
+    if score < 0.6:
+        return new, Finding(score), new_files
+    where = f" Refocus on the task: {quote(task, 120)}." if task else ""
+    return (
+        new,
+        Finding(
+            score,
+            f"At step {f.step} you are still opening new fronts: {sum(counts[-RECENT:])} new tools, "
+            f"files or topics in the last {RECENT} steps ({', '.join(st.recent_new[-3:] + novelties)[:200]}), "
+            f"more than earlier in the run.{where} Finish the current line of work before starting "
+            "new ones.",
+        ),
+        new_files,
+    )
