@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import random
 import statistics
 import time
 import uuid
@@ -23,54 +22,55 @@ from streams.client import SteeringClient
 from streams.core.engine import handle
 from streams.core.events import Limits
 from streams.core.state import TraceState
+from streams.embedder import default_semantics
 from streams.local_worker import WorkerProcess
+from streams.simulate import trajectory
 from tests.factories import run_start, step
 
 INDICES = (10, 100, 1000, 5000)
-THOUGHTS = [
-    "Let me read src/auth/session.py and check how expiry is computed.",
-    "Maybe the error is in the cache layer? The traceback mentions redis_store.get failing.",
-    "Run pytest tests/test_session.py -k refresh to confirm the fix.",
-    "The test passes now. I'll also check 'config/settings.py' for the timeout value.",
-]
+WINDOW = 10  # steps either side of an index whose timings are pooled
 
 
-def core(n_steps: int, reps: int) -> dict[int, tuple[float, int]]:
+def core(n_steps: int, runs: int, monitors: bool) -> dict[int, tuple[float, int]]:
+    """Median per-step time (us) around each index, and the run state's encoded size there.
+
+    Every step is applied once (no warm repeats): new texts pay for their embeddings the way
+    they do in the worker. Runs are synthetic coding-agent trajectories (streams.simulate),
+    healthy ones, so what is measured is the steady cost, not a monitor firing."""
     limits = Limits()
-    rnd = random.Random(1)
-    table: dict[str, bytes] = {}
+    sem = default_semantics()
+    times: dict[int, list[float]] = {k: [] for k in INDICES if k <= n_steps}
+    sizes: dict[int, int] = {}
+    for r in range(runs):
+        table: dict[str, bytes] = {}
 
-    def lookup(rid: str) -> TraceState | None:
-        raw = table.get(rid)
-        return None if raw is None else TraceState.decode(raw)
+        def lookup(rid: str, table: dict[str, bytes] = table) -> TraceState | None:
+            raw = table.get(rid)
+            return None if raw is None else TraceState.decode(raw)
 
-    def apply(raw: bytes) -> None:
-        res = handle(raw, lookup, limits, time.time())
-        if res.state is not None:
-            table["r"] = res.state.encode()
+        def apply(raw: bytes, table: dict[str, bytes] = table) -> None:
+            res = handle(raw, lookup, limits, time.time(), sem)
+            if res.state is not None:
+                table["r"] = res.state.encode()
 
-    apply(
-        orjson.dumps(
-            run_start("r", task="Fix the session expiry bug in the auth service", model_routing={"FAST": "s"})
-        )
-    )
-    out: dict[int, tuple[float, int]] = {}
-    for k in range(1, n_steps + 1):
-        raw = orjson.dumps(
-            step("r", k, thought=rnd.choice(THOUGHTS), observation="x" * rnd.randint(50, 2000))
-        )
-        if k in INDICES:
-            saved = table["r"]
-            samples = []
-            for _ in range(reps):
-                table["r"] = saved
-                t0 = time.perf_counter_ns()
-                apply(raw)
-                samples.append(time.perf_counter_ns() - t0)
-            out[k] = (statistics.median(samples) / 1000.0, len(table["r"]))
-            log(f"core step {k}: {out[k][0]:.1f} us/step, state {out[k][1]} bytes")
-        else:
+        task, steps = trajectory("healthy", n_steps + 1, seed=1000 + r)
+        apply(orjson.dumps(run_start("r", task=task, model_routing={"FAST": "s"}, monitors_enabled=monitors)))
+        for k, payload in enumerate(steps, start=1):
+            if k > n_steps:
+                break
+            raw = orjson.dumps(step("r", k, **payload))
+            t0 = time.perf_counter_ns()
             apply(raw)
+            dt = (time.perf_counter_ns() - t0) / 1000.0
+            for idx in times:
+                if abs(k - idx) <= WINDOW:
+                    times[idx].append(dt)
+            if k in times:
+                sizes[k] = len(table["r"])
+        log(f"core run {r + 1}/{runs} (monitors {'on' if monitors else 'off'}) done")
+    out = {k: (statistics.median(v), sizes[k]) for k, v in times.items()}
+    for k, (us, size) in out.items():
+        log(f"core step {k}: {us:.1f} us/step, state {size} bytes")
     return out
 
 
@@ -79,12 +79,12 @@ async def through_worker(n_steps: int) -> dict[int, float]:
     w = WorkerProcess.start(s, results_dir() / "flat-worker.log")
     try:
         lat: dict[int, float] = {}
-        rnd = random.Random(2)
+        task, steps = trajectory("healthy", n_steps, seed=2)
         async with SteeringClient(s, deadline_ms=5000) as c:
             rid = f"long-{uuid.uuid4().hex[:6]}"
-            await c.start_run(rid)
+            await c.start_run(rid, task=task)
             for k in range(1, n_steps + 1):
-                d = await c.step(rid, k, thought=rnd.choice(THOUGHTS), observation="ok", tokens=10)
+                d = await c.step(rid, k, **next(steps))
                 assert d is not None
                 lat[k] = d.latency_ms
                 if k % 1000 == 0:
@@ -97,17 +97,23 @@ async def through_worker(n_steps: int) -> dict[int, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=5000)
-    ap.add_argument("--reps", type=int, default=2000)
+    ap.add_argument("--runs", type=int, default=3, help="independent runs pooled per index (core)")
     ap.add_argument("--worker", action="store_true", help="also measure through a live worker")
     ap.add_argument("--plot", action="store_true")
     args = ap.parse_args()
-    res = core(args.steps, args.reps)
+    off = core(args.steps, args.runs, monitors=False)
+    res = core(args.steps, args.runs, monitors=True)
     print(f"\nmachine: {machine()}  date: {time.strftime('%Y-%m-%d')}")
-    print("| step | core us/step | ratio to step 10 | state bytes |")
-    print("|---|---|---|---|")
+    print(
+        "| step | core us/step, monitors on | ratio to step 10 | monitors off | monitor cost | state bytes |"
+    )
+    print("|---|---|---|---|---|---|")
     for k in INDICES:
         if k in res:
-            print(f"| {k} | {res[k][0]:.1f} | {res[k][0] / res[10][0]:.2f}x | {res[k][1]} |")
+            print(
+                f"| {k} | {res[k][0]:.1f} | {res[k][0] / res[10][0]:.2f}x | {off[k][0]:.1f} | "
+                f"{res[k][0] - off[k][0]:.1f} | {res[k][1]} |"
+            )
     wres: dict[int, float] = {}
     if args.worker:
         started = ensure_broker()
@@ -124,7 +130,7 @@ def main() -> int:
             print(f"| {k} | {wres[k]:.2f} | {wres[k] / wres[10]:.2f}x |")
     last = max(k for k in INDICES if k in res)
     print(
-        f"SUMMARY flat_cost: core step 1000 = {res[1000][0] / res[10][0]:.2f}x step 10, step {last} = {res[last][0] / res[10][0]:.2f}x; state {res[10][1]} -> {res[last][1]} bytes"
+        f"SUMMARY flat_cost: core (monitors on) step 1000 = {res[1000][0] / res[10][0]:.2f}x step 10, monitor cost {res[10][0] - off[10][0]:.0f} -> {res[1000][0] - off[1000][0]:.0f} us, step {last} = {res[last][0] / res[10][0]:.2f}x; state {res[10][1]} -> {res[last][1]} bytes"
         + (f"; worker step 1000 = {wres[1000] / wres[10]:.2f}x step 10" if wres else "")
     )
     if args.plot:

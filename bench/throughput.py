@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import random
 import subprocess
 import sys
 import time
@@ -23,37 +22,35 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from bench.common import bench_settings, ensure_broker, log, machine, results_dir, stop_broker
-from bench.flat_cost import THOUGHTS
 from streams.local_worker import WorkerProcess, free_port
 from streams.settings import Settings
+from streams.simulate import BEHAVIOURS, trajectory
 from streams.topics import ensure_topics
 from tests.factories import run_start, step
 
 
-async def preload(s: Settings, runs: int, steps: int) -> int:
+async def preload(s: Settings, runs: int, steps: int, monitors: bool = True) -> int:
     await ensure_topics(s)
     p = AIOKafkaProducer(
         bootstrap_servers=s.bootstrap_servers, acks="all", linger_ms=5, max_batch_size=256 * 1024
     )
     await p.start()
-    rnd = random.Random(5)
     n = 0
     try:
         ids = [f"tp-{i}" for i in range(runs)]
         futs = []
-        for rid in ids:
-            futs.append(
-                await p.send(
-                    s.steps_topic,
-                    orjson.dumps(run_start(rid, model_routing={"FAST": "s", "SLOW": "b"})),
-                    key=rid.encode(),
-                )
+        trajs = []
+        for i, rid in enumerate(ids):
+            # a fleet of synthetic coding agents, one behaviour each: every monitor has work
+            task, gen = trajectory(BEHAVIOURS[i % len(BEHAVIOURS)], steps, seed=i)
+            trajs.append(gen)
+            start = run_start(
+                rid, task=task, model_routing={"FAST": "s", "SLOW": "b"}, monitors_enabled=monitors
             )
+            futs.append(await p.send(s.steps_topic, orjson.dumps(start), key=rid.encode()))
         for k in range(1, steps + 1):
-            for rid in ids:
-                ev = step(
-                    rid, k, thought=rnd.choice(THOUGHTS), observation="x" * rnd.randint(50, 800), tokens=300
-                )
+            for rid, gen in zip(ids, trajs, strict=True):
+                ev = step(rid, k, **next(gen))
                 futs.append(await p.send(s.steps_topic, orjson.dumps(ev), key=rid.encode()))
         for f in futs:
             await f
@@ -119,86 +116,97 @@ def main() -> int:
     args = ap.parse_args()
 
     started = ensure_broker()
-    s = bench_settings(partitions=args.partitions)
     rows: dict[str, dict[str, Any]] = {}
     try:
-        log(f"preloading {args.runs} runs x {args.steps} steps into {s.steps_topic} ...")
-        n = asyncio.run(preload(s, args.runs, args.steps))
-        log(f"  {n} events")
-
-        # pass-through baseline
-        pt_out = f"{s.topic_prefix}.pt.out"
-        asyncio.run(_create(s.bootstrap_servers, pt_out, args.partitions))
-        log("pass-through Faust agent draining the backlog ...")
-        pt = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "bench.passthrough",
-                s.bootstrap_servers,
-                s.steps_topic,
-                pt_out,
-                f"pt-{s.topic_prefix}",
-                str(s.data_path / "pt"),
-                str(args.partitions),
-                str(free_port()),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=open(results_dir() / "passthrough.log", "wb"),  # noqa: SIM115
-        )
-        try:
-            cnt, first, last = asyncio.run(drain_timing(s.bootstrap_servers, pt_out, n, 600))
-        finally:
-            pt.terminate()
-            pt.wait(30)
-        rows["passthrough"] = {"n": cnt, "seconds": last - first, "rate": cnt / max(1e-9, last - first)}
-        log(f"  pass-through: {cnt} in {last - first:.2f}s = {rows['passthrough']['rate']:.0f}/s")
-
-        # the worker
-        log("rb-streams worker draining the same backlog ...")
-        w = WorkerProcess(s, results_dir() / "throughput-worker.log")
-        spy = None
-        if args.profile:
-            time.sleep(8)
-            spy = subprocess.Popen(
-                [
-                    "py-spy",
-                    "record",
-                    "--pid",
-                    str(w.proc.pid),
-                    "--duration",
-                    "20",
-                    "--format",
-                    "raw",
-                    "-o",
-                    str(results_dir() / "worker-profile.txt"),
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        try:
-            expect = n - args.runs * 0  # every run_start and step yields a decision
-            cnt, first, last = asyncio.run(drain_timing(s.bootstrap_servers, s.steering_topic, expect, 900))
-        finally:
-            if spy:
-                spy.wait(60)
-            w.stop()
-        rows["worker"] = {"n": cnt, "seconds": last - first, "rate": cnt / max(1e-9, last - first)}
-        log(f"  worker: {cnt} in {last - first:.2f}s = {rows['worker']['rate']:.0f}/s")
+        for monitors in (True, False):
+            s = bench_settings(partitions=args.partitions)
+            label = "monitors on" if monitors else "monitors off"
+            log(f"preloading {args.runs} runs x {args.steps} steps ({label}) into {s.steps_topic} ...")
+            n = asyncio.run(preload(s, args.runs, args.steps, monitors))
+            log(f"  {n} events")
+            if monitors:
+                rows["pass-through Faust agent"] = passthrough(s, n, args.partitions)
+            rows[f"rb-streams worker, {label}"] = worker(s, n, args.profile and monitors)
     finally:
         if started:
             stop_broker()
 
-    ratio = rows["worker"]["rate"] / rows["passthrough"]["rate"]
+    base = rows["pass-through Faust agent"]["rate"]
+    on = rows["rb-streams worker, monitors on"]["rate"]
     print(f"\nmachine: {machine()}  date: {time.strftime('%Y-%m-%d')}")
-    print("| path | events | seconds | events/s |")
-    print("|---|---|---|---|")
+    print("| path | events | seconds | events/s | ratio to pass-through |")
+    print("|---|---|---|---|---|")
     for k, r in rows.items():
-        print(f"| {k} | {r['n']} | {r['seconds']:.2f} | {r['rate']:.0f} |")
+        print(f"| {k} | {r['n']} | {r['seconds']:.2f} | {r['rate']:.0f} | {r['rate'] / base:.0%} |")
     print(
-        f"SUMMARY throughput: worker {rows['worker']['rate']:.0f} steps/s = {ratio:.0%} of pass-through ({rows['passthrough']['rate']:.0f}/s)"
+        f"SUMMARY throughput: worker (monitors on) {on:.0f} steps/s = {on / base:.0%} of pass-through "
+        f"({base:.0f}/s); monitors off {rows['rb-streams worker, monitors off']['rate']:.0f}/s"
     )
     return 0
+
+
+def passthrough(s: Settings, n: int, partitions: int) -> dict[str, Any]:
+    pt_out = f"{s.topic_prefix}.pt.out"
+    asyncio.run(_create(s.bootstrap_servers, pt_out, partitions))
+    log("pass-through Faust agent draining the backlog ...")
+    pt = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bench.passthrough",
+            s.bootstrap_servers,
+            s.steps_topic,
+            pt_out,
+            f"pt-{s.topic_prefix}",
+            str(s.data_path / "pt"),
+            str(partitions),
+            str(free_port()),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(results_dir() / "passthrough.log", "wb"),  # noqa: SIM115
+    )
+    try:
+        cnt, first, last = asyncio.run(drain_timing(s.bootstrap_servers, pt_out, n, 600))
+    finally:
+        pt.terminate()
+        pt.wait(30)
+    row = {"n": cnt, "seconds": last - first, "rate": cnt / max(1e-9, last - first)}
+    log(f"  pass-through: {cnt} in {last - first:.2f}s = {row['rate']:.0f}/s")
+    return row
+
+
+def worker(s: Settings, n: int, profile: bool) -> dict[str, Any]:
+    log("rb-streams worker draining the backlog ...")
+    w = WorkerProcess(s, results_dir() / "throughput-worker.log")
+    spy = None
+    if profile:
+        time.sleep(8)
+        spy = subprocess.Popen(
+            [
+                "py-spy",
+                "record",
+                "--pid",
+                str(w.proc.pid),
+                "--duration",
+                "20",
+                "--format",
+                "raw",
+                "-o",
+                str(results_dir() / "worker-profile.txt"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    try:
+        # every run_start and step yields a decision
+        cnt, first, last = asyncio.run(drain_timing(s.bootstrap_servers, s.steering_topic, n, 900))
+    finally:
+        if spy:
+            spy.wait(60)
+        w.stop()
+    row = {"n": cnt, "seconds": last - first, "rate": cnt / max(1e-9, last - first)}
+    log(f"  worker: {cnt} in {last - first:.2f}s = {row['rate']:.0f}/s")
+    return row
 
 
 if __name__ == "__main__":

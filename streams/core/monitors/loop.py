@@ -41,7 +41,7 @@ def _entry(f: StepFeatures) -> list[Any]:
         f.act_text,
         f.sig,
         f.obs_hash,
-        obs_sketch(f.observation) if f.action else [],
+        obs_sketch(f.obs_norm) if f.action else [],
         f.is_error,
         f.error_line,
         short_hash(f.thought.strip()) if f.thought.strip() else "",

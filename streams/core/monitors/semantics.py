@@ -10,7 +10,7 @@ are rounded so a threshold decision cannot flip on the last float bit between th
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -31,18 +31,23 @@ class TextEmbedder(Protocol):
 class _LRU:
     def __init__(self, size: int) -> None:
         self.size = size
-        self.data: OrderedDict[str, Vector] = OrderedDict()
+        self.data: OrderedDict[Hashable, Vector] = OrderedDict()
 
-    def get(self, key: str) -> Vector | None:
+    def get(self, key: Hashable) -> Vector | None:
         v = self.data.get(key)
         if v is not None:
             self.data.move_to_end(key)
         return v
 
-    def put(self, key: str, v: Vector) -> None:
+    def put(self, key: Hashable, v: Vector) -> None:
         self.data[key] = v
         if len(self.data) > self.size:
             self.data.popitem(last=False)
+
+
+def _unit(v: Vector) -> Vector:
+    n = float(np.linalg.norm(v))
+    return v / n if n > 0 else v
 
 
 class Semantics:
@@ -53,6 +58,7 @@ class Semantics:
         self.full_model = full
         self._fast = _LRU(cache_size)
         self._full = _LRU(cache_size // 4)
+        self._mats = _LRU(cache_size // 4)
         self.full_calls = 0  # how often the cascade escalated (benchmarks read it)
         self.compared = 0  # vectors compared so far: the monitors' per-step work, for tests
 
@@ -79,8 +85,27 @@ class Semantics:
             return []
         self.compared += len(others)
         q = self.fast(text)
-        m = np.stack([self.fast(o) for o in others])
+        key = tuple(others)
+        m = self._mats.get(key)
+        if m is None:
+            # Anchor sets (sprawl's topics, a loop window) repeat from step to step: stack once.
+            m = np.stack([self.fast(o) for o in others])
+            self._mats.put(key, m)
         return [round(float(x), 4) for x in m @ q]
+
+    def fast_centroid_sims(self, texts: Sequence[str], refs: Sequence[Sequence[str]]) -> list[float]:
+        """Cosine of the centroid of `texts` to the centroid of each group in `refs`.
+
+        A static model embeds a text as the mean of its token vectors, so the centroid of
+        per-text vectors stands in for the embedding of their concatenation, and reuses the
+        per-step vectors other monitors already computed."""
+        self.compared += len(texts) + sum(len(r) for r in refs)
+        q = _unit(np.mean(np.stack([self.fast(t) for t in texts]), axis=0))
+        out = []
+        for group in refs:
+            c = _unit(np.mean(np.stack([self.fast(t) for t in group]), axis=0))
+            out.append(round(float(c @ q), 4))
+        return out
 
     def full_sim(self, a: str, b: str) -> float:
         self.compared += 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .base import NOTHING, Finding, clip01, quote
-from .features import TEXT_KEPT, StepFeatures, short_hash
+from .features import StepFeatures, short_hash, topic_text
 from .semantics import Semantics
 
 EARLY = 10
@@ -61,8 +61,8 @@ def evaluate(
             if new_files <= 2:
                 novelties.append(f"file `{p}`")
     anchors = st.anchors
-    topic = f.thought.strip()[:TEXT_KEPT]
-    if len(topic) >= MIN_THOUGHT:
+    topic = topic_text(f)
+    if len(f.thought.strip()) >= MIN_THOUGHT:
         if not anchors:
             anchors = [topic]
         elif max(sem.fast_sims(topic, anchors)) < NEW_TOPIC_BELOW:
