@@ -239,6 +239,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(md)
     log(f"wrote {out / 'embedders.md'}")
+    print(
+        "SUMMARY embedders: "
+        + "; ".join(
+            f"{r['name']} {r['emb_per_s']:,.0f}/s, single p50 {r['single_p50_ms']:.2f} ms" for r in results
+        )
+    )
     return 0
 
 

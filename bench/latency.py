@@ -5,7 +5,8 @@
 Floor 1 (`hop`): aiokafka produce -> consume of the same kind of message on a topic with the
 same partitions (one hop, no processing). Floor 2 (`echo`): produce -> a raw aiokafka echo
 process -> consume (the same two hops our path has, no Faust, no logic). Ours: SteeringClient
-publish -> worker -> decision received.
+publish -> worker -> decision received, for a fleet of synthetic coding agents
+(streams.simulate), with every monitor on ("ours") and with monitors off.
 """
 
 from __future__ import annotations
@@ -27,9 +28,12 @@ from bench.common import bench_settings, ensure_broker, log, machine, paced, res
 from streams.client import SteeringClient
 from streams.local_worker import WorkerProcess
 from streams.settings import Settings
+from streams.simulate import BEHAVIOURS, trajectory
 from tests.factories import step as step_event
 
 THOUGHT = "Read src/auth/session.py to see where the token expiry is checked, then run the failing test."
+# floors, then the worker with everything on ("ours") and with the monitors off
+PATHS = ("hop", "echo", "ours", "ours-no-monitors")
 
 
 async def _topics(bootstrap: str, names: list[str], partitions: int) -> None:
@@ -103,25 +107,31 @@ class RawPath:
         return (t1 - t0) * 1000.0
 
 
-async def measure_ours(s: Settings, rate: float, runs: int, duration: float, tag: str) -> dict[str, Any]:
+async def measure_ours(
+    s: Settings, rate: float, runs: int, duration: float, tag: str, monitors: bool = True
+) -> dict[str, Any]:
     async with SteeringClient(s, deadline_ms=5000) as c:
         ids = [f"{tag}-{uuid.uuid4().hex[:6]}-{i}" for i in range(runs)]
-        await asyncio.gather(*(c.start_run(r, model_routing={"FAST": "small", "SLOW": "big"}) for r in ids))
+        # a fleet of synthetic coding agents, one behaviour each (streams.simulate)
+        trajs = [trajectory(BEHAVIOURS[i % len(BEHAVIOURS)], 100_000, seed=i) for i in range(runs)]
+        await asyncio.gather(
+            *(
+                c.start_run(
+                    r,
+                    task=trajs[i][0],
+                    model_routing={"FAST": "small", "SLOW": "big"},
+                    monitors_enabled=monitors,
+                )
+                for i, r in enumerate(ids)
+            )
+        )
 
         inbound: list[float] = []
         outbound: list[float] = []
 
         async def one(i: int, k: int) -> float | None:
             t_send = time.time()
-            d = await c.step(
-                ids[i],
-                k,
-                thought=THOUGHT,
-                action="read_file",
-                action_input={"path": "a.py"},
-                observation="def check(token): ...",
-                tokens=700,
-            )
+            d = await c.step(ids[i], k, **next(trajs[i][1]))
             if d is None:
                 return None
             t_recv = time.time()
@@ -176,10 +186,11 @@ def main() -> int:
     try:
         for rate in rates:
             runs = max(1, min(args.runs, int(rate)))
-            for path in ("hop", "echo", "ours"):
+            for path in PATHS:
                 log(f"rate {rate:g}/s, {runs} runs, path {path} ...")
-                if path == "ours":
-                    r = asyncio.run(measure_ours(s, rate, runs, args.duration, f"r{int(rate)}"))
+                if path.startswith("ours"):
+                    on = path == "ours"
+                    r = asyncio.run(measure_ours(s, rate, runs, args.duration, f"r{int(rate)}", on))
                 elif path == "hop":
                     r = asyncio.run(
                         measure_raw(
@@ -210,7 +221,7 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for rate in rates:
         by = {r["path"]: r for r in rows if r["rate"] == rate}
-        for path in ("hop", "echo", "ours"):
+        for path in PATHS:
             r = by[path]
             print(
                 f"| {rate:g} | {r['achieved']:.0f} | {path} | {r['p50']:.2f} | {r['p95']:.2f} | {r['p99']:.2f} | {r['max']:.1f} | "
@@ -236,7 +247,7 @@ def _plot(rows: list[dict[str, Any]], rates: list[float]) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for path, style in (("hop", ":"), ("echo", "--"), ("ours", "-")):
+    for path, style in (("hop", ":"), ("echo", "--"), ("ours", "-"), ("ours-no-monitors", "-.")):
         for q, marker in (("p50", "o"), ("p99", "^")):
             ys = [next(r[q] for r in rows if r["rate"] == rate and r["path"] == path) for rate in rates]
             ax.plot(rates, ys, style, marker=marker, label=f"{path} {q}")

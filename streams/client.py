@@ -82,6 +82,39 @@ class _Run:
     last_delivered: int = -1
 
 
+def step_event(
+    run_id: str,
+    step: int,
+    *,
+    thought: str | None = None,
+    action: str | None = None,
+    action_input: Any = None,
+    observation: str | None = None,
+    observation_is_error: bool = False,
+    tokens: int | None = None,
+    model_id: str | None = None,
+    difficulty: float | None = None,
+) -> dict[str, Any]:
+    """The step event the client publishes: this step only, never the trace so far."""
+    event: dict[str, Any] = {
+        "type": "step",
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "step": step,
+        "thought": thought,
+        "action": action,
+        "action_input": action_input,
+        "observation": observation,
+        "observation_is_error": observation_is_error,
+        "tokens": tokens,
+        "model_id": model_id,
+        "ts": time.time(),
+    }
+    if difficulty is not None:
+        event["difficulty"] = difficulty
+    return event
+
+
 def _entry(
     step: int, d: Decision | None, tokens: int | None, latency_ms: float, model: str | None
 ) -> StepLogEntry:
@@ -306,22 +339,18 @@ class SteeringClient:
     ) -> Decision | None:
         """Publish step `step` and wait for its decision (None if it missed the deadline)."""
         run = self._runs[run_id]
-        event: dict[str, Any] = {
-            "type": "step",
-            "schema_version": SCHEMA_VERSION,
-            "run_id": run_id,
-            "step": step,
-            "thought": thought,
-            "action": action,
-            "action_input": action_input,
-            "observation": observation,
-            "observation_is_error": observation_is_error,
-            "tokens": tokens,
-            "model_id": model_id,
-            "ts": time.time(),
-        }
-        if difficulty is not None:
-            event["difficulty"] = difficulty
+        event = step_event(
+            run_id,
+            step,
+            thought=thought,
+            action=action,
+            action_input=action_input,
+            observation=observation,
+            observation_is_error=observation_is_error,
+            tokens=tokens,
+            model_id=model_id,
+            difficulty=difficulty,
+        )
         t0 = time.perf_counter()
         d = await self._publish_and_wait(run, step, event, True)
         run.step_log.append(_entry(step, d, tokens, (time.perf_counter() - t0) * 1000, model_id))

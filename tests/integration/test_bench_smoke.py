@@ -1,0 +1,38 @@
+"""Every benchmark still runs end to end (a few seconds each, tiny sizes) and prints its summary.
+
+Figures are not checked: speed is measured by the benchmarks themselves (BENCHMARKS.md)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.integration.conftest import PORT
+
+pytestmark = pytest.mark.integration
+
+BENCHES = {
+    "wire_cost": ["--max-steps", "60"],
+    "flat_cost": ["--steps", "120", "--runs", "1", "--worker"],
+    "throughput": ["--runs", "8", "--steps", "6", "--partitions", "2"],
+    "latency": ["--rates", "20", "--runs", "4", "--duration", "2", "--partitions", "2"],
+    "embedders": ["--no-build", "--min-seconds", "0.2", "--rounds", "1"],
+}
+
+
+@pytest.mark.parametrize("bench", sorted(BENCHES))
+def test_benchmark_runs_and_prints_its_summary(broker, bench):
+    # the benchmarks reuse the test broker instead of starting their own
+    env = {**os.environ, "RB_BENCH_KAFKA_PORT": str(PORT), "HF_HUB_OFFLINE": "1"}
+    p = subprocess.run(
+        [sys.executable, "-m", f"bench.{bench}", *BENCHES[bench]],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert f"SUMMARY {bench}" in p.stdout or f"SUMMARY {bench.rstrip('s')}" in p.stdout, p.stdout[-2000:]
