@@ -145,8 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_replay)
 
     d = sub.add_parser("demo", help="local broker + worker + simulated agents, live view")
-    d.add_argument("--runs", type=int, default=6)
-    d.add_argument("--steps", type=int, default=14)
+    d.add_argument("--runs", type=int, default=7)
+    d.add_argument("--steps", type=int, default=30)
     d.add_argument("--port", type=int, default=9092)
     d.add_argument("--keep-broker", action="store_true", help="leave a broker the demo started running")
     d.set_defaults(func=cmd_demo)

@@ -14,72 +14,57 @@ from .client import Decision, SteeringClient
 from .local_kafka import kafka, reachable
 from .local_worker import WorkerProcess, free_port
 from .settings import Settings
-
-EASY = [
-    "List the files.",
-    "Open the README.",
-    "Run ls.",
-    "Read setup.cfg.",
-    "Check git status.",
-    "Print the version.",
-]
-HARD = [
-    "Hmm, maybe the failure in src/auth/session.py is not what I thought. The traceback shows a "
-    "KeyError in auth.session.load_token, perhaps because 'expires_at' is missing; but I'm not sure, "
-    "it might be the cache layer in cache/redis_store.py raising an exception that is swallowed. "
-    "Let me reconsider: the test tests/test_session.py::test_refresh failed with an AssertionError, "
-    "and the error message says 'token expired'. Possibly the clock mock in conftest.py is wrong.",
-]
-LOOP = "Search again for the session timeout setting in config/settings.py; maybe it is named differently."
+from .simulate import BEHAVIOURS, trajectory
 
 ROUTING = {"FAST": "claude-haiku-4-5", "SLOW": "claude-sonnet-4-6", "SKIP": "claude-sonnet-4-6"}
 
 
-def script(kind: str, n: int) -> list[tuple[str, str | None]]:
-    if kind == "easy":
-        return [(random.choice(EASY), "shell") for _ in range(n)]
-    if kind == "hard":
-        return [(HARD[0] + f" Attempt {i}.", "edit_file") for i in range(n)]
-    return [(LOOP, "grep") for _ in range(n)]
-
-
-async def agent(client: SteeringClient, kind: str, steps: int, show: Callable[[str], None]) -> None:
-    run_id = f"demo-{kind}-{uuid.uuid4().hex[:6]}"
+async def agent(
+    client: SteeringClient, behaviour: str, steps: int, seed: int, show: Callable[[str], None]
+) -> None:
+    run_id = f"demo-{behaviour}-{uuid.uuid4().hex[:4]}"
+    task, script = trajectory(behaviour, steps, seed)
     d = await client.start_run(
         run_id,
-        task=f"a {kind} task",
+        task=task,
         model="claude-sonnet-4-6",
         model_routing=ROUTING,
-        agent_name=f"{kind}-agent",
-        token_budget=50_000,
+        agent_name=f"{behaviour}-agent",
+        token_budget=200_000,
     )
     show(_line(run_id, 0, d))
-    for i, (thought, action) in enumerate(script(kind, steps), start=1):
+    for i, payload in enumerate(script, start=1):
         await asyncio.sleep(random.uniform(0.05, 0.2))  # the "model call"
-        d = await client.step(
-            run_id, i, thought=thought, action=action, action_input="...", observation="ok", tokens=400
-        )
+        d = await client.step(run_id, i, **payload)
         show(_line(run_id, i, d))
     await client.finish_run(run_id, "success")
 
 
 def _line(run_id: str, step: int, d: Decision | None) -> str:
     if d is None:
-        return f"{run_id:<22} step {step:>3}  (decision late: unsteered)"
+        return f"{run_id:<24} step {step:>3}  (decision late: unsteered)"
     prev = d.data["previous_state"] or "-"
     diff = d.data["difficulty"]
     ds = "  -  " if diff is None else f"{diff:.2f}"
     arrow = f"{prev:>6} -> {d.fsm_state:<6}"
-    return f"{run_id:<22} step {step:>3}  {arrow}  difficulty {ds}  model {d.model or '(agent default)':<18}  {d.latency_ms:6.1f} ms"
+    line = f"{run_id:<24} step {step:>3}  {arrow}  difficulty {ds}  model {d.model or '(default)':<18}  {d.latency_ms:6.1f} ms"
+    mon = d.data.get("monitors") or {}
+    if mon.get("fired"):
+        line += f"  fired: {', '.join(mon['fired'])}"
+    if d.data["inject"]:
+        first = d.data["injections"][0]["text"]
+        line += f"\n{'':<26}steer: {first[:150]}{'...' if len(first) > 150 else ''}"
+    return line
 
 
 async def fleet(settings: Settings, runs: int, steps: int) -> None:
-    kinds = ["easy", "hard", "loop"]
     async with SteeringClient(settings, deadline_ms=2000) as client:
-        await asyncio.gather(*(agent(client, kinds[i % 3], steps, print) for i in range(runs)))
+        await asyncio.gather(
+            *(agent(client, BEHAVIOURS[i % len(BEHAVIOURS)], steps, i, print) for i in range(runs))
+        )
 
 
-def main(runs: int = 6, steps: int = 14, port: int = 9092, keep_broker: bool = False) -> int:
+def main(runs: int = 7, steps: int = 30, port: int = 9092, keep_broker: bool = False) -> int:
     started_broker = False
     if not reachable("127.0.0.1", port):
         print(f"starting the local Kafka broker on 127.0.0.1:{port} ...", flush=True)
@@ -100,9 +85,13 @@ def main(runs: int = 6, steps: int = 14, port: int = 9092, keep_broker: bool = F
     try:
         print("starting a worker ...", flush=True)
         worker = WorkerProcess.start(settings, Path(tmp) / "worker.log")
-        print(f"worker ready; {runs} agents, {steps} steps each (easy/hard/looping):\n", flush=True)
+        kinds = "/".join(BEHAVIOURS[: min(runs, len(BEHAVIOURS))])
+        print(f"worker ready; {runs} synthetic coding agents, {steps} steps each ({kinds}):\n", flush=True)
         asyncio.run(fleet(settings, runs, steps))
-        print("\ndone: every step got its decision above (FAST -> cheap model, SLOW -> strong model).")
+        print(
+            "\ndone: every step got its decision above (FAST -> cheap model, SLOW -> strong model; "
+            "fired monitors and the steering text the agent adds to its next call)."
+        )
         return 0
     finally:
         if worker is not None:

@@ -26,6 +26,7 @@ START_AFTER = 8
 FAST_ON_TOPIC = 0.75  # static-model cosine above which the recent steps are clearly on topic
 FAST_DROP = 0.1  # ... or less than this below the run's first checkpoint: no clear drop
 FULL_EVERY = 15  # steps between MiniLM confirmations
+FAST_MOVED = 0.05  # ... and only once the static screen has moved this far since the last one
 CONFIRM_STEPS = 3  # recent / early steps whose text MiniLM compares
 CONFIRM_CHARS = 80  # chars of each
 TASK_CHARS = 200
@@ -51,6 +52,7 @@ class DriftState:
     text: str | None = None
     baseline: float | None = None  # static-model similarity at the run's first checkpoint
     last_full: int = -FULL_EVERY  # step of the last MiniLM confirmation
+    full_fast: float | None = None  # the static screen's value at that confirmation
 
 
 def step_text(f: StepFeatures) -> str:
@@ -76,15 +78,18 @@ def evaluate(st: DriftState, f: StepFeatures, sem: Semantics, task: str | None) 
     fast = max(sem.fast_centroid_sims(keep.recent, [keep.focus] + ([[task]] if task else [])))
     baseline = fast if st.baseline is None else st.baseline
     if fast >= FAST_ON_TOPIC or fast >= baseline - FAST_DROP:
-        return replace(keep, score=0.0, text=None, baseline=baseline), NOTHING
-    if steps - st.last_full < FULL_EVERY:
-        # Still low, and MiniLM was asked recently: its verdict stands until the next ask.
+        return replace(keep, score=0.0, text=None, baseline=baseline, full_fast=None), NOTHING
+    if steps - st.last_full < FULL_EVERY or (
+        st.full_fast is not None and abs(fast - st.full_fast) < FAST_MOVED
+    ):
+        # Still low, and MiniLM was asked recently or the screen has not moved since: its
+        # verdict stands until the evidence changes.
         return replace(keep, baseline=baseline), Finding(st.score, st.text)
     # MiniLM on compact texts: its cost grows with tokens (~0.4 ms each on 2 cores).
+    # The task when there is one (short, and shared by the runs of a fleet, so usually cached),
+    # else the run's early focus.
     now = " ".join(t[:CONFIRM_CHARS] for t in keep.recent[-CONFIRM_STEPS:])
-    refs = [" ".join(t[:CONFIRM_CHARS] for t in keep.focus[:CONFIRM_STEPS])]
-    if task:
-        refs.append(task[:TASK_CHARS])
+    refs = [task[:TASK_CHARS]] if task else [" ".join(t[:CONFIRM_CHARS] for t in keep.focus[:CONFIRM_STEPS])]
     on_topic = max(sem.full_sims(now, refs))
     score = round(clip01((ON_TOPIC - on_topic) / (ON_TOPIC - OFF_TOPIC)), 4)
     message = None
@@ -95,6 +100,6 @@ def evaluate(st: DriftState, f: StepFeatures, sem: Semantics, task: str | None) 
             "have not said why. Return to the task, or state explicitly why this detour is needed "
             "for it before continuing."
         )
-    return replace(keep, score=score, text=message, baseline=baseline, last_full=steps), Finding(
-        score, message
-    )
+    return replace(
+        keep, score=score, text=message, baseline=baseline, last_full=steps, full_fast=fast
+    ), Finding(score, message)
