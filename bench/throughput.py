@@ -15,6 +15,7 @@ import asyncio
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -183,7 +184,7 @@ def worker(s: Settings, n: int, profile: bool) -> dict[str, Any]:
         time.sleep(8)
         spy = subprocess.Popen(
             [
-                "py-spy",
+                str(Path(sys.executable).with_name("py-spy")),
                 "record",
                 "--pid",
                 str(w.proc.pid),
