@@ -7,6 +7,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from .core.engine import Result
 from .core.events import load_schema
+from .core.monitors import MONITORS
 
 # A decision takes ~0.1-5 ms of worker time; buckets resolve that range and the tail.
 PROCESSING_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
@@ -23,14 +24,6 @@ TRANSITIONS = (
     ("SLOW", "NORMAL"),
     ("SLOW", "SKIP"),
     ("SKIP", "NORMAL"),
-)
-MONITORS = (
-    "claim_contradiction",
-    "semantic_loop",
-    "verification_skip",
-    "cyclic_compression",
-    "late_sprawl",
-    "silent_topic_drift",
 )
 DEADLETTER_REASONS: tuple[str, ...] = tuple(load_schema("deadletter")["properties"]["reason"]["enum"])
 
