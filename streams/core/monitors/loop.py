@@ -10,6 +10,7 @@ changes (a test suite failing less each run) are progress, not a loop.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,9 +67,15 @@ def _label(e: list[Any]) -> str:
     return text.split(":", 1)[0] if text else str(e[ACTION])
 
 
+SALIENT = re.compile(r'"(?:command|cmd|query|q|pattern|path|file|url)"\s*:\s*"((?:[^"\\]|\\.)*)')
+
+
 def _input(e: list[Any]) -> str:
+    """The input as a person would name it: the command, query or path, not the JSON."""
     text: str = e[TEXT]
-    return quote(text.split(":", 1)[1] if ":" in text else text, 60)
+    raw = text.split(":", 1)[1].strip() if ":" in text else text
+    m = SALIENT.search(raw) if raw.startswith("{") else None
+    return quote(m.group(1) if m else raw, 60)
 
 
 def evaluate(st: LoopState, f: StepFeatures, sem: Semantics) -> tuple[LoopState, Finding]:
