@@ -26,6 +26,7 @@ START_AFTER = 8
 FAST_ON_TOPIC = 0.75  # static-model cosine above which the recent steps are clearly on topic
 FAST_DROP = 0.1  # ... or less than this below the run's first checkpoint: no clear drop
 FULL_EVERY = 15  # steps between MiniLM confirmations
+LOW_CHECKS = 1  # checkpoints a drop must hold before MiniLM is asked (more: fewer calls, later alerts)
 FAST_MOVED = 0.05  # ... and only once the static screen has moved this far since the last one
 CONFIRM_STEPS = 3  # recent / early steps whose text MiniLM compares
 CONFIRM_CHARS = 80  # chars of each
@@ -53,6 +54,7 @@ class DriftState:
     baseline: float | None = None  # static-model similarity at the run's first checkpoint
     last_full: int = -FULL_EVERY  # step of the last MiniLM confirmation
     full_fast: float | None = None  # the static screen's value at that confirmation
+    low: int = 0  # consecutive checkpoints with a clear drop
 
 
 def step_text(f: StepFeatures) -> str:
@@ -63,7 +65,7 @@ def step_text(f: StepFeatures) -> str:
 def evaluate(st: DriftState, f: StepFeatures, sem: Semantics, task: str | None) -> tuple[DriftState, Finding]:
     text = step_text(f)
     steps = st.steps + 1
-    keep = DriftState(st.focus, st.recent, steps, st.score, st.text, st.baseline, st.last_full)
+    keep = replace(st, steps=steps)
     if not text:
         return keep, Finding(st.score, st.text)
     if ACK.search(f.thought):
@@ -78,13 +80,20 @@ def evaluate(st: DriftState, f: StepFeatures, sem: Semantics, task: str | None) 
     fast = max(sem.fast_centroid_sims(keep.recent, [keep.focus] + ([[task]] if task else [])))
     baseline = fast if st.baseline is None else st.baseline
     if fast >= FAST_ON_TOPIC or fast >= baseline - FAST_DROP:
-        return replace(keep, score=0.0, text=None, baseline=baseline, full_fast=None), NOTHING
-    if steps - st.last_full < FULL_EVERY or (
-        st.full_fast is not None and abs(fast - st.full_fast) < FAST_MOVED
+        return replace(keep, score=0.0, text=None, baseline=baseline, full_fast=None, low=0), NOTHING
+    low = st.low + 1
+    if (
+        low < LOW_CHECKS
+        or steps - st.last_full < FULL_EVERY
+        or (
+            st.full_fast is not None
+            and abs(fast - st.full_fast) < FAST_MOVED
+            and not 0.3 <= st.score < 0.6  # an inconclusive verdict is looked at again
+        )
     ):
         # Still low, and MiniLM was asked recently or the screen has not moved since: its
         # verdict stands until the evidence changes.
-        return replace(keep, baseline=baseline), Finding(st.score, st.text)
+        return replace(keep, baseline=baseline, low=low), Finding(st.score, st.text)
     # MiniLM on compact texts: its cost grows with tokens (~0.4 ms each on 2 cores).
     # The task when there is one (short, and shared by the runs of a fleet, so usually cached),
     # else the run's early focus.
@@ -101,5 +110,5 @@ def evaluate(st: DriftState, f: StepFeatures, sem: Semantics, task: str | None) 
             "for it before continuing."
         )
     return replace(
-        keep, score=score, text=message, baseline=baseline, last_full=steps, full_fast=fast
+        keep, score=score, text=message, baseline=baseline, last_full=steps, full_fast=fast, low=low
     ), Finding(score, message)

@@ -117,3 +117,20 @@ def test_wandering_into_unrelated_code_fires(sem):
     run = Run(sem, task=TASK)
     run.feed(*ON_TASK, *VARIED_ON_TASK[:3], *UNRELATED_CODE, *UNRELATED_CODE[::-1])
     assert run.fired_anywhere(DRIFT)
+
+
+def test_minilm_is_asked_again_only_when_the_screen_moves(sem):
+    run = Run(sem, task=TASK)
+    run.feed(*ON_TASK, *ON_TASK)
+    asks: list[int] = []
+    for _ in range(6):
+        for t in OFF_TASK:
+            run.feed(step(t, "execute_bash", {"command": "echo working"}, "ok"))
+            d = run.state.drift
+            if d.last_full > 0 and (not asks or asks[-1] != d.last_full):
+                asks.append(d.last_full)
+            # the verdict and its bookkeeping survive the steps between checkpoints
+            assert d.full_fast is not None or not asks
+    assert run.fired_anywhere(DRIFT)
+    # 30 off-task steps repeating the same texts: the screen does not move after the first ask
+    assert len(asks) == 1, asks
