@@ -19,6 +19,7 @@ from streams.settings import Settings
 
 BENCH_PORT = int(os.environ.get("RB_BENCH_KAFKA_PORT", "29092"))
 RESULTS = REPO / "bench" / "results"
+STARTER = REPO / "patterns" / "starter.jsonl"  # the pattern library the benchmark workers load
 
 
 def log(msg: str) -> None:

@@ -6,7 +6,9 @@ Floor 1 (`hop`): aiokafka produce -> consume of the same kind of message on a to
 same partitions (one hop, no processing). Floor 2 (`echo`): produce -> a raw aiokafka echo
 process -> consume (the same two hops our path has, no Faust, no logic). Ours: SteeringClient
 publish -> worker -> decision received, for a fleet of synthetic coding agents
-(streams.simulate), with every monitor on ("ours") and with monitors off.
+(streams.simulate): everything on ("ours": monitors and E-traces from the starter pattern
+library in the worker's local Qdrant store), E-traces off ("ours-no-etraces"), and monitors
+and E-traces off ("ours-no-monitors": the FSM alone).
 """
 
 from __future__ import annotations
@@ -24,7 +26,17 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from bench.common import bench_settings, ensure_broker, log, machine, paced, results_dir, stop_broker, summary
+from bench.common import (
+    STARTER,
+    bench_settings,
+    ensure_broker,
+    log,
+    machine,
+    paced,
+    results_dir,
+    stop_broker,
+    summary,
+)
 from streams.client import SteeringClient
 from streams.local_worker import WorkerProcess
 from streams.settings import Settings
@@ -32,8 +44,8 @@ from streams.simulate import BEHAVIOURS, trajectory
 from tests.factories import step as step_event
 
 THOUGHT = "Read src/auth/session.py to see where the token expiry is checked, then run the failing test."
-# floors, then the worker with everything on ("ours") and with the monitors off
-PATHS = ("hop", "echo", "ours", "ours-no-monitors")
+# floors, then the worker with everything on ("ours"), without E-traces, and FSM only
+PATHS = ("hop", "echo", "ours", "ours-no-etraces", "ours-no-monitors")
 
 
 async def _topics(bootstrap: str, names: list[str], partitions: int) -> None:
@@ -108,7 +120,13 @@ class RawPath:
 
 
 async def measure_ours(
-    s: Settings, rate: float, runs: int, duration: float, tag: str, monitors: bool = True
+    s: Settings,
+    rate: float,
+    runs: int,
+    duration: float,
+    tag: str,
+    monitors: bool = True,
+    etraces: bool = True,
 ) -> dict[str, Any]:
     async with SteeringClient(s, deadline_ms=5000) as c:
         ids = [f"{tag}-{uuid.uuid4().hex[:6]}-{i}" for i in range(runs)]
@@ -121,6 +139,7 @@ async def measure_ours(
                     task=trajs[i][0],
                     model_routing={"FAST": "small", "SLOW": "big"},
                     monitors_enabled=monitors,
+                    e_traces_enabled=etraces,
                 )
                 for i, r in enumerate(ids)
             )
@@ -173,7 +192,7 @@ def main() -> int:
     rates = [float(x) for x in args.rates.split(",")]
 
     started = ensure_broker()
-    s = bench_settings(partitions=args.partitions)
+    s = bench_settings(partitions=args.partitions, patterns_seed=str(STARTER))
     hop_t, echo_in, echo_out = (
         f"{s.topic_prefix}.hop",
         f"{s.topic_prefix}.echo.in",
@@ -189,8 +208,8 @@ def main() -> int:
             for path in PATHS:
                 log(f"rate {rate:g}/s, {runs} runs, path {path} ...")
                 if path.startswith("ours"):
-                    on = path == "ours"
-                    r = asyncio.run(measure_ours(s, rate, runs, args.duration, f"r{int(rate)}", on))
+                    mon, et = path != "ours-no-monitors", path == "ours"
+                    r = asyncio.run(measure_ours(s, rate, runs, args.duration, f"r{int(rate)}", mon, et))
                 elif path == "hop":
                     r = asyncio.run(
                         measure_raw(
@@ -232,7 +251,8 @@ def main() -> int:
         by = {r["path"]: r for r in rows if r["rate"] == rate}
         print(
             f"SUMMARY latency@{rate:g}/s: ours p50 {by['ours']['p50']:.2f} ms ({by['ours']['p50'] / by['hop']['p50']:.2f}x hop), "
-            f"p99 {by['ours']['p99']:.2f} ms ({by['ours']['p99'] / by['hop']['p99']:.2f}x hop, {by['ours']['p99'] / by['echo']['p99']:.2f}x echo)"
+            f"p99 {by['ours']['p99']:.2f} ms ({by['ours']['p99'] / by['hop']['p99']:.2f}x hop, {by['ours']['p99'] / by['echo']['p99']:.2f}x echo); "
+            f"E-traces on/off: p50 {by['ours']['p50'] / by['ours-no-etraces']['p50']:.2f}x, p99 {by['ours']['p99'] / by['ours-no-etraces']['p99']:.2f}x"
         )
     (results_dir() / "latency.json").write_text(json.dumps(rows, indent=1))
     if args.plot:
@@ -247,7 +267,13 @@ def _plot(rows: list[dict[str, Any]], rates: list[float]) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for path, style in (("hop", ":"), ("echo", "--"), ("ours", "-"), ("ours-no-monitors", "-.")):
+    for path, style in (
+        ("hop", ":"),
+        ("echo", "--"),
+        ("ours", "-"),
+        ("ours-no-etraces", (0, (5, 1))),
+        ("ours-no-monitors", "-."),
+    ):
         for q, marker in (("p50", "o"), ("p99", "^")):
             ys = [next(r[q] for r in rows if r["rate"] == rate and r["path"] == path) for rate in rates]
             ax.plot(rates, ys, style, marker=marker, label=f"{path} {q}")

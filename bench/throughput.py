@@ -22,15 +22,22 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from bench.common import bench_settings, ensure_broker, log, machine, results_dir, stop_broker
+from bench.common import STARTER, bench_settings, ensure_broker, log, machine, results_dir, stop_broker
 from streams.local_worker import WorkerProcess, free_port
 from streams.settings import Settings
 from streams.simulate import BEHAVIOURS, trajectory
 from streams.topics import ensure_topics
 from tests.factories import run_start, step
 
+# (label, monitors, E-traces): everything on first (the figure), then without each layer
+CONFIGS = (
+    ("monitors + E-traces on", True, True),
+    ("monitors on, E-traces off", True, False),
+    ("monitors and E-traces off", False, False),
+)
 
-async def preload(s: Settings, runs: int, steps: int, monitors: bool = True) -> int:
+
+async def preload(s: Settings, runs: int, steps: int, monitors: bool = True, etraces: bool = True) -> int:
     await ensure_topics(s)
     p = AIOKafkaProducer(
         bootstrap_servers=s.bootstrap_servers, acks="all", linger_ms=5, max_batch_size=256 * 1024
@@ -46,7 +53,11 @@ async def preload(s: Settings, runs: int, steps: int, monitors: bool = True) -> 
             task, gen = trajectory(BEHAVIOURS[i % len(BEHAVIOURS)], steps, seed=i)
             trajs.append(gen)
             start = run_start(
-                rid, task=task, model_routing={"FAST": "s", "SLOW": "b"}, monitors_enabled=monitors
+                rid,
+                task=task,
+                model_routing={"FAST": "s", "SLOW": "b"},
+                monitors_enabled=monitors,
+                e_traces_enabled=etraces,
             )
             futs.append(await p.send(s.steps_topic, orjson.dumps(start), key=rid.encode()))
         for k in range(1, steps + 1):
@@ -119,29 +130,29 @@ def main() -> int:
     started = ensure_broker()
     rows: dict[str, dict[str, Any]] = {}
     try:
-        for monitors in (True, False):
-            s = bench_settings(partitions=args.partitions)
-            label = "monitors on" if monitors else "monitors off"
+        for label, monitors, etraces in CONFIGS:
+            s = bench_settings(partitions=args.partitions, patterns_seed=str(STARTER))
             log(f"preloading {args.runs} runs x {args.steps} steps ({label}) into {s.steps_topic} ...")
-            n = asyncio.run(preload(s, args.runs, args.steps, monitors))
+            n = asyncio.run(preload(s, args.runs, args.steps, monitors, etraces))
             log(f"  {n} events")
-            if monitors:
+            if not rows:
                 rows["pass-through Faust agent"] = passthrough(s, n, args.partitions)
-            rows[f"rb-streams worker, {label}"] = worker(s, n, args.profile and monitors)
+            rows[f"rb-streams worker, {label}"] = worker(s, n, args.profile and monitors and etraces)
     finally:
         if started:
             stop_broker()
 
     base = rows["pass-through Faust agent"]["rate"]
-    on = rows["rb-streams worker, monitors on"]["rate"]
+    on = rows[f"rb-streams worker, {CONFIGS[0][0]}"]["rate"]
     print(f"\nmachine: {machine()}  date: {time.strftime('%Y-%m-%d')}")
     print("| path | events | seconds | events/s | ratio to pass-through |")
     print("|---|---|---|---|---|")
     for k, r in rows.items():
         print(f"| {k} | {r['n']} | {r['seconds']:.2f} | {r['rate']:.0f} | {r['rate'] / base:.0%} |")
     print(
-        f"SUMMARY throughput: worker (monitors on) {on:.0f} steps/s = {on / base:.0%} of pass-through "
-        f"({base:.0f}/s); monitors off {rows['rb-streams worker, monitors off']['rate']:.0f}/s"
+        f"SUMMARY throughput: worker (everything on) {on:.0f} steps/s = {on / base:.0%} of pass-through "
+        f"({base:.0f}/s); E-traces off {rows[f'rb-streams worker, {CONFIGS[1][0]}']['rate']:.0f}/s; "
+        f"FSM only {rows[f'rb-streams worker, {CONFIGS[2][0]}']['rate']:.0f}/s"
     )
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import Counter
@@ -11,14 +12,16 @@ import faust
 from faust.types import EventT
 
 from . import wire
-from .core.engine import Result, handle
+from .core.engine import Result, complete, handle
 from .core.events import Rejected, deadletter_record
 from .core.monitors import Semantics, load_profiles
 from .core.state import TraceState
 from .metrics import STATES, Metrics
+from .retrieval import Retriever, open_store
 from .settings import Settings
 
 log = logging.getLogger(__name__)
+MAX_IN_FLIGHT = 512  # events waiting on E-traces (or queued behind them) before the agent waits
 
 
 class Worker:
@@ -33,6 +36,11 @@ class Worker:
         from .embedder import default_semantics
 
         self.sem: Semantics = default_semantics()
+        self.retriever = self._open_retriever()
+        # run key -> the task finishing that run's latest event that waits on E-traces; later
+        # events of the same run queue behind it, other runs go on (per-run order kept).
+        self._chains: dict[bytes | None, asyncio.Task[None]] = {}
+        self._in_flight: asyncio.Semaphore | None = None
         self.app = faust.App(
             s.app_id,
             broker=s.faust_broker,
@@ -79,6 +87,38 @@ class Worker:
         self.runs.on_recover(self._recount)
         self.app.timer(1.0, name="rb-gauges")(self._update_gauges)
         self._views()
+
+    def _open_retriever(self) -> Retriever:
+        s = self.settings
+        store = None
+        try:
+            store = open_store(s)
+            if s.patterns_seed:
+                from .patterns import LineError, Pattern, read_jsonl
+
+                with open(s.patterns_seed, "rb") as fh:
+                    parsed = [p for _, p in read_jsonl(fh)]
+                good = [p for p in parsed if isinstance(p, Pattern)]
+                for bad in parsed:
+                    if isinstance(bad, LineError):
+                        log.error("patterns seed %s: %s", s.patterns_seed, bad)
+                store.upsert(good)
+                log.info("patterns seed: %d patterns from %s", len(good), s.patterns_seed)
+        except Exception:
+            log.exception("the pattern store could not be opened; E-traces are off")
+        r = Retriever(
+            store,
+            timeout_s=s.etrace_timeout_ms / 1000.0,
+            concurrency=s.etrace_concurrency,
+            retry_after_s=s.etrace_retry_s,
+            observe=self._observe_query,
+        )
+        self.metrics.store_up.set(1 if store is not None else 0)
+        return r
+
+    def _observe_query(self, tier: str, seconds: float, outcome: str) -> None:
+        self.metrics.etrace_query(tier, seconds, outcome)
+        self.metrics.store_up.set(1 if self.retriever.up else 0)
 
     # -- HTTP ---------------------------------------------------------------
     def _views(self) -> None:
@@ -171,16 +211,81 @@ class Worker:
 
     # -- the agent ----------------------------------------------------------
     async def _evaluate(self, stream: Any) -> None:
-        async for event in stream.events():
-            await self.process(event)
+        # Acks are manual: an event is acked (its offset may commit) only once its decision is
+        # sent and its state written, which for E-trace events happens after the query.
+        manual = stream.noack()
+        async for event in manual.events():
+            await self.process(event, manual)
 
     def _lookup(self, run_id: str) -> TraceState | None:
         raw = self.runs.get(run_id.encode("utf-8"))
         return None if raw is None else TraceState.decode(raw)
 
-    async def process(self, event: EventT[Any]) -> None:
+    async def process(self, event: EventT[Any], stream: Any = None) -> None:
+        """Inline unless the event's run waits on E-traces or this event needs them."""
+        key = event.key
+        prev = self._chains.get(key)
+        if prev is not None:
+            await self._spawn(key, self._queued(prev, event, stream))
+            return
         t0 = time.perf_counter()
         now = time.time()
+        result, old = self._evaluate_one(event, now)
+        if result.plan:
+            await self._spawn(key, self._with_etraces(result, old, event, stream, t0, now))
+            return
+        await self._finish(result, old, event, t0, now)
+        await self._ack(event, stream)
+
+    async def _spawn(self, key: bytes | None, coro: Any) -> None:
+        if self._in_flight is None:
+            self._in_flight = asyncio.Semaphore(MAX_IN_FLIGHT)
+        await self._in_flight.acquire()  # backpressure on the partition when too much waits
+        # The task copies this context, so Faust's current event (the table's changelog
+        # partition) is this event's.
+        task = asyncio.ensure_future(coro)
+        self._chains[key] = task
+
+        def done(t: asyncio.Task[None]) -> None:
+            if self._chains.get(key) is t:
+                del self._chains[key]
+            assert self._in_flight is not None
+            self._in_flight.release()
+
+        task.add_done_callback(done)
+
+    async def _queued(self, prev: asyncio.Task[None], event: EventT[Any], stream: Any) -> None:
+        await asyncio.wait([prev])
+        t0 = time.perf_counter()
+        now = time.time()
+        result, old = self._evaluate_one(event, now)
+        if result.plan:
+            await self._with_etraces(result, old, event, stream, t0, now)
+            return
+        await self._guarded_finish(result, old, event, stream, t0, now)
+
+    async def _with_etraces(
+        self, result: Result, old: TraceState | None, event: EventT[Any], stream: Any, t0: float, now: float
+    ) -> None:
+        assert result.plan is not None
+        answers = await self.retriever.answer(result.plan)
+        await self._guarded_finish(complete(result, answers), old, event, stream, t0, now)
+
+    async def _guarded_finish(
+        self, result: Result, old: TraceState | None, event: EventT[Any], stream: Any, t0: float, now: float
+    ) -> None:
+        try:
+            await self._finish(result, old, event, t0, now)
+        except Exception:
+            log.exception("internal error finishing offset %s", event.message.offset)
+        finally:
+            await self._ack(event, stream)
+
+    async def _ack(self, event: EventT[Any], stream: Any) -> None:
+        if stream is not None:
+            await stream.ack(event)
+
+    def _evaluate_one(self, event: EventT[Any], now: float) -> tuple[Result, TraceState | None]:
         raw = event.value
         msg = event.message
         self._processed[msg.tp] = msg.offset
@@ -215,6 +320,13 @@ class Worker:
             result = Result(
                 None, rejection=Rejected("internal_error", f"{type(exc).__name__}: {str(exc)[:200]}")
             )
+        return result, (seen[0] if seen else None)
+
+    async def _finish(
+        self, result: Result, old: TraceState | None, event: EventT[Any], t0: float, now: float
+    ) -> None:
+        raw = event.value
+        msg = event.message
         if result.rejection is not None:
             rec = deadletter_record(
                 raw,
@@ -240,5 +352,5 @@ class Worker:
             )
         if result.state is not None:
             self.runs[rid] = result.state.encode()
-            self._account(seen[0] if seen else None, result.state)
+            self._account(old, result.state)
         self.metrics.observe(result, time.perf_counter() - t0, now)

@@ -1,4 +1,4 @@
-"""The `rb-streams` command: worker, replay, demo, config, kafka, models."""
+"""The `rb-streams` command: worker, replay, demo, config, kafka, models, patterns."""
 
 from __future__ import annotations
 
@@ -66,9 +66,115 @@ def cmd_replay(args: argparse.Namespace) -> int:
             sys.stdout.buffer if args.output in (None, "-") else stack.enter_context(open(args.output, "wb"))
         )
         dl = stack.enter_context(open(args.deadletter, "wb")) if args.deadletter else None
-        n_dec, n_dl = replay_file(src, out, dl, limits)
+        retriever = _replay_retriever(args)
+        if retriever is not None:
+            stack.callback(retriever.close)
+        n_dec, n_dl = replay_file(src, out, dl, limits, retriever=retriever)
     print(f"replay: {n_dec} decisions, {n_dl} dead-letters", file=sys.stderr)
     return 0
+
+
+def _replay_retriever(args: argparse.Namespace) -> Any:
+    """The pattern store replay queries: a server, a local store dir, or a seed file loaded
+    into memory; None (E-traces answered "no pattern store configured") without any."""
+    from .embedder import get_embedders
+    from .pattern_store import QdrantPatternStore
+    from .retrieval import Retriever
+
+    if not (args.patterns or args.qdrant_url or args.patterns_seed):
+        return None
+    emb = get_embedders()[1]
+    if args.qdrant_url:
+        store = QdrantPatternStore(emb, url=args.qdrant_url, api_key=os.environ.get("RB_QDRANT_API_KEY"))
+    else:
+        store = QdrantPatternStore(emb, path=args.patterns)  # None: in memory
+    if args.patterns_seed:
+        _load_file(store, args.patterns_seed, quiet=True)
+    return Retriever(store)
+
+
+def _load_file(store: Any, path: str, quiet: bool = False) -> tuple[int, int]:
+    """Upsert the valid records of a JSONL file; print per-line errors. -> (loaded, bad)."""
+    from .patterns import LineError, Pattern, read_jsonl
+
+    good: list[Pattern] = []
+    bad = 0
+    with open(path, "rb") as fh:
+        for _, item in read_jsonl(fh):
+            if isinstance(item, LineError):
+                bad += 1
+                print(f"{path}: {item}", file=sys.stderr)
+            else:
+                good.append(item)
+
+    def bar(done: int, total: int) -> None:
+        if quiet:
+            return
+        width = 30
+        filled = int(width * done / max(1, total))
+        end = "\n" if done == total else ""
+        print(
+            f"\rpatterns: [{'#' * filled}{'.' * (width - filled)}] {done}/{total}",
+            end=end,
+            file=sys.stderr,
+            flush=True,
+        )
+
+    n = store.upsert(good, progress=bar) if good else 0
+    return n, bad
+
+
+def cmd_patterns(args: argparse.Namespace) -> int:
+    from . import wire
+    from .embedder import get_embedders
+    from .pattern_store import QdrantPatternStore, StoreInUse
+
+    s = _settings(args)
+    try:
+        if s.qdrant_url:
+            store = QdrantPatternStore(get_embedders()[1], url=s.qdrant_url, api_key=s.qdrant_api_key)
+        else:
+            store = QdrantPatternStore(get_embedders()[1], path=s.patterns_dir)
+    except StoreInUse as exc:
+        print(f"rb-streams: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.action == "load":
+            if not args.items:
+                print("rb-streams: patterns load needs a JSONL file", file=sys.stderr)
+                return 2
+            total_bad = 0
+            for path in args.items:
+                n, bad = _load_file(store, path)
+                total_bad += bad
+                print(
+                    f"patterns: {n} loaded from {path} into {store.location}, {bad} bad line(s)",
+                    file=sys.stderr,
+                )
+            return 1 if total_bad else 0
+        if args.action == "delete":
+            if not args.items:
+                print("rb-streams: patterns delete needs pattern ids", file=sys.stderr)
+                return 2
+            n = store.delete(args.items)
+            print(f"patterns: deleted {n} of {len(args.items)}", file=sys.stderr)
+            return 0 if n == len(args.items) else 1
+        if args.action == "list":
+            for p in sorted(store.iter_patterns(), key=lambda p: (p.tier, p.org_id or "", p.id)):
+                if args.tier and p.tier != args.tier:
+                    continue
+                if args.org and p.org_id != args.org:
+                    continue
+                if args.json:
+                    sys.stdout.buffer.write(wire.dumps(p.payload()) + b"\n")
+                else:
+                    scope = p.org_id or p.failure_type or "-"
+                    print(f"{p.tier}\t{p.id}\t{scope}\t{p.title}")
+            return 0
+        sys.stdout.buffer.write(wire.dumps(store.stats()) + b"\n")
+        return 0
+    finally:
+        store.close()
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -80,7 +186,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_config(args: argparse.Namespace) -> int:
     from . import wire
 
-    sys.stdout.buffer.write(wire.dumps(_settings(args).as_dict()) + b"\n")
+    sys.stdout.buffer.write(wire.dumps(_settings(args).as_dict(mask_secrets=True)) + b"\n")
     return 0
 
 
@@ -142,7 +248,21 @@ def build_parser() -> argparse.ArgumentParser:
         default="",
         help="JSON/TOML file of custom monitor weight profiles (as the worker's RB_MONITOR_PROFILES)",
     )
+    r.add_argument("--patterns", default=None, help="local pattern store directory to query (read-only use)")
+    r.add_argument("--qdrant-url", default=None, help="query a Qdrant server instead")
+    r.add_argument(
+        "--patterns-seed", default=None, help="JSONL patterns loaded into the store (in memory by default)"
+    )
     r.set_defaults(func=cmd_replay)
+
+    pt = sub.add_parser("patterns", help="load, list, delete guidance patterns; store stats")
+    pt.add_argument("action", choices=["load", "list", "delete", "stats"])
+    pt.add_argument("items", nargs="*", help="load: JSONL file(s); delete: pattern ids")
+    pt.add_argument("--tier", choices=["e1", "e2", "e3"], help="list: only this tier")
+    pt.add_argument("--org", help="list: only this org's E1 patterns")
+    pt.add_argument("--json", action="store_true", help="list: one JSON record per line")
+    _add_settings_flags(pt)
+    pt.set_defaults(func=cmd_patterns)
 
     d = sub.add_parser("demo", help="local broker + worker + simulated agents, live view")
     d.add_argument("--runs", type=int, default=7)

@@ -11,11 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .client import Decision, SteeringClient
-from .local_kafka import kafka, reachable
+from .local_kafka import REPO, kafka, reachable
 from .local_worker import WorkerProcess, free_port
 from .settings import Settings
 from .simulate import BEHAVIOURS, trajectory
 
+STARTER = REPO / "patterns" / "starter.jsonl"
 ROUTING = {"FAST": "claude-haiku-4-5", "SLOW": "claude-sonnet-4-6", "SKIP": "claude-sonnet-4-6"}
 
 
@@ -30,6 +31,7 @@ async def agent(
         model="claude-sonnet-4-6",
         model_routing=ROUTING,
         agent_name=f"{behaviour}-agent",
+        org_id="acme",
         token_budget=200_000,
     )
     show(_line(run_id, 0, d))
@@ -52,8 +54,17 @@ def _line(run_id: str, step: int, d: Decision | None) -> str:
     if mon.get("fired"):
         line += f"  fired: {', '.join(mon['fired'])}"
     if d.data["inject"]:
-        first = d.data["injections"][0]["text"]
-        line += f"\n{'':<26}steer: {first[:150]}{'...' if len(first) > 150 else ''}"
+        by_source: dict[str, list[dict[str, object]]] = {}
+        for inj in d.data["injections"]:
+            by_source.setdefault(str(inj["source"]), []).append(inj)
+        for source, injs in by_source.items():
+            text = str(injs[0]["text"]).replace("\n", " ")
+            sim = injs[0]["similarity"]
+            what = f"{source} x{len(injs)}" if len(injs) > 1 else source
+            what += f" {injs[0]['pattern_id']} sim {sim:.2f}" if isinstance(sim, float) else ""
+            line += f"\n{'':<26}steer ({what}): {text[:130]}{'...' if len(text) > 130 else ''}"
+    elif d.data["skipped_reason"] and "unavailable" in d.data["skipped_reason"]:
+        line += f"  ({d.data['skipped_reason']})"
     return line
 
 
@@ -80,6 +91,7 @@ def main(runs: int = 7, steps: int = 30, port: int = 9092, keep_broker: bool = F
         app_id=f"rb-demo-{prefix}",
         web_port=free_port(),
         log_level="warn",
+        patterns_seed=str(STARTER) if STARTER.is_file() else "",
     )
     worker: WorkerProcess | None = None
     try:
@@ -90,7 +102,8 @@ def main(runs: int = 7, steps: int = 30, port: int = 9092, keep_broker: bool = F
         asyncio.run(fleet(settings, runs, steps))
         print(
             "\ndone: every step got its decision above (FAST -> cheap model, SLOW -> strong model; "
-            "fired monitors and the steering text the agent adds to its next call)."
+            "fired monitors and the steering text the agent adds to its next call: monitor "
+            "warnings, E3 universal rules on the first call, E2/E1 guidance retrieved from Qdrant)."
         )
         return 0
     finally:

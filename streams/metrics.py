@@ -88,6 +88,15 @@ class Metrics:
             ["tier", "result"],
             registry=r,
         )
+        self.store_up = Gauge(
+            "rb_etrace_store_up", "1 while the pattern store answers, 0 while it is failing", registry=r
+        )
+        self.store_failures = Counter(
+            "rb_etrace_store_failures",
+            "E-trace queries the store did not answer in time or at all, by tier and kind",
+            ["tier", "kind"],
+            registry=r,
+        )
         self.consumer_lag = Gauge(
             "rb_consumer_lag_messages",
             "Steps not yet processed, per assigned partition",
@@ -113,6 +122,8 @@ class Metrics:
         for tier in ("e1", "e2", "e3"):
             for result in ("hit", "miss", "error"):
                 self.lookups.labels(tier, result)
+            for kind in ("error", "timeout", "skipped"):
+                self.store_failures.labels(tier, kind)
 
     def observe(self, result: Result, seconds: float, now: float) -> None:
         etype = result.event_type or "unknown"
@@ -137,6 +148,15 @@ class Metrics:
                 self.suppressions.labels(d["suppressed"]).inc()
         if result.transition is not None:
             self.transitions.labels(*result.transition).inc()
+        for tier, outcome in result.extras.get("etraces", {}).items():
+            self.lookups.labels(tier, outcome).inc()
+
+    def etrace_query(self, tier: str, seconds: float, outcome: str) -> None:
+        """Called by the retriever per query: latency of answered ones, failures by kind."""
+        if outcome == "answered":
+            self.retrieval.labels(tier).observe(seconds)
+        else:
+            self.store_failures.labels(tier, outcome).inc()
 
     def deadletter(self, reason: str) -> None:
         self.deadletters.labels(reason).inc()

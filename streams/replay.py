@@ -7,10 +7,11 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO
 
 from . import wire
-from .core.engine import handle
+from .core.engine import complete, handle
 from .core.events import Limits, deadletter_record
 from .core.monitors import Semantics
 from .core.state import TraceState
+from .retrieval import Retriever
 
 
 class Replayer:
@@ -21,8 +22,11 @@ class Replayer:
         limits: Limits | None = None,
         clock: Callable[[], float] = time.time,
         sem: Semantics | None = None,
+        retriever: Retriever | None = None,
     ) -> None:
         self.limits = limits or Limits()
+        # Without a store, planned E-trace queries are answered "no pattern store configured".
+        self.retriever = retriever or Retriever(None)
         self.states: dict[str, TraceState] = {}
         self.clock = clock
         if sem is None:
@@ -35,6 +39,8 @@ class Replayer:
         """One input line -> (decision or None, dead-letter record or None)."""
         now = self.clock()
         result = handle(raw, self.states.get, self.limits, now, self.sem)
+        if result.plan:
+            result = complete(result, self.retriever.answer_now(result.plan))
         if result.rejection is not None:
             return None, deadletter_record(raw, result.rejection, self.limits, now)
         if result.state is not None and result.run_id is not None:
@@ -54,10 +60,11 @@ def replay_file(
     deadletters: BinaryIO | None = None,
     limits: Limits | None = None,
     sem: Semantics | None = None,
+    retriever: Retriever | None = None,
 ) -> tuple[int, int]:
     """Write one decision per line; return (decisions, dead-letters)."""
     n_dec = n_dl = 0
-    for decision, dl in Replayer(limits, sem=sem).run(src):
+    for decision, dl in Replayer(limits, sem=sem, retriever=retriever).run(src):
         if decision is not None:
             out.write(wire.dumps(decision) + b"\n")
             n_dec += 1

@@ -40,6 +40,13 @@ class Settings:
     max_thought_chars: int = 20_000
     log_level: str = "info"
     monitor_profiles: str = ""  # JSON/TOML file of custom monitor weight profiles
+    qdrant_url: str = ""  # a Qdrant server (also read from QDRANT_URL); empty: local mode on disk
+    qdrant_api_key: str = ""  # secret: masked by `rb-streams config`
+    patterns_path: str = ""  # local-mode store directory (default <data_dir>/patterns)
+    patterns_seed: str = ""  # JSONL loaded (upserted) into the store when the worker starts
+    etrace_timeout_ms: int = 150  # per decision, for all its E-trace queries
+    etrace_concurrency: int = 2  # E-trace queries in flight per worker
+    etrace_retry_s: float = 5.0  # rest given to a failing store before trying it again
 
     # -- derived -------------------------------------------------------------
     @property
@@ -86,6 +93,10 @@ class Settings:
     def data_path(self) -> Path:
         return Path(self.data_dir).resolve()
 
+    @property
+    def patterns_dir(self) -> Path:
+        return Path(self.patterns_path).resolve() if self.patterns_path else self.data_path / "patterns"
+
     # -- construction --------------------------------------------------------
     @classmethod
     def env_name(cls, field_name: str) -> str:
@@ -99,6 +110,8 @@ class Settings:
             name = cls.env_name(f.name)
             if name in env and env[name] != "":
                 values[f.name] = _coerce(name, env[name], f.type)
+        if "qdrant_url" not in values and env.get("QDRANT_URL"):
+            values["qdrant_url"] = env["QDRANT_URL"]
         values.update({k: v for k, v in overrides.items() if v is not None})
         s = cls(**values)
         s.validate()
@@ -124,6 +137,8 @@ class Settings:
             "client_deadline_ms",
             "max_event_bytes",
             "max_thought_chars",
+            "etrace_timeout_ms",
+            "etrace_concurrency",
         ):
             if getattr(self, name) < 1:
                 raise bad(name, "must be >= 1")
@@ -139,11 +154,25 @@ class Settings:
             raise bad("session_timeout_s", "timeouts must be positive")
         if self.heartbeat_interval_s >= self.session_timeout_s:
             raise bad("heartbeat_interval_s", "must be below the session timeout")
+        if self.etrace_timeout_ms >= self.client_deadline_ms:
+            raise bad("etrace_timeout_ms", "must be below the client deadline (RB_CLIENT_DEADLINE_MS)")
+        if self.etrace_retry_s < 0:
+            raise bad("etrace_retry_s", "must be >= 0")
+        if self.qdrant_url and not self.qdrant_url.startswith(("http://", "https://")):
+            raise bad("qdrant_url", f"{self.qdrant_url!r} is not an http(s) URL")
+        if self.patterns_seed and not Path(self.patterns_seed).is_file():
+            raise bad("patterns_seed", f"{self.patterns_seed!r} is not a file")
 
-    def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+    def as_dict(self, mask_secrets: bool = False) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        if mask_secrets:
+            for name in SECRETS:
+                if d.get(name):
+                    d[name] = "****"
+        return d
 
 
+SECRETS = ("qdrant_api_key",)
 _TOPIC_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from . import etraces
 from .difficulty import clamp01, get_scorer
 from .events import SCHEMA_VERSION, Limits, Rejected, decode
 from .fsm import FSMState, get_transition, validate_params
@@ -31,6 +32,8 @@ class Result:
     event_type: str | None = None
     transition: tuple[str, str] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    # E-trace queries the adapter must answer (`complete`) before the decision goes out.
+    plan: etraces.Plan | None = None
 
 
 def empty_monitors() -> dict[str, Any]:
@@ -128,8 +131,13 @@ def start_run(ev: dict[str, Any], now: float, limits: Limits) -> Result:
     ts = ev.get("ts")
     st = TraceState(run_id=run_id, config=cfg, started_ts=ts, last_event_ts=ts)
     decision = _decision(st, 0, None, None, None, ts, now, None)
+    plan = etraces.plan_first_call(st.e3_calls, cfg.e_traces_enabled, etraces.model_family(cfg.model))
     return Result(
-        run_id, state=_with_log(st, decision, limits.step_log_kept), decision=decision, event_type="run_start"
+        run_id,
+        state=_with_log(st, decision, limits.step_log_kept),
+        decision=decision,
+        event_type="run_start",
+        plan=plan or None,
     )
 
 
@@ -182,15 +190,84 @@ def apply_step(
     elif new_state == FSMState.FAST.value:
         skipped = "FSM=FAST, e-traces skipped"
     decision = _decision(new, step, previous, difficulty, source, ts, now, skipped)
+    fired_before = list(st.recent_fired)
     if cfg.monitors_enabled and new_state in MONITORED_STATES:
         _run_monitors(new, ev, decision, limits, sem)
+    plan = _plan_etraces(new, ev, decision, fired_before)
     return Result(
         run_id,
         state=_with_log(new, decision, limits.step_log_kept),
         decision=decision,
         event_type="step",
         transition=(previous, new_state) if previous != new_state else None,
+        plan=plan or None,
     )
+
+
+def _plan_etraces(
+    st: TraceState, ev: dict[str, Any], decision: dict[str, Any], fired_before: list[list[str]]
+) -> etraces.Plan:
+    """Keep the thought window while a tier may still be called, and plan this step's queries."""
+    cfg = st.config
+    wanted = cfg.e_traces_enabled and (
+        st.e1_calls < etraces.CALLS_PER_RUN or st.e2_calls < etraces.CALLS_PER_RUN
+    )
+    st.recent_thoughts = etraces.remember_thought(st.recent_thoughts, ev.get("thought")) if wanted else []
+    if not wanted:
+        return etraces.Plan()
+    mon = decision["monitors"]
+    gate = etraces.e1_gate_open(cfg.monitors_enabled, mon["fired"], mon["composite"], fired_before)
+    return etraces.plan_step(
+        enabled=True,
+        fsm_state=st.state,
+        org_id=cfg.org_id,
+        thoughts=st.recent_thoughts,
+        e1_calls=st.e1_calls,
+        e2_calls=st.e2_calls,
+        gate_open=gate,
+        failure_type=mon["failure_type"],
+        family=etraces.model_family(decision["model"] or cfg.model),
+    )
+
+
+def complete(result: Result, answers: list[etraces.Answer]) -> Result:
+    """Apply the store's answers to the planned queries: injections, call counts, and the
+    reason when the store could not answer. Pure; a no-op for results without a plan."""
+    plan, st, d = result.plan, result.state, result.decision
+    if not plan or st is None or d is None:
+        return result
+    by_tier = {a.tier: a for a in answers}
+    errors: dict[str, str] = {}
+    outcomes: dict[str, str] = {}
+    added: list[dict[str, Any]] = []
+    for q in plan.queries:
+        a = by_tier.get(q.tier)
+        if a is None or a.error is not None:
+            errors[q.tier] = a.error if a is not None and a.error else "not answered"
+            outcomes[q.tier] = "error"
+            continue
+        setattr(st, f"{q.tier}_calls", getattr(st, f"{q.tier}_calls") + 1)
+        chosen = etraces.select(q, a.hits, plan.family)
+        outcomes[q.tier] = "hit" if chosen else "miss"
+        added.extend(etraces.injections_for(q, chosen, plan.family))
+    if added:
+        counts = dict(st.injections_by_source)
+        for inj in added:
+            counts[inj["source"]] = counts.get(inj["source"], 0) + 1
+        st.injections_by_source = counts
+        d["injections"] = [*d["injections"], *added]
+        d["inject"] = True
+        d["injection_text"] = render_block(d["injections"])
+    if errors:
+        reason = etraces.failure_reason(errors)
+        d["skipped_reason"] = f"{d['skipped_reason']}; {reason}" if d["skipped_reason"] else reason
+    if st.e1_calls >= etraces.CALLS_PER_RUN and st.e2_calls >= etraces.CALLS_PER_RUN:
+        st.recent_thoughts = []
+    if st.step_log and st.step_log[-1][0] == d["step"]:
+        st.step_log = [*st.step_log[:-1], log_entry(d)]
+    result.extras["etraces"] = outcomes
+    result.plan = None
+    return result
 
 
 def _run_monitors(
@@ -202,7 +279,7 @@ def _run_monitors(
     features = extract(ev, limits.max_thought_chars)
     st.monitors, res = evaluate_monitors(st.monitors, features, st.config.weights, st.config.task, sem)
     decision["monitors"] = res.as_wire()
-    st.recent_fired = [*st.recent_fired[-1:], res.fired]
+    st.recent_fired = [*st.recent_fired[-1:], res.fired]  # this step and the one before
     if not res.fired or res.text is None:
         return
     step = decision["step"]

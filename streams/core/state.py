@@ -62,6 +62,7 @@ class TraceState:
     e1_calls: int = 0
     e2_calls: int = 0
     e3_calls: int = 0
+    recent_thoughts: list[str] = field(default_factory=list)  # E-trace query window (<= 5)
     injections_by_source: dict[str, int] = field(default_factory=dict)
     duplicates: int = 0
     # Last few decisions, compact: [step, state, difficulty, model, sources, fired, suppressed, ts]

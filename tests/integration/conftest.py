@@ -17,6 +17,7 @@ from streams.local_worker import WorkerProcess, free_port
 from streams.settings import Settings
 
 PORT = int(os.environ.get("RB_TEST_KAFKA_PORT", "19092"))
+STARTER = REPO / "patterns" / "starter.jsonl"
 
 
 @pytest.fixture(scope="session")

@@ -12,9 +12,14 @@ import pytest
 from streams.client import SteeringClient
 from streams.core.fsm import DifficultyFSM, FSMState
 from streams.core.monitors import MONITORS
+from streams.embedder import get_embedders
+from streams.pattern_store import QdrantPatternStore
+from streams.patterns import Pattern, read_jsonl
 from streams.replay import Replayer
+from streams.retrieval import Retriever
 from streams.simulate import BEHAVIOURS, trajectory
 from tests.factories import b, run_finish, run_start, step
+from tests.integration.conftest import STARTER, make_settings, start_worker
 from tests.integration.kafka_io import read_all
 
 pytestmark = pytest.mark.integration
@@ -95,7 +100,24 @@ def test_fifty_concurrent_runs_get_one_decision_per_step_in_order(worker):
         assert steps == list(range(n_steps + 1)), rid
 
 
-def test_replay_gives_identical_decisions_to_the_worker(worker, tmp_path):
+def test_replay_gives_identical_decisions_to_the_worker(broker, tmp_path):
+    # Both sides query the same pattern library (the worker's local store and replay's
+    # in-memory one, seeded from the same file); the E-trace deadline is generous so no
+    # answer is lost to machine noise (a timed-out query is the one allowed difference).
+    w = start_worker(
+        make_settings(
+            broker, tmp_path, patterns_seed=str(STARTER), etrace_timeout_ms=3000, client_deadline_ms=15000
+        ),
+        tmp_path,
+    )
+    try:
+        _replay_matches_worker(w, tmp_path)
+    finally:
+        w.stop()
+    assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)
+
+
+def _replay_matches_worker(worker, tmp_path):
     s = worker.settings
     rnd = random.Random(3)
     events: list[dict] = []
@@ -145,7 +167,9 @@ def test_replay_gives_identical_decisions_to_the_worker(worker, tmp_path):
 
     src = tmp_path / "events.jsonl"
     src.write_bytes(b"\n".join(b(e) for e in mixed) + b"\n")
-    offline = [d for d, _ in Replayer().run(src.read_bytes().splitlines()) if d]
+    store = QdrantPatternStore(get_embedders()[1])
+    store.upsert([p for _, p in read_jsonl(STARTER.read_bytes().splitlines()) if isinstance(p, Pattern)])
+    offline = [d for d, _ in Replayer(retriever=Retriever(store)).run(src.read_bytes().splitlines()) if d]
 
     def norm(ds):
         return sorted(
@@ -160,6 +184,9 @@ def test_replay_gives_identical_decisions_to_the_worker(worker, tmp_path):
     fired = {m for d in live if d.get("monitors") for m in d["monitors"]["fired"]}
     assert fired == set(MONITORS)
     assert any(i["source"] == "monitor" for d in live for i in d["injections"])
+    sources = {i["source"] for d in live for i in d["injections"]}
+    assert {"e3", "e2"} <= sources, sources
+    assert not any(d["skipped_reason"] and "unavailable" in d["skipped_reason"] for d in live)
 
 
 def test_bad_input_is_dead_lettered_and_valid_runs_continue(worker):

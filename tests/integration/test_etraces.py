@@ -1,0 +1,168 @@
+"""E-traces through a real worker: retrieval from its Qdrant store, degradation when the
+store hangs, and no head-of-line blocking of other runs while a query is out."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from streams.client import SteeringClient
+from streams.core.render import MARKER
+from streams.local_worker import WorkerProcess
+from tests.factories import b, step
+from tests.integration.conftest import STARTER, make_settings, start_worker
+from tests.integration.kafka_io import read_all
+
+pytestmark = pytest.mark.integration
+
+
+class Blackhole:
+    """A TCP server that accepts connections and never answers: a hung Qdrant server."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.conns: list[socket.socket] = []
+        self._stop = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        self.sock.settimeout(0.2)
+        while not self._stop:
+            try:
+                conn, _ = self.sock.accept()
+                self.conns.append(conn)
+            except OSError:
+                continue
+
+    def close(self) -> None:
+        self._stop = True
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+@pytest.fixture
+def seeded(broker: str, tmp_path: Path) -> Iterator[WorkerProcess]:
+    s = make_settings(
+        broker, tmp_path, patterns_seed=str(STARTER), etrace_timeout_ms=2000, client_deadline_ms=15000
+    )
+    w = start_worker(s, tmp_path)
+    yield w
+    w.stop()
+    assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)
+
+
+def metric(w: WorkerProcess, name: str, **labels: str) -> float:
+    """Sum of the worker's samples of `name` whose labels include `labels`."""
+    body = (
+        urllib.request.urlopen(f"http://127.0.0.1:{w.settings.web_port}/metrics", timeout=5).read().decode()
+    )
+    total = 0.0
+    for family in text_string_to_metric_families(body):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                total += sample.value
+    return total
+
+
+def test_first_call_gets_universal_rules_rendered_for_the_model(seeded: WorkerProcess) -> None:
+    async def scenario() -> tuple[Any, Any, Any]:
+        async with SteeringClient(seeded.settings, deadline_ms=15000) as c:
+            a = await c.start_run("claude-run", model="anthropic:claude-sonnet-4-5", org_id="acme")
+            o = await c.start_run("gpt-run", model="openai:gpt-4.1", org_id="acme")
+            off = await c.start_run("no-etraces", model="gpt-4.1", e_traces_enabled=False)
+            return a, o, off
+
+    a, o, off = asyncio.run(scenario())
+    assert a is not None and o is not None and off is not None
+    for d, opener in ((a, "<rule"), (o, "- ")):
+        e3 = [i for i in d.data["injections"] if i["source"] == "e3"]
+        assert e3 and all(i["text"].startswith(opener) and i["similarity"] is None for i in e3)
+        assert d.data["injection_text"].startswith(MARKER + "\n")
+        assert d.data["injection_text"].count("\n\n") == len(e3) - 1
+    assert off.data["injections"] == [] and off.data["injection_text"] is None
+
+
+def test_a_typical_first_step_gets_shared_e2_guidance(seeded: WorkerProcess) -> None:
+    from streams.simulate import trajectory
+
+    task, steps = trajectory("healthy", 3, seed=1)
+    first = next(steps)
+
+    async def scenario() -> Any:
+        async with SteeringClient(seeded.settings, deadline_ms=15000) as c:
+            await c.start_run("e2-run", task=task, model="gpt-4.1")
+            return await c.step("e2-run", 1, **first)
+
+    d = asyncio.run(scenario())
+    assert d is not None
+    e2 = [i for i in d.data["injections"] if i["source"] == "e2"]
+    assert e2 and all(i["similarity"] >= 0.7 and i["pattern_id"] for i in e2)
+    assert metric(seeded, "rb_etrace_lookups_total", tier="e2", result="hit") >= 1
+
+
+def test_a_hung_store_costs_other_runs_nothing_and_decisions_say_why(broker: str, tmp_path: Path) -> None:
+    hole = Blackhole()
+    s = make_settings(
+        broker,
+        tmp_path,
+        partitions=1,  # every run on one partition: head-of-line blocking would show
+        qdrant_url=f"http://127.0.0.1:{hole.port}",
+        etrace_timeout_ms=400,
+        client_deadline_ms=5000,
+    )
+    w = start_worker(s, tmp_path)
+    try:
+
+        async def scenario() -> tuple[list[str], list[Any]]:
+            done: list[str] = []
+            async with SteeringClient(s, deadline_ms=5000) as c:
+
+                async def run(rid: str, delay: float, **kw: Any) -> Any:
+                    await asyncio.sleep(delay)
+                    d = await c.start_run(rid, **kw)
+                    done.append(rid)
+                    return d
+
+                got = await asyncio.gather(
+                    run("wants-e3", 0.0), run("no-etraces", 0.05, e_traces_enabled=False)
+                )
+                # a burst of steps of one run, sent back to back: each waits for its E-traces
+                for k in range(1, 5):
+                    await c.send_raw(
+                        b(step("wants-e3", k, thought=f"Step {k}: reading the session code.")),
+                        key=b"wants-e3",
+                    )
+                return done, list(got)
+
+        done, (slow, quick) = asyncio.run(scenario())
+        assert done == ["no-etraces", "wants-e3"]  # the quick run was not stuck behind the query
+        assert quick.data["skipped_reason"] is None
+        assert slow.data["skipped_reason"] == "e-traces unavailable for E3: timeout after 400 ms"
+        decided = [
+            d
+            for d in asyncio.run(read_all(s.bootstrap_servers, s.steering_topic, expect=6))
+            if d["run_id"] == "wants-e3"
+        ]
+        assert [d["step"] for d in decided] == [0, 1, 2, 3, 4]  # once each, in order
+        assert all(
+            d["skipped_reason"].startswith("e-traces unavailable for ") and "E2" in d["skipped_reason"]
+            for d in decided[1:]
+        ), [d["skipped_reason"] for d in decided]
+        assert metric(w, "rb_etrace_store_up") == 0
+        assert metric(w, "rb_etrace_store_failures_total", kind="timeout") >= 1
+    finally:
+        w.stop()
+        hole.close()
+    assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)
