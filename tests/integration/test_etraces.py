@@ -112,6 +112,47 @@ def test_a_typical_first_step_gets_shared_e2_guidance(seeded: WorkerProcess) -> 
     assert metric(seeded, "rb_etrace_lookups_total", tier="e2", result="hit") >= 1
 
 
+def test_e1_opens_with_a_monitor_fire_and_stays_inside_the_org(seeded: WorkerProcess) -> None:
+    """Three orgs run the same reworded-search loop; acme and globex hold near-identical E1
+    patterns with different guidance, initech none."""
+    queries = ["session timeout", "session expiry", "session token expiration", "session timeout"]
+
+    async def scenario() -> dict[str, list[Any]]:
+        out: dict[str, list[Any]] = {}
+        async with SteeringClient(seeded.settings, deadline_ms=15000) as c:
+            for org in ("acme", "globex", "initech"):
+                rid = f"e1-{org}"
+                await c.start_run(
+                    rid, org_id=org, model="claude-sonnet-4-5", task="Fix the session expiry bug"
+                )
+                out[org] = []
+                for k, q in enumerate(queries, 1):
+                    d = await c.step(
+                        rid,
+                        k,
+                        thought=f"Search the code for the {q} once more.",
+                        action="search_code",
+                        action_input={"query": q},
+                        observation="No results found.",
+                        difficulty=0.5,  # NORMAL: E1 is never queried in FAST
+                    )
+                    out[org].append(d)
+        return out
+
+    out = asyncio.run(scenario())
+    for org, ds in out.items():
+        e1 = [(d.step, i) for d in ds for i in d.data["injections"] if i["source"] == "e1"]
+        fired_at = next(d.step for d in ds if d.data["monitors"]["fired"])
+        if org == "initech":
+            assert e1 == []
+            continue
+        assert len(e1) == 1, e1
+        step_no, inj = e1[0]
+        assert step_no == fired_at  # the gate opened with the fire
+        assert inj["pattern_id"] == f"e1-{org}-session-expiry" and inj["similarity"] >= 0.8
+        assert inj["text"].startswith('<guidance source="e1"')  # rendered for an Anthropic model
+
+
 def test_a_hung_store_costs_other_runs_nothing_and_decisions_say_why(broker: str, tmp_path: Path) -> None:
     hole = Blackhole()
     s = make_settings(
