@@ -276,7 +276,7 @@ def _plot(rows: list[dict[str, Any]], rates: list[float]) -> None:
     ):
         for q, marker in (("p50", "o"), ("p99", "^")):
             ys = [next(r[q] for r in rows if r["rate"] == rate and r["path"] == path) for rate in rates]
-            ax.plot(rates, ys, style, marker=marker, label=f"{path} {q}")
+            ax.plot(rates, ys, linestyle=style, marker=marker, label=f"{path} {q}")
     ax.set_xscale("log")
     ax.set_xlabel("steps/s")
     ax.set_ylabel("latency (ms)")

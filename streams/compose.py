@@ -15,6 +15,8 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
+from .core.render import MARKER as REASONBLOCKS_MARKER
+
 __all__ = [
     "REASONBLOCKS_MARKER",
     "anthropic_request",
@@ -25,8 +27,6 @@ __all__ = [
     "plain_system",
     "with_system",
 ]
-
-REASONBLOCKS_MARKER = "[REASONBLOCKS]"
 
 Block = dict[str, Any]
 Base = str | Sequence[Mapping[str, Any]]

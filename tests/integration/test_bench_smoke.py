@@ -19,6 +19,7 @@ BENCHES = {
     "flat_cost": ["--steps", "120", "--runs", "1", "--worker"],
     "throughput": ["--runs", "8", "--steps", "6", "--partitions", "2"],
     "latency": ["--rates", "20", "--runs", "4", "--duration", "2", "--partitions", "2"],
+    "etraces": ["--patterns", "60", "--orgs", "2", "--queries", "8"],
     "embedders": ["--no-build", "--min-seconds", "0.2", "--rounds", "1"],
 }
 
