@@ -388,6 +388,10 @@ class SyncSteeringClient:
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
+    async def _arun(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await from another event loop (an async agent) without blocking it."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
+
     def start(self) -> None:
         self._run(self._client.start())
 
@@ -416,3 +420,12 @@ class SyncSteeringClient:
 
     def step_log(self, run_id: str) -> list[StepLogEntry]:
         return self._client.step_log(run_id)
+
+    async def astart_run(self, run_id: str, **fields: Any) -> Decision | None:
+        return await self._arun(self._client.start_run(run_id, **fields))
+
+    async def astep(self, run_id: str, step: int, **fields: Any) -> Decision | None:
+        return await self._arun(self._client.step(run_id, step, **fields))
+
+    async def afinish_run(self, run_id: str, outcome: str = "success") -> None:
+        await self._arun(self._client.finish_run(run_id, outcome))

@@ -1,0 +1,187 @@
+"""A real LangChain `create_agent` agent with a scripted model, steered through the real
+broker and worker by `SteeringMiddleware`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, SystemMessage
+from langchain_core.tools import tool
+
+from examples.scripted_model import Script, ScriptedModel
+from streams.client import SyncSteeringClient
+from streams.core.render import MARKER
+from streams.langchain_middleware import SteeringMiddleware
+from streams.local_worker import WorkerProcess
+from tests.integration.conftest import STARTER, make_settings, start_worker
+from tests.integration.kafka_io import read_all
+
+pytestmark = pytest.mark.integration
+BASE = "You are a careful coding agent."
+FAILING = "FAILED tests/test_a.py::test_expiry - KeyError: 'expires_at'\n1 failed, 3 passed"
+
+
+@tool
+def run_tests(path: str) -> str:
+    """Run the tests in `path`."""
+    return FAILING
+
+
+@tool
+def read_file(path: str) -> str:
+    """Read a file."""
+    return f"# {path}\ndef handler():\n    return 42\n"
+
+
+def call(name: str, i: int, **args: Any) -> dict[str, Any]:
+    return {"name": name, "args": args, "id": f"call-{i}"}
+
+
+@pytest.fixture
+def lc_worker(broker: str, tmp_path: Path) -> Iterator[WorkerProcess]:
+    w = start_worker(
+        make_settings(
+            broker, tmp_path, patterns_seed=str(STARTER), etrace_timeout_ms=2000, client_deadline_ms=15000
+        ),
+        tmp_path,
+    )
+    yield w
+    w.stop()
+    assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)
+
+
+def agent_for(client: SyncSteeringClient, script: Script, tools: list[Any]) -> tuple[Any, SteeringMiddleware]:
+    mw = SteeringMiddleware(
+        client,
+        model="claude-sonnet-4-5",
+        model_routing={"FAST": "claude-haiku-4-5", "SLOW": "claude-opus-4-5"},
+        model_factory=ScriptedModel.factory(script),
+        org_id="acme",
+    )
+    model = ScriptedModel(script=script, model_id="claude-sonnet-4-5")
+    return create_agent(model, tools, system_prompt=BASE, middleware=[mw]), mw
+
+
+def system_blocks(msgs: list[Any]) -> list[dict[str, Any]]:
+    assert isinstance(msgs[0], SystemMessage)
+    content = msgs[0].content
+    assert isinstance(content, list)
+    return content  # type: ignore[return-value]
+
+
+def test_a_looping_agent_gets_a_loop_injection_in_its_next_system_message(lc_worker: WorkerProcess) -> None:
+    replies = [
+        AIMessage(
+            content=f"The expiry test fails. Let me run it again (try {i}).",
+            tool_calls=[call("run_tests", i, path="tests/test_a.py")],
+        )
+        for i in range(6)
+    ] + [AIMessage(content="I give up for now.")]
+    script = Script(replies)
+    with SyncSteeringClient(lc_worker.settings, deadline_ms=15000) as c:
+        agent, mw = agent_for(c, script, [run_tests])
+        out = agent.invoke(
+            {"messages": [{"role": "user", "content": "Fix the failing expiry test in tests/test_a.py"}]}
+        )
+        log = mw.step_log
+        run_id = mw.run_id
+    # every call: the base prompt is the first block and keeps cache_control
+    for _, msgs in script.calls:
+        blocks = system_blocks(msgs)
+        assert blocks[0] == {"type": "text", "text": BASE, "cache_control": {"type": "ephemeral"}}
+    injected = [
+        (k, system_blocks(m)) for k, (_, m) in enumerate(script.calls, 1) if len(system_blocks(m)) > 1
+    ]
+    loop_calls = [(k, b) for k, b in injected if "run_tests" in b[1]["text"] and "same" in b[1]["text"]]
+    assert loop_calls, [b[1]["text"][:200] for _, b in injected]
+    k, blocks = loop_calls[0]
+    assert blocks[1]["text"].startswith(MARKER) and "cache_control" not in blocks[1]
+    assert "semantic_loop" in log[k - 1].monitors_fired and "monitor" in log[k - 1].injection_sources
+    # call 1 got the universal rules (E3) from decision 0
+    assert system_blocks(script.calls[0][1])[1]["text"].startswith(MARKER)
+    # the history is the agent's own: no injected text ever enters it, nothing is rewritten
+    history = out["messages"]
+    assert not any(MARKER in str(m.content) for m in history)
+    for _, msgs in script.calls:
+        seen = msgs[1:]
+        assert [m.id for m in seen] == [m.id for m in history[: len(seen)]]
+    finish = [
+        d
+        for d in asyncio.run(
+            read_all(lc_worker.settings.bootstrap_servers, lc_worker.settings.steering_topic)
+        )
+        if d["run_id"] == run_id
+    ]
+    assert [d["step"] for d in finish] == list(range(len(script.calls)))
+
+
+def test_an_easy_run_is_routed_to_the_fast_model(lc_worker: WorkerProcess) -> None:
+    files = [f"src/mod_{i}.py" for i in range(9)]
+    replies = [
+        AIMessage(content=f"Read {f}.", tool_calls=[call("read_file", i, path=f)])
+        for i, f in enumerate(files)
+    ]
+    script = Script([*replies, AIMessage(content="Done.")])
+    with SyncSteeringClient(lc_worker.settings, deadline_ms=15000) as c:
+        agent, mw = agent_for(c, script, [read_file])
+        agent.invoke({"messages": [{"role": "user", "content": "Read the modules."}]})
+        log = mw.step_log
+    used = [model_id for model_id, _ in script.calls]
+    fast_from = next(e.step for e in log if e.fsm_state == "FAST")
+    # decision k (the first FAST one) steers call k+1, which is used[k]
+    assert used[:fast_from] == ["claude-sonnet-4-5"] * fast_from
+    assert used[fast_from:] and set(used[fast_from:]) == {"claude-haiku-4-5"}
+
+
+def test_a_late_decision_leaves_the_call_unsteered_and_is_recorded(lc_worker: WorkerProcess) -> None:
+    replies = [
+        AIMessage(content="Read a.", tool_calls=[call("read_file", 0, path="a.py")]),
+        AIMessage(content="Done."),
+    ]
+    script = Script(replies)
+    with SyncSteeringClient(lc_worker.settings, deadline_ms=1) as c:  # nothing arrives in 1 ms
+        agent, mw = agent_for(c, script, [read_file])
+        agent.invoke({"messages": [{"role": "user", "content": "Read a."}]})
+        log = mw.step_log
+    assert [e.late for e in log] == [True, True] and not any(e.steered for e in log)
+    for model_id, msgs in script.calls:
+        assert model_id == "claude-sonnet-4-5"
+        assert system_blocks(msgs) == [{"type": "text", "text": BASE, "cache_control": {"type": "ephemeral"}}]
+
+
+def test_async_use_and_a_failing_run_is_finished_with_the_exception_type(lc_worker: WorkerProcess) -> None:
+    @tool
+    def broken(path: str) -> str:
+        """Always raises."""
+        raise ValueError("disk full")
+
+    script = Script([AIMessage(content="Try the tool.", tool_calls=[call("broken", 0, path="x")])])
+    s = lc_worker.settings
+
+    async def scenario() -> str | None:
+        with SyncSteeringClient(s, deadline_ms=15000) as c:
+            agent, mw = agent_for(c, script, [broken])
+            with pytest.raises(ValueError):
+                async with mw.arun():
+                    await agent.ainvoke({"messages": [{"role": "user", "content": "Use the tool."}]})
+            assert mw.session is not None and mw.session.outcome == "failure: ValueError"
+            return mw.run_id
+
+    run_id = asyncio.run(scenario())
+    import json
+    import time
+    import urllib.request
+
+    summary: dict[str, Any] = {}
+    for _ in range(100):  # run_finish has no decision: poll the run's state
+        url = f"http://127.0.0.1:{s.web_port}/runs/{run_id}"
+        summary = json.loads(urllib.request.urlopen(url, timeout=10).read())
+        if summary["finished"]:
+            break
+        time.sleep(0.1)
+    assert summary["outcome"] == "failure: ValueError", summary
