@@ -13,7 +13,7 @@ integration:
 	bash scripts/bootstrap.sh && .venv/bin/python -m pytest -q tests/integration
 
 lint:
-	.venv/bin/ruff check streams tests bench && .venv/bin/ruff format --check streams tests bench && .venv/bin/mypy
+	.venv/bin/ruff check streams tests bench examples && .venv/bin/ruff format --check streams tests bench examples && .venv/bin/mypy
 
 bootstrap:
 	bash scripts/bootstrap.sh

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
@@ -19,7 +19,10 @@ class Script:
     calls: list[tuple[str, list[BaseMessage]]] = field(default_factory=list)
 
 
-class ScriptedModel(BaseChatModel):
+class ScriptedModel(GenericFakeChatModel):
+    """langchain_core's GenericFakeChatModel, playing a shared `Script` and recording calls."""
+
+    messages: Any = None  # the base class's reply iterator: the shared script replaces it
     script: Any
     model_id: str = "scripted-default"
 
