@@ -28,7 +28,7 @@ from bench.common import STARTER, log, machine, pct
 from streams.core.etraces import E1_THOUGHTS, E2_THOUGHTS, Query, query_text
 from streams.embedder import get_embedders
 from streams.pattern_store import E2_ALL, QdrantPatternStore, e1_collection, e2_collection
-from streams.patterns import FAILURE_TYPE_VALUES, Pattern, read_jsonl
+from streams.patterns import FAILURE_TYPE_VALUES, Pattern, read_file
 from streams.simulate import BEHAVIOURS, MODULES, SYMBOLS, trajectory
 
 _SITUATIONS = [
@@ -118,7 +118,7 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="rb-etrace-bench-"))
     try:
         store = QdrantPatternStore(emb, path=tmp / "store")
-        starter = [p for _, p in read_jsonl(STARTER.read_bytes().splitlines()) if isinstance(p, Pattern)]
+        starter = read_file(STARTER)[0]
         syn = synthetic(int(args.patterns * 0.7), args.patterns - int(args.patterns * 0.7), args.orgs, rnd)
         t0 = time.perf_counter()
         store.upsert(

@@ -94,14 +94,11 @@ class Worker:
         try:
             store = open_store(s)
             if s.patterns_seed:
-                from .patterns import LineError, Pattern, read_jsonl
+                from .patterns import read_file
 
-                with open(s.patterns_seed, "rb") as fh:
-                    parsed = [p for _, p in read_jsonl(fh)]
-                good = [p for p in parsed if isinstance(p, Pattern)]
-                for bad in parsed:
-                    if isinstance(bad, LineError):
-                        log.error("patterns seed %s: %s", s.patterns_seed, bad)
+                good, bad = read_file(s.patterns_seed)
+                for err in bad:
+                    log.error("patterns seed %s: %s", s.patterns_seed, err)
                 store.upsert(good)
                 log.info("patterns seed: %d patterns from %s", len(good), s.patterns_seed)
         except Exception:
@@ -225,17 +222,16 @@ class Worker:
         """Inline unless the event's run waits on E-traces or this event needs them."""
         key = event.key
         prev = self._chains.get(key)
-        if prev is not None:
-            await self._spawn(key, self._queued(prev, event, stream))
+        if prev is not None:  # queue behind the run's pending event
+            await self._spawn(key, self._detached(event, stream, prev=prev))
             return
         t0 = time.perf_counter()
         now = time.time()
         result, old = self._evaluate_one(event, now)
         if result.plan:
-            await self._spawn(key, self._with_etraces(result, old, event, stream, t0, now))
+            await self._spawn(key, self._detached(event, stream, evaluated=(result, old, t0, now)))
             return
-        await self._finish(result, old, event, t0, now)
-        await self._ack(event, stream)
+        await self._conclude(result, old, event, stream, t0, now)
 
     async def _spawn(self, key: bytes | None, coro: Any) -> None:
         if self._in_flight is None:
@@ -254,32 +250,35 @@ class Worker:
 
         task.add_done_callback(done)
 
-    async def _queued(self, prev: asyncio.Task[None], event: EventT[Any], stream: Any) -> None:
-        await asyncio.wait([prev])
-        t0 = time.perf_counter()
-        now = time.time()
-        result, old = self._evaluate_one(event, now)
-        if result.plan:
-            await self._with_etraces(result, old, event, stream, t0, now)
-            return
-        await self._guarded_finish(result, old, event, stream, t0, now)
-
-    async def _with_etraces(
-        self, result: Result, old: TraceState | None, event: EventT[Any], stream: Any, t0: float, now: float
+    async def _detached(
+        self,
+        event: EventT[Any],
+        stream: Any,
+        prev: asyncio.Task[None] | None = None,
+        evaluated: tuple[Result, TraceState | None, float, float] | None = None,
     ) -> None:
-        assert result.plan is not None
-        answers = await self.retriever.answer(result.plan)
-        await self._guarded_finish(complete(result, answers), old, event, stream, t0, now)
-
-    async def _guarded_finish(
-        self, result: Result, old: TraceState | None, event: EventT[Any], stream: Any, t0: float, now: float
-    ) -> None:
+        """An event finished off the agent loop: after its run's previous event, if any."""
         try:
-            await self._finish(result, old, event, t0, now)
-        except Exception:
+            if prev is not None:
+                await asyncio.wait([prev])
+            if evaluated is None:
+                t0, now = time.perf_counter(), time.time()
+                result, old = self._evaluate_one(event, now)
+            else:
+                result, old, t0, now = evaluated
+            await self._conclude(result, old, event, stream, t0, now)
+        except Exception:  # nothing awaits this task: log, and do not hold the offset back
             log.exception("internal error finishing offset %s", event.message.offset)
-        finally:
             await self._ack(event, stream)
+
+    async def _conclude(
+        self, result: Result, old: TraceState | None, event: EventT[Any], stream: Any, t0: float, now: float
+    ) -> None:
+        """Answer the E-trace plan (if any), send, store, ack."""
+        if result.plan:
+            result = complete(result, await self.retriever.answer(result.plan))
+        await self._finish(result, old, event, t0, now)
+        await self._ack(event, stream)
 
     async def _ack(self, event: EventT[Any], stream: Any) -> None:
         if stream is not None:

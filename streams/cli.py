@@ -95,17 +95,11 @@ def _replay_retriever(args: argparse.Namespace) -> Any:
 
 def _load_file(store: Any, path: str, quiet: bool = False) -> tuple[int, int]:
     """Upsert the valid records of a JSONL file; print per-line errors. -> (loaded, bad)."""
-    from .patterns import LineError, Pattern, read_jsonl
+    from .patterns import read_file
 
-    good: list[Pattern] = []
-    bad = 0
-    with open(path, "rb") as fh:
-        for _, item in read_jsonl(fh):
-            if isinstance(item, LineError):
-                bad += 1
-                print(f"{path}: {item}", file=sys.stderr)
-            else:
-                good.append(item)
+    good, errors = read_file(path)
+    for err in errors:
+        print(f"{path}: {err}", file=sys.stderr)
 
     def bar(done: int, total: int) -> None:
         if quiet:
@@ -121,7 +115,7 @@ def _load_file(store: Any, path: str, quiet: bool = False) -> tuple[int, int]:
         )
 
     n = store.upsert(good, progress=bar) if good else 0
-    return n, bad
+    return n, len(errors)
 
 
 def cmd_patterns(args: argparse.Namespace) -> int:

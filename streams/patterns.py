@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -163,3 +164,13 @@ def read_jsonl(lines: Iterable[bytes | str]) -> Iterator[tuple[int, Pattern | Li
             yield n, parse_pattern(rec)
         except PatternError as exc:
             yield n, LineError(n, str(exc))
+
+
+def read_file(path: str | Path) -> tuple[list[Pattern], list[LineError]]:
+    """A JSONL library: its valid patterns, and an error per bad line."""
+    good: list[Pattern] = []
+    bad: list[LineError] = []
+    with open(path, "rb") as fh:
+        for _, item in read_jsonl(fh):
+            (bad if isinstance(item, LineError) else good).append(item)  # type: ignore[arg-type]
+    return good, bad

@@ -14,7 +14,7 @@ from streams.core.fsm import DifficultyFSM, FSMState
 from streams.core.monitors import MONITORS
 from streams.embedder import get_embedders
 from streams.pattern_store import QdrantPatternStore
-from streams.patterns import Pattern, read_jsonl
+from streams.patterns import read_file
 from streams.replay import Replayer
 from streams.retrieval import Retriever
 from streams.simulate import BEHAVIOURS, trajectory
@@ -168,7 +168,7 @@ def _replay_matches_worker(worker, tmp_path):
     src = tmp_path / "events.jsonl"
     src.write_bytes(b"\n".join(b(e) for e in mixed) + b"\n")
     store = QdrantPatternStore(get_embedders()[1])
-    store.upsert([p for _, p in read_jsonl(STARTER.read_bytes().splitlines()) if isinstance(p, Pattern)])
+    store.upsert(read_file(STARTER)[0])
     offline = [d for d, _ in Replayer(retriever=Retriever(store)).run(src.read_bytes().splitlines()) if d]
 
     def norm(ds):
