@@ -16,6 +16,7 @@ from .core.engine import Result, complete, handle
 from .core.events import Rejected, deadletter_record
 from .core.monitors import Semantics, load_profiles
 from .core.state import TraceState
+from .kafka_security import faust_credentials
 from .metrics import STATES, Metrics
 from .retrieval import Retriever, open_store
 from .settings import Settings
@@ -61,6 +62,7 @@ class Worker:
             table_cleanup_interval=60.0,
             web_enabled=True,
             producer_acks=-1,
+            broker_credentials=faust_credentials(s),
         )
         self.steps = self.app.topic(
             s.steps_topic, partitions=s.partitions, key_serializer="raw", value_serializer="raw"
@@ -194,9 +196,9 @@ class Worker:
         gauge = self.metrics.consumer_lag
         gauge.clear()
         consumer = self.app.consumer
-        for tp in consumer.assignment():
-            if tp.topic != self.settings.steps_topic:
-                continue
+        owned = [tp for tp in consumer.assignment() if tp.topic == self.settings.steps_topic]
+        self.metrics.assigned_partitions.set(len(owned))
+        for tp in owned:
             try:
                 high = consumer.highwater(tp)
             except Exception:  # not fetched yet

@@ -10,6 +10,7 @@ import sys
 from dataclasses import fields
 from typing import Any
 
+from .kafka_security import KafkaAuthError
 from .settings import Settings, SettingsError
 
 
@@ -19,9 +20,19 @@ def _add_settings_flags(p: argparse.ArgumentParser) -> None:
             "--" + f.name.replace("_", "-"),
             dest=f.name,
             default=None,
-            type={"int": int, "float": float}.get(str(f.type), str),
+            type=_flag_type(f.name),
             help=f"(env {Settings.env_name(f.name)}, default {f.default!r})",
         )
+
+
+def _flag_type(name: str) -> Any:
+    def parse(raw: str) -> Any:
+        try:
+            return Settings.parse_value(name, raw)
+        except SettingsError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -293,5 +304,8 @@ def main(argv: list[str] | None = None) -> int:
         rc: Any = args.func(args)
     except SettingsError as exc:
         print(f"rb-streams: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    except KafkaAuthError as exc:
+        print(f"rb-streams: {exc}", file=sys.stderr)
         return 2
     return int(rc or 0)

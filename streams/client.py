@@ -18,9 +18,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaConnectionError
 
 from . import wire
 from .core.events import SCHEMA_VERSION
+from .kafka_security import KafkaAuthError as KafkaAuthError
+from .kafka_security import client_kwargs, diagnose
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -166,6 +169,7 @@ class SteeringClient:
         client_id: str | None = None,
     ) -> None:
         s = settings or Settings.from_env()
+        self.settings = s
         self.bootstrap_servers = bootstrap_servers or s.bootstrap_servers
         self.steps_topic = f"{topic_prefix or s.topic_prefix}.steps"
         self.steering_topic = f"{topic_prefix or s.topic_prefix}.steering"
@@ -185,17 +189,29 @@ class SteeringClient:
 
     # -- lifecycle ----------------------------------------------------------
     async def start(self) -> None:
+        """Connect. Raises KafkaAuthError when the broker rejects the credentials."""
+        try:
+            await self._start()
+        except KafkaConnectionError:
+            await self.stop()
+            await diagnose(self.settings.with_(broker=self.bootstrap_servers))
+            raise
+
+    async def _start(self) -> None:
+        auth = client_kwargs(self.settings)
         self._producer = AIOKafkaProducer(
             bootstrap_servers=self.bootstrap_servers,
             client_id=self.client_id,
             acks="all",
             enable_idempotence=True,
             linger_ms=0,
+            **auth,
         )
         await self._producer.start()
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap_servers,
             client_id=self.client_id,
+            **auth,
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="latest",
@@ -220,10 +236,11 @@ class SteeringClient:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
-        if self._consumer:
-            await self._consumer.stop()
-        if self._producer:
-            await self._producer.stop()
+        for part in (self._consumer, self._producer):
+            if part is not None:
+                with contextlib.suppress(Exception):
+                    await part.stop()
+        self._consumer = self._producer = None
 
     async def __aenter__(self) -> SteeringClient:
         await self.start()

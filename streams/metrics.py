@@ -97,6 +97,11 @@ class Metrics:
             ["tier", "kind"],
             registry=r,
         )
+        self.assigned_partitions = Gauge(
+            "rb_assigned_partitions",
+            "Partitions of the steps topic this worker owns (they split across replicas)",
+            registry=r,
+        )
         self.consumer_lag = Gauge(
             "rb_consumer_lag_messages",
             "Steps not yet processed, per assigned partition",

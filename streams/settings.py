@@ -13,6 +13,8 @@ from .core.events import Limits
 
 ENV_PREFIX = "RB_"
 GUARANTEES = ("at_least_once", "exactly_once")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 LOG_LEVELS = ("debug", "info", "warn", "error", "crit")
 
 
@@ -47,6 +49,17 @@ class Settings:
     etrace_timeout_ms: int = 150  # per decision, for all its E-trace queries
     etrace_concurrency: int = 2  # E-trace queries in flight per worker
     etrace_retry_s: float = 5.0  # rest given to a failing store before trying it again
+    # Kafka security, for the worker and the agent-side client alike. The protocol defaults
+    # to what the other settings imply: SASL_* with a mechanism, SSL with a CA file.
+    security_protocol: str = ""  # PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
+    sasl_mechanism: str = ""  # PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512
+    sasl_username: str = ""
+    sasl_password: str = ""  # secret
+    ssl_cafile: str = ""  # CA bundle (PEM) that signed the brokers' certificates
+    ssl_certfile: str = ""  # client certificate (PEM), for mutual TLS
+    ssl_keyfile: str = ""  # its private key (PEM)
+    ssl_key_password: str = ""  # secret
+    ssl_check_hostname: bool = True
 
     # -- derived -------------------------------------------------------------
     @property
@@ -90,6 +103,15 @@ class Settings:
         return Limits(max_event_bytes=self.max_event_bytes, max_thought_chars=self.max_thought_chars)
 
     @property
+    def kafka_security(self) -> str:
+        if self.security_protocol:
+            return self.security_protocol
+        tls = bool(self.ssl_cafile or self.ssl_certfile)
+        if self.sasl_mechanism:
+            return "SASL_SSL" if tls else "SASL_PLAINTEXT"
+        return "SSL" if tls else "PLAINTEXT"
+
+    @property
     def data_path(self) -> Path:
         return Path(self.data_dir).resolve()
 
@@ -101,6 +123,12 @@ class Settings:
     @classmethod
     def env_name(cls, field_name: str) -> str:
         return ENV_PREFIX + field_name.upper()
+
+    @classmethod
+    def parse_value(cls, field_name: str, raw: str) -> Any:
+        """A setting's value from its text form (env var or CLI flag)."""
+        typ = next(f.type for f in fields(cls) if f.name == field_name)
+        return _coerce(cls.env_name(field_name), raw, typ)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -162,6 +190,31 @@ class Settings:
             raise bad("qdrant_url", f"{self.qdrant_url!r} is not an http(s) URL")
         if self.patterns_seed and not Path(self.patterns_seed).is_file():
             raise bad("patterns_seed", f"{self.patterns_seed!r} is not a file")
+        self._validate_security(bad)
+
+    def _validate_security(self, bad: Any) -> None:
+        if self.security_protocol and self.security_protocol not in SECURITY_PROTOCOLS:
+            raise bad("security_protocol", f"must be one of {', '.join(SECURITY_PROTOCOLS)}")
+        if self.sasl_mechanism and self.sasl_mechanism not in SASL_MECHANISMS:
+            raise bad("sasl_mechanism", f"must be one of {', '.join(SASL_MECHANISMS)}")
+        proto = self.kafka_security
+        if proto.startswith("SASL_"):
+            if not self.sasl_mechanism:
+                raise bad("sasl_mechanism", f"required with security protocol {proto}")
+            if not self.sasl_username:
+                raise bad("sasl_username", f"required with SASL mechanism {self.sasl_mechanism}")
+            if not self.sasl_password:
+                raise bad("sasl_password", f"required with SASL mechanism {self.sasl_mechanism}")
+        elif self.sasl_mechanism:
+            raise bad("sasl_mechanism", f"set, but the security protocol is {proto}")
+        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+            path = getattr(self, name)
+            if path and not proto.endswith("SSL"):
+                raise bad(name, f"set, but the security protocol is {proto}")
+            if path and not Path(path).is_file():
+                raise bad(name, f"{path!r} is not a file")
+        if self.ssl_keyfile and not self.ssl_certfile:
+            raise bad("ssl_certfile", "required with RB_SSL_KEYFILE")
 
     def as_dict(self, mask_secrets: bool = False) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -172,7 +225,7 @@ class Settings:
         return d
 
 
-SECRETS = ("qdrant_api_key",)
+SECRETS = ("qdrant_api_key", "sasl_password", "ssl_key_password")
 _TOPIC_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 

@@ -9,6 +9,7 @@ import logging
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
 
+from .kafka_security import client_kwargs, diagnose
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -19,12 +20,15 @@ async def ensure_topics(settings: Settings, timeout_s: float = 30.0) -> dict[str
     names = [settings.steps_topic, settings.steering_topic, settings.deadletter_topic]
     deadline = asyncio.get_running_loop().time() + timeout_s
     while True:
-        admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_servers, request_timeout_ms=10_000)
+        admin = AIOKafkaAdminClient(
+            bootstrap_servers=settings.bootstrap_servers, request_timeout_ms=10_000, **client_kwargs(settings)
+        )
         try:
             await admin.start()
             break
         except KafkaConnectionError:
             await admin.close()
+            await diagnose(settings)  # wrong credentials: fail now, with the reason
             if asyncio.get_running_loop().time() > deadline:
                 raise
             await asyncio.sleep(0.5)

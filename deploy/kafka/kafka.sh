@@ -13,6 +13,10 @@
 #   RB_KAFKA_DIR         data dir, logs and pid file (default <repo>/.local/kafka-<port>)
 #   RB_KAFKA_HEAP        JVM heap (default 512m)
 #   RB_KAFKA_START_TIMEOUT seconds to wait for the port (default 60)
+#   RB_KAFKA_SASL_PORT   also open a SASL_PLAINTEXT listener on 127.0.0.1 here (PLAIN,
+#                        SCRAM-SHA-256, SCRAM-SHA-512); off when unset
+#   RB_KAFKA_SASL_USERS  user:password[,user:password] accepted on it (SCRAM credentials are
+#                        written at format time, so set this before the first start)
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -22,6 +26,8 @@ CTRL_PORT="${RB_KAFKA_CTRL_PORT:-$((PORT + 1))}"
 DIR="${RB_KAFKA_DIR:-$REPO/.local/kafka-$PORT}"
 HEAP="${RB_KAFKA_HEAP:-512m}"
 TIMEOUT="${RB_KAFKA_START_TIMEOUT:-60}"
+SASL_PORT="${RB_KAFKA_SASL_PORT:-}"
+SASL_USERS="${RB_KAFKA_SASL_USERS:-}"
 LIBS="$HERE/target/libs"
 PIDFILE="$DIR/kafka.pid"
 
@@ -47,13 +53,20 @@ running_pid() {
 
 write_config() {
   mkdir -p "$DIR/data" "$DIR/logs"
+  local listeners="PLAINTEXT://127.0.0.1:$PORT" advertised="PLAINTEXT://127.0.0.1:$PORT"
+  local protocols="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+  if [ -n "$SASL_PORT" ]; then
+    listeners="$listeners,SASL_PLAINTEXT://127.0.0.1:$SASL_PORT"
+    advertised="$advertised,SASL_PLAINTEXT://127.0.0.1:$SASL_PORT"
+    protocols="$protocols,SASL_PLAINTEXT:SASL_PLAINTEXT"
+  fi
   cat > "$DIR/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$CTRL_PORT
-listeners=PLAINTEXT://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$CTRL_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$PORT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listeners=$listeners,CONTROLLER://127.0.0.1:$CTRL_PORT
+advertised.listeners=$advertised
+listener.security.protocol.map=$protocols
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 log.dirs=$DIR/data
@@ -69,6 +82,19 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 log.retention.hours=24
 PROPS
+  if [ -n "$SASL_PORT" ]; then
+    local plain_users="" pair
+    IFS=',' read -ra pairs <<< "$SASL_USERS"
+    for pair in "${pairs[@]}"; do
+      [ -n "$pair" ] && plain_users="$plain_users user_${pair%%:*}=\"${pair#*:}\""
+    done
+    cat >> "$DIR/server.properties" <<PROPS
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required$plain_users;
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+PROPS
+  fi
 }
 
 JAVA=(java "-Xms${HEAP}" "-Xmx${HEAP}" -XX:+UseG1GC -Djava.awt.headless=true
@@ -79,7 +105,16 @@ format() {
   local cid
   cid="$("${JAVA[@]}" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)"
   log "formatting KRaft storage in $DIR/data (cluster $cid)"
-  "${JAVA[@]}" kafka.tools.StorageTool format -t "$cid" -c "$DIR/server.properties" >"$DIR/logs/format.log" 2>&1 \
+  local scram=() pair
+  if [ -n "$SASL_PORT" ]; then
+    IFS=',' read -ra pairs <<< "$SASL_USERS"
+    for pair in "${pairs[@]}"; do
+      [ -n "$pair" ] || continue
+      scram+=(--add-scram "SCRAM-SHA-256=[name=${pair%%:*},password=${pair#*:}]")
+      scram+=(--add-scram "SCRAM-SHA-512=[name=${pair%%:*},password=${pair#*:}]")
+    done
+  fi
+  "${JAVA[@]}" kafka.tools.StorageTool format -t "$cid" -c "$DIR/server.properties" "${scram[@]}" >"$DIR/logs/format.log" 2>&1 \
     || { cat "$DIR/logs/format.log" >&2; exit 1; }
 }
 
@@ -87,6 +122,7 @@ start() {
   install
   if pid="$(running_pid)"; then log "already running (pid $pid) on 127.0.0.1:$PORT"; return 0; fi
   if port_open "$PORT"; then log "port $PORT is taken by another process"; exit 1; fi
+  if [ -n "$SASL_PORT" ] && port_open "$SASL_PORT"; then log "port $SASL_PORT is taken by another process"; exit 1; fi
   write_config
   format
   local t0; t0="$(date +%s.%N)"
@@ -104,7 +140,7 @@ start() {
     grep -q "Kafka Server started\|\[KafkaRaftServer nodeId=1\] Kafka Server started" "$DIR/logs/server.log" 2>/dev/null && break
     sleep 0.2
   done
-  log "started pid $(cat "$PIDFILE") on 127.0.0.1:$PORT in $(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $t0}")s (data: $DIR)"
+  log "started pid $(cat "$PIDFILE") on 127.0.0.1:$PORT${SASL_PORT:+ (SASL_PLAINTEXT on $SASL_PORT)} in $(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $t0}")s (data: $DIR)"
 }
 
 stop() {

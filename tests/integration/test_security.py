@@ -1,0 +1,110 @@
+"""Kafka security on the real local broker: a SASL_PLAINTEXT listener with PLAIN and SCRAM."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from streams.client import KafkaAuthError, SteeringClient
+from streams.local_kafka import REPO, kafka
+from streams.local_worker import WorkerProcess, free_port
+from streams.settings import Settings
+from tests.integration.conftest import make_settings
+
+pytestmark = pytest.mark.integration
+
+USERS = {"alice": "alice-secret", "bob": "b0b-s3cret"}
+
+
+@pytest.fixture(scope="module")
+def sasl_broker() -> Iterator[str]:
+    """A broker of its own whose only client listener we use is SASL_PLAINTEXT."""
+    port, sasl_port, ctrl_port = free_port(), free_port(), free_port()
+    data_dir = REPO / ".local" / f"test-kafka-sasl-{port}"
+    shutil.rmtree(data_dir, ignore_errors=True)
+    env = {
+        "RB_KAFKA_SASL_PORT": str(sasl_port),
+        "RB_KAFKA_CTRL_PORT": str(ctrl_port),
+        "RB_KAFKA_SASL_USERS": ",".join(f"{u}:{p}" for u, p in USERS.items()),
+    }
+    kafka("start", port, str(data_dir), env)
+    yield f"kafka://127.0.0.1:{sasl_port}"
+    kafka("stop", port, str(data_dir), env)
+    shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def sasl_settings(broker: str, tmp: Path, mechanism: str, user: str, password: str, **kw) -> Settings:
+    return make_settings(
+        broker, tmp, sasl_mechanism=mechanism, sasl_username=user, sasl_password=password, **kw
+    )
+
+
+def test_worker_and_clients_work_over_sasl_with_plain_and_both_scram_mechanisms(sasl_broker, tmp_path):
+    s = sasl_settings(sasl_broker, tmp_path, "SCRAM-SHA-256", "alice", USERS["alice"])
+    assert s.kafka_security == "SASL_PLAINTEXT"
+    w = WorkerProcess.start(s, tmp_path / "worker.log")
+    try:
+
+        async def one_run(mechanism: str, user: str) -> list[int]:
+            cs = s.with_(sasl_mechanism=mechanism, sasl_username=user, sasl_password=USERS[user])
+            steps = []
+            async with SteeringClient(cs, deadline_ms=5000) as c:
+                rid = f"sasl-{mechanism.lower()}"
+                d = await c.start_run(rid, task="fix the failing test")
+                assert d is not None
+                steps.append(d.step)
+                for i in range(1, 4):
+                    d = await c.step(rid, i, thought=f"step {i}", action="bash", difficulty=0.2)
+                    assert d is not None, f"no decision for {rid} step {i}"
+                    steps.append(d.step)
+                await c.finish_run(rid, "success")
+            return steps
+
+        async def main() -> list[list[int]]:
+            return await asyncio.gather(
+                one_run("PLAIN", "bob"), one_run("SCRAM-SHA-256", "alice"), one_run("SCRAM-SHA-512", "bob")
+            )
+
+        assert asyncio.run(main()) == [[0, 1, 2, 3]] * 3
+    finally:
+        w.stop()
+    log = w.log_path.read_text(errors="replace")
+    assert "Traceback" not in log, w.tail(80)
+    assert USERS["alice"] not in log  # the password never reaches the log
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_client_with_a_wrong_password_fails_at_start_with_a_clear_error(sasl_broker, tmp_path, mechanism):
+    s = sasl_settings(sasl_broker, tmp_path, mechanism, "alice", "not-her-password")
+
+    async def main() -> None:
+        async with SteeringClient(s):
+            pass
+
+    t0 = time.monotonic()
+    with pytest.raises(KafkaAuthError) as err:
+        asyncio.run(main())
+    assert time.monotonic() - t0 < 30
+    msg = str(err.value)
+    assert "rejected the credentials" in msg and mechanism in msg and "'alice'" in msg
+    assert "RB_SASL_PASSWORD" in msg
+    assert "not-her-password" not in msg
+
+
+def test_worker_with_a_wrong_password_exits_2_naming_the_settings(sasl_broker, tmp_path):
+    s = sasl_settings(sasl_broker, tmp_path, "SCRAM-SHA-512", "mallory", "guess")
+    env = dict(os.environ, **{Settings.env_name(k): str(v) for k, v in s.as_dict().items()})
+    p = subprocess.run(
+        [sys.executable, "-m", "streams", "worker"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert p.returncode == 2, p.stderr[-3000:]
+    assert "rejected the credentials (SASL_PLAINTEXT SCRAM-SHA-512 as 'mallory')" in p.stderr
+    assert "Traceback" not in p.stderr
