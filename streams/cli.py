@@ -1,4 +1,4 @@
-"""The `rb-streams` command: worker, replay, demo, config, kafka, models, patterns."""
+"""The `rb-streams` command: worker, replay, demo, simulate, config, kafka, models, patterns."""
 
 from __future__ import annotations
 
@@ -188,6 +188,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo_main(runs=args.runs, steps=args.steps, port=args.port, keep_broker=args.keep_broker)
 
 
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from .demo import simulate
+
+    return simulate(_settings(args), args.runs, args.steps, args.forever)
+
+
 def cmd_config(args: argparse.Namespace) -> int:
     from . import wire
 
@@ -275,6 +281,13 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--port", type=int, default=9092)
     d.add_argument("--keep-broker", action="store_true", help="leave a broker the demo started running")
     d.set_defaults(func=cmd_demo)
+
+    sim = sub.add_parser("simulate", help="publish simulated agent runs to the configured broker")
+    sim.add_argument("--runs", type=int, default=7, help="concurrent agents")
+    sim.add_argument("--steps", type=int, default=30, help="steps per run")
+    sim.add_argument("--forever", action="store_true", help="each agent starts a new run when one ends")
+    _add_settings_flags(sim)
+    sim.set_defaults(func=cmd_simulate)
 
     c = sub.add_parser("config", help="print the effective configuration")
     _add_settings_flags(c)

@@ -68,11 +68,31 @@ def _line(run_id: str, step: int, d: Decision | None) -> str:
     return line
 
 
-async def fleet(settings: Settings, runs: int, steps: int) -> None:
-    async with SteeringClient(settings, deadline_ms=2000) as client:
-        await asyncio.gather(
-            *(agent(client, BEHAVIOURS[i % len(BEHAVIOURS)], steps, i, print) for i in range(runs))
-        )
+async def fleet(
+    settings: Settings, runs: int, steps: int, forever: bool = False, deadline_ms: int | None = 2000
+) -> None:
+    """`runs` concurrent agents, one behaviour each; with `forever`, each starts a new run
+    when its run finishes (the compose stack's demo-agent)."""
+
+    async def one(client: SteeringClient, i: int) -> None:
+        seed = i
+        while True:
+            await agent(client, BEHAVIOURS[i % len(BEHAVIOURS)], steps, seed, print)
+            if not forever:
+                return
+            seed += runs
+
+    async with SteeringClient(settings, deadline_ms=deadline_ms) as client:
+        await asyncio.gather(*(one(client, i) for i in range(runs)))
+
+
+def simulate(settings: Settings, runs: int, steps: int, forever: bool) -> int:
+    """`rb-streams simulate`: the demo's agents against a configured broker and worker."""
+    try:
+        asyncio.run(fleet(settings, runs, steps, forever, deadline_ms=None))
+    except KeyboardInterrupt:
+        pass
+    return 0
 
 
 def main(runs: int = 7, steps: int = 30, port: int = 9092, keep_broker: bool = False) -> int:

@@ -247,3 +247,25 @@ def test_bad_input_is_dead_lettered_and_valid_runs_continue(worker):
         if d["run_id"] == "good"
     ]
     assert [d["step"] for d in decisions] == [0, 1, 2]
+
+
+def test_simulate_command_drives_agents_against_the_configured_worker(worker):
+    import os
+    import subprocess
+    import sys
+
+    from streams.settings import Settings
+
+    env = dict(os.environ, **{Settings.env_name(k): str(v) for k, v in worker.settings.as_dict().items()})
+    env["RB_CLIENT_DEADLINE_MS"] = "5000"
+    p = subprocess.run(
+        [sys.executable, "-m", "streams", "simulate", "--runs", "2", "--steps", "3"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    lines = p.stdout.splitlines()
+    assert sum(" step   3 " in line for line in lines) == 2, p.stdout
+    assert "late" not in p.stdout
