@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import shutil
 import tempfile
@@ -88,10 +89,8 @@ async def fleet(
 
 def simulate(settings: Settings, runs: int, steps: int, forever: bool) -> int:
     """`rb-streams simulate`: the demo's agents against a configured broker and worker."""
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(fleet(settings, runs, steps, forever, deadline_ms=None))
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

@@ -93,7 +93,7 @@ def test_state_lives_in_named_volumes_one_per_worker():
     used: dict[str, str] = {}
     for name, svc in SERVICES.items():
         for v in svc.get("volumes", []):
-            src, dst = v.split(":")[:2]
+            src = v.split(":")[0]
             if not src.startswith("."):
                 assert src in declared, f"{name} uses undeclared volume {src}"
                 assert src not in used, f"{src} shared by {used[src]} and {name}"
