@@ -15,6 +15,7 @@ from . import wire
 from .core.engine import Result, complete, handle
 from .core.events import Rejected, deadletter_record
 from .core.monitors import Semantics, load_profiles
+from .core.retention import EvictRequest, evict_request, expiry, parse_evict, retention_clock, version
 from .core.state import TraceState
 from .kafka_security import faust_credentials
 from .metrics import STATES, Metrics
@@ -86,8 +87,13 @@ class Worker:
         self._by_state: Counter[str] = Counter()
         self._finished = 0
         self._processed: dict[Any, int] = {}
+        # Retention index of the runs this worker holds: key -> (updated_ts, finished), kept
+        # incrementally and rebuilt on recovery, so the eviction sweep never reads the table.
+        self._seen: dict[bytes, tuple[float | None, bool, tuple[int, bool, int]]] = {}
+        self._evicting: dict[bytes, float] = {}  # requests sent, not yet applied
         self.runs.on_recover(self._recount)
         self.app.timer(1.0, name="rb-gauges")(self._update_gauges)
+        self.app.timer(s.evict_interval_s, name="rb-evict")(self._sweep)
         self._views()
 
     def _open_retriever(self) -> Retriever:
@@ -163,21 +169,26 @@ class Worker:
     async def _recount(self) -> None:
         by_state: Counter[str] = Counter()
         finished = 0
-        for raw in self.runs.values():
+        seen: dict[bytes, tuple[float | None, bool, tuple[int, bool, int]]] = {}
+        for key, raw in self.runs.items():
             st = TraceState.decode(raw)
+            seen[key] = (retention_clock(st), st.finished, version(st))
             if st.finished:
                 finished += 1
             else:
                 by_state[st.state] += 1
-        self._by_state, self._finished = by_state, finished
+        self._by_state, self._finished, self._seen = by_state, finished, seen
         self._publish_counts()
 
-    def _account(self, old: TraceState | None, new: TraceState) -> None:
+    def _account(self, old: TraceState | None, new: TraceState | None) -> None:
         if old is not None:
             if old.finished:
                 self._finished -= 1
             else:
                 self._by_state[old.state] -= 1
+        if new is None:
+            return
+        self._seen[new.run_id.encode("utf-8")] = (retention_clock(new), new.finished, version(new))
         if new.finished:
             self._finished += 1
         else:
@@ -224,6 +235,13 @@ class Worker:
         """Inline unless the event's run waits on E-traces or this event needs them."""
         key = event.key
         prev = self._chains.get(key)
+        req = parse_evict(event.value)
+        if req is not None:
+            if prev is not None:
+                await prev  # after the run's pending event, like any of its events
+            self._evict(key, req)
+            await self._ack(event, stream)
+            return
         if prev is not None:  # queue behind the run's pending event
             await self._spawn(key, self._detached(event, stream, prev=prev))
             return
@@ -281,6 +299,43 @@ class Worker:
             result = complete(result, await self.retriever.answer(result.plan))
         await self._finish(result, old, event, t0, now)
         await self._ack(event, stream)
+
+    # -- retention ----------------------------------------------------------
+    async def _sweep(self) -> None:
+        """Ask for the eviction of every expired run this worker holds (see core.retention)."""
+        s, now = self.settings, time.time()
+        for key, (seen_ts, finished, ver) in list(self._seen.items()):
+            if expiry(finished, seen_ts, now, s.finished_retention_s, s.idle_timeout_s) is None:
+                continue
+            if now - self._evicting.get(key, 0.0) < 10 * s.evict_interval_s:
+                continue  # asked already; not applied yet
+            self._evicting[key] = now
+            run_id = key.decode("utf-8")
+            await self.steps.send(
+                key=key,
+                value=evict_request(run_id, ver),
+                partition=wire.partition_for(run_id, self.steering_partitions),
+            )
+
+    def _evict(self, key: bytes | None, req: EvictRequest) -> None:
+        """Remove the run if it is still as expired as when the request was made."""
+        if key is None or key != req.run_id.encode("utf-8"):
+            return
+        self._evicting.pop(key, None)
+        st = self._lookup(req.run_id)
+        if st is None:
+            return
+        s = self.settings
+        reason = expiry(
+            st.finished, retention_clock(st), time.time(), s.finished_retention_s, s.idle_timeout_s
+        )
+        if reason is None or version(st) != req.version:
+            return  # the run moved on since the request: keep it
+        del self.runs[key]  # a changelog tombstone: recovery will not bring it back
+        self._seen.pop(key, None)
+        self._account(st, None)
+        self.metrics.evictions.labels(reason).inc()
+        log.info("evicted run %s (%s)", req.run_id, reason)
 
     async def _ack(self, event: EventT[Any], stream: Any) -> None:
         if stream is not None:

@@ -97,6 +97,12 @@ class Metrics:
             ["tier", "kind"],
             registry=r,
         )
+        self.evictions = Counter(
+            "rb_runs_evicted",
+            "Runs removed from the table (changelog tombstone), by reason: finished or idle",
+            ["reason"],
+            registry=r,
+        )
         self.assigned_partitions = Gauge(
             "rb_assigned_partitions",
             "Partitions of the steps topic this worker owns (they split across replicas)",
@@ -109,6 +115,8 @@ class Metrics:
             registry=r,
         )
         # Known label values start at zero so rate() sees the first increase.
+        for reason in ("finished", "idle"):
+            self.evictions.labels(reason)
         for s in STATES:
             self.runs_by_state.labels(s).set(0)
         for t in ("run_start", "step", "run_finish"):

@@ -10,6 +10,7 @@ from . import wire
 from .core.engine import complete, handle
 from .core.events import Limits, deadletter_record
 from .core.monitors import Semantics
+from .core.retention import parse_evict, version
 from .core.state import TraceState
 from .retrieval import Retriever
 
@@ -37,6 +38,12 @@ class Replayer:
 
     def feed(self, raw: bytes | str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """One input line -> (decision or None, dead-letter record or None)."""
+        req = parse_evict(raw)
+        if req is not None:  # a recorded eviction: applied as the worker applied it
+            st = self.states.get(req.run_id)
+            if st is not None and version(st) == req.version:
+                del self.states[req.run_id]
+            return None, None
         now = self.clock()
         result = handle(raw, self.states.get, self.limits, now, self.sem)
         if result.plan:

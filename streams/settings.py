@@ -38,6 +38,9 @@ class Settings:
     session_timeout_s: float = 10.0
     heartbeat_interval_s: float = 1.0
     client_deadline_ms: int = 250
+    finished_retention_s: float = 3600.0  # a finished run's state is kept this long (0: forever)
+    idle_timeout_s: float = 86400.0  # an unfinished run with no event this long is dropped (0: never)
+    evict_interval_s: float = 30.0  # how often the worker looks for runs to evict
     max_event_bytes: int = 256 * 1024
     max_thought_chars: int = 20_000
     log_level: str = "info"
@@ -184,6 +187,11 @@ class Settings:
             raise bad("heartbeat_interval_s", "must be below the session timeout")
         if self.etrace_timeout_ms >= self.client_deadline_ms:
             raise bad("etrace_timeout_ms", "must be below the client deadline (RB_CLIENT_DEADLINE_MS)")
+        for name in ("finished_retention_s", "idle_timeout_s"):
+            if getattr(self, name) < 0:
+                raise bad(name, "must be >= 0 (0 keeps runs forever)")
+        if self.evict_interval_s <= 0:
+            raise bad("evict_interval_s", "must be > 0")
         if self.etrace_retry_s < 0:
             raise bad("etrace_retry_s", "must be >= 0")
         if self.qdrant_url and not self.qdrant_url.startswith(("http://", "https://")):

@@ -330,6 +330,19 @@ def handle(
     sem: Semantics | None = None,
 ) -> Result:
     """Decode, validate and apply one input. Never raises for bad input: returns a rejection."""
+    result = _handle(raw, lookup, limits, now, sem)
+    if result.state is not None:
+        result.state = replace(result.state, updated_ts=now)
+    return result
+
+
+def _handle(
+    raw: bytes | str | None,
+    lookup: Callable[[str], TraceState | None],
+    limits: Limits,
+    now: float,
+    sem: Semantics | None,
+) -> Result:
     ev: dict[str, Any] | None = None
     try:
         ev = decode(raw, limits)

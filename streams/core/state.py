@@ -71,6 +71,7 @@ class TraceState:
     outcome: str | None = None
     started_ts: float | None = None
     last_event_ts: float | None = None
+    updated_ts: float | None = None  # worker time of the last event applied: retention's clock
 
     @property
     def fsm_state(self) -> FSMState:

@@ -44,7 +44,7 @@ def test_config_scrapes_the_workers_and_loads_the_rules() -> None:
     (job,) = [j for j in config["scrape_configs"] if j["job_name"] == "rb-streams"]
     assert job.get("metrics_path", "/metrics") == "/metrics"
     targets = [t for sc in job["static_configs"] for t in sc["targets"]]
-    assert "worker:6066" in targets
+    assert {"worker-1:6066", "worker-2:6066"} <= set(targets)  # the compose workers
 
 
 def test_each_alert_has_a_firing_and_a_quiet_unit_test() -> None:

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import pytest
+
+from streams.core.engine import handle
+from streams.core.events import Limits
+from streams.core.retention import (
+    EvictRequest,
+    evict_request,
+    expiry,
+    parse_evict,
+    retention_clock,
+    version,
+)
+from streams.embedder import default_semantics
+from streams.replay import Replayer
+from tests.factories import b, run_finish, run_start, step
+
+
+@pytest.mark.parametrize(
+    ("finished", "age", "expected"),
+    [
+        (True, 59.9, None),
+        (True, 60.0, "finished"),
+        (False, 60.0, None),  # unfinished runs go by the idle timeout
+        (False, 299.9, None),
+        (False, 300.0, "idle"),
+    ],
+)
+def test_finished_runs_expire_after_retention_and_quiet_runs_after_the_idle_timeout(finished, age, expected):
+    assert expiry(finished, 1000.0, 1000.0 + age, 60.0, 300.0) == expected
+
+
+def test_zero_disables_each_rule():
+    assert expiry(True, 0.0, 1e9, 0.0, 300.0) is None
+    assert expiry(False, 0.0, 1e9, 60.0, 0.0) is None
+    assert expiry(False, None, 1e9, 60.0, 300.0) is None
+
+
+def test_the_clock_is_worker_time_not_the_agents_ts():
+    states: dict = {}
+    r = handle(b(run_start("r", ts=5.0)), states.get, Limits(), 1000.0, default_semantics())
+    assert r.state is not None and r.state.last_event_ts == 5.0
+    assert retention_clock(r.state) == 1000.0
+    states["r"] = r.state
+    r2 = handle(b(step("r", 1, ts=6.0)), states.get, Limits(), 1010.0, default_semantics())
+    assert r2.state is not None and retention_clock(r2.state) == 1010.0
+
+
+def test_every_applied_event_changes_the_version():
+    states: dict = {}
+    versions = []
+    for ev in [run_start("r"), step("r", 1), step("r", 1), run_finish("r"), run_finish("r")]:
+        r = handle(b(ev), states.get, Limits(), 1.0, default_semantics())
+        assert r.state is not None
+        states["r"] = r.state
+        versions.append(version(r.state))
+    assert len(set(versions)) == len(versions)
+
+
+def test_requests_round_trip_and_other_events_are_not_requests():
+    raw = evict_request("run-é", (7, True, 1))
+    assert parse_evict(raw) == EvictRequest("run-é", (7, True, 1))
+    assert parse_evict(raw.decode()) == EvictRequest("run-é", (7, True, 1))
+    assert parse_evict(b(step("r", 1))) is None
+    assert parse_evict(b'{"type":"rb.evict","run_id":"x"}') is None  # malformed: left to validation
+    assert parse_evict(None) is None
+
+
+def test_replay_applies_a_recorded_eviction_only_if_the_run_has_not_moved_on():
+    rp = Replayer(clock=lambda: 1.0)
+    for ev in [run_start("a"), step("a", 1), run_finish("a"), run_start("c"), step("c", 1)]:
+        rp.feed(b(ev))
+    stale = evict_request("c", version(rp.states["c"]))
+    rp.feed(b(step("c", 2)))
+    assert rp.feed(evict_request("a", version(rp.states["a"]))) == (None, None)
+    assert rp.feed(stale) == (None, None)
+    assert "a" not in rp.states and "c" in rp.states
+    decision, dl = rp.feed(b(step("a", 2)))
+    assert decision is None and dl is not None and dl["reason"] == "unknown_run"
