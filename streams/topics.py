@@ -10,7 +10,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
 
 from .kafka_security import client_kwargs, diagnose
-from .settings import Settings
+from .settings import Settings, SettingsError
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +48,26 @@ async def ensure_topics(settings: Settings, timeout_s: float = 30.0) -> dict[str
             if len(counts) == len(names) and all(counts.values()):
                 break
             await asyncio.sleep(0.1)
-        if counts.get(settings.steps_topic) != counts.get(settings.steering_topic):
-            raise RuntimeError(
-                f"{settings.steps_topic} has {counts.get(settings.steps_topic)} partitions but "
-                f"{settings.steering_topic} has {counts.get(settings.steering_topic)}: they must match"
-            )
+        check_partitions(settings, counts)
         return counts
     finally:
         await admin.close()
+
+
+def check_partitions(settings: Settings, counts: dict[str, int]) -> None:
+    """The partition count is fixed once the topics exist: a run's partition (hence its
+    state's home) is its key's hash modulo the count, and the table and its changelog are
+    laid out by it. Starting with a different RB_PARTITIONS would split the group's view."""
+    steps = counts.get(settings.steps_topic)
+    if steps is not None and steps != settings.partitions:
+        raise SettingsError(
+            f"RB_PARTITIONS={settings.partitions} but topic {settings.steps_topic} already has "
+            f"{steps} partitions; the count is fixed once the topics exist: set RB_PARTITIONS={steps} "
+            f"(or use a new RB_TOPIC_PREFIX and RB_APP_ID)"
+        )
+    steering = counts.get(settings.steering_topic)
+    if steering is not None and steering != steps:
+        raise SettingsError(
+            f"topic {settings.steps_topic} has {steps} partitions but {settings.steering_topic} has "
+            f"{steering}: they must match (RB_PARTITIONS)"
+        )

@@ -23,6 +23,7 @@ from streams.replay import Replayer
 from streams.retrieval import Retriever
 from streams.settings import Settings
 from streams.simulate import BEHAVIOURS, trajectory
+from streams.topics import ensure_topics
 from tests.integration.conftest import STARTER, make_settings
 from tests.integration.kafka_io import read_all
 
@@ -164,3 +165,19 @@ def test_two_workers_split_partitions_and_a_leave_and_a_join_change_no_decision(
         )
 
     assert norm(live) == norm(offline)
+
+
+def test_a_worker_configured_with_another_partition_count_refuses_to_start(broker, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    s = make_settings(broker, tmp_path, partitions=2)
+    asyncio.run(ensure_topics(s))
+    env = dict(os.environ, **{Settings.env_name(k): str(v) for k, v in s.as_dict().items()})
+    env["RB_PARTITIONS"] = "3"
+    p = subprocess.run(
+        [sys.executable, "-m", "streams", "worker"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert f"RB_PARTITIONS=3 but topic {s.steps_topic} already has 2 partitions" in p.stderr
