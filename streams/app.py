@@ -21,6 +21,7 @@ from .kafka_security import faust_credentials
 from .metrics import STATES, Metrics
 from .retrieval import Retriever, open_store
 from .settings import Settings
+from .web_auth import bearer_guard
 
 log = logging.getLogger(__name__)
 MAX_IN_FLIGHT = 512  # events waiting on E-traces (or queued behind them) before the agent waits
@@ -62,6 +63,10 @@ class Worker:
             value_serializer="raw",
             table_cleanup_interval=60.0,
             web_enabled=True,
+            # Faust's own /table and /router pages would show raw table values (step text):
+            # the run views below are the only way in.
+            web_tables_enabled=False,
+            web_router_enabled=False,
             producer_acks=-1,
             broker_credentials=faust_credentials(s),
         )
@@ -132,13 +137,17 @@ class Worker:
         def not_found(view: Any, run_id: str) -> Any:
             return view.json({"error": "unknown run", "run_id": run_id}, status=404)
 
+        guarded = bearer_guard(self.settings.web_token)
+
         @app.page("/runs/{run_id}")
+        @guarded
         @app.table_route(table=runs, match_info="run_id")
         async def run_view(view: Any, request: Any, run_id: str) -> Any:
             st = worker._lookup(run_id)
             return not_found(view, run_id) if st is None else view.json(st.summary())
 
         @app.page("/runs/{run_id}/steps")
+        @guarded
         @app.table_route(table=runs, match_info="run_id")
         async def steps_view(view: Any, request: Any, run_id: str) -> Any:
             st = worker._lookup(run_id)
@@ -147,6 +156,7 @@ class Worker:
             return view.json({"run_id": run_id, "step": st.last_step, "steps": st.step_log_entries()})
 
         @app.page("/metrics")
+        @guarded
         async def metrics_view(view: Any, request: Any) -> Any:
             body, ctype = metrics.render()
             return view.bytes(body, content_type=ctype)

@@ -34,6 +34,7 @@ class Settings:
     web_host: str = "127.0.0.1"
     web_port: int = 6066
     web_advertised_url: str = ""  # how other workers reach this one (default http://<host>:<port>)
+    web_token: str = ""  # secret: when set, /runs and /metrics need "Authorization: Bearer <token>"
     processing_guarantee: str = "at_least_once"
     session_timeout_s: float = 10.0
     heartbeat_interval_s: float = 1.0
@@ -233,7 +234,7 @@ class Settings:
         return d
 
 
-SECRETS = ("qdrant_api_key", "sasl_password", "ssl_key_password")
+SECRETS = ("qdrant_api_key", "sasl_password", "ssl_key_password", "web_token")
 _TOPIC_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 

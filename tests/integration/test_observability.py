@@ -22,25 +22,32 @@ from tests.integration.conftest import make_settings, start_worker
 pytestmark = pytest.mark.integration
 
 
-def get(url: str) -> tuple[int, Any]:
+def get(url: str, token: str | None = None, method: str = "GET") -> tuple[int, Any]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    req = urllib.request.Request(url, headers=headers, method=method)
     try:
-        with urllib.request.urlopen(url, timeout=10) as r:
-            return r.status, json.loads(r.read())
+        with urllib.request.urlopen(req, timeout=10) as r:
+            body = r.read()
+            return r.status, json.loads(body) if r.headers.get_content_type() == "application/json" else body
     except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+        body = e.read()
+        try:
+            return e.code, json.loads(body)
+        except ValueError:
+            return e.code, body
 
 
 def base(w) -> str:
     return f"http://127.0.0.1:{w.settings.web_port}"
 
 
-async def drive(settings, run_ids: list[str], steps: int, **start_kw: Any) -> None:
+async def drive(settings, run_ids: list[str], steps: int, thought: str = "ls", **start_kw: Any) -> None:
     async with SteeringClient(settings, deadline_ms=15_000) as c:
 
         async def one(rid: str) -> None:
             assert await c.start_run(rid, **start_kw) is not None
             for k in range(1, steps + 1):
-                assert await c.step(rid, k, thought="ls", tokens=100, difficulty=0.05) is not None
+                assert await c.step(rid, k, thought=thought, tokens=100, difficulty=0.05) is not None
 
         await asyncio.gather(*(one(r) for r in run_ids))
 
@@ -64,22 +71,37 @@ def test_run_endpoints_show_state_budget_and_step_log(worker):
     assert get(f"{base(worker)}/ready") == (200, {"ready": True})
 
 
-def test_run_queries_are_routed_to_the_worker_that_owns_the_partition(broker, tmp_path: Path):
-    s1 = make_settings(broker, tmp_path / "a", partitions=6)
+def test_run_queries_are_routed_to_the_worker_that_owns_the_partition_with_the_token(broker, tmp_path: Path):
+    token = "s3cret-token"
+    s1 = make_settings(broker, tmp_path / "a", partitions=6, web_token=token)
     s2 = s1.with_(web_port=free_port(), data_dir=str(tmp_path / "b" / "worker"))
     w1 = start_worker(s1, tmp_path, "w1")
     w2 = start_worker(s2, tmp_path, "w2")
     try:
-        # wait for the rebalance to settle: both workers ready
+        # wait for the rebalance to settle: both workers ready (/ready needs no token)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not all(get(f"{base(w)}/ready")[0] == 200 for w in (w1, w2)):
             time.sleep(0.5)
         rids = [f"route-{i}" for i in range(12)]
-        asyncio.run(drive(s1, rids, 3))
+        asyncio.run(drive(s1, rids, 3, thought="SECRET-STEP-TEXT"))
         for rid in rids:
-            a, b = get(f"{base(w1)}/runs/{rid}"), get(f"{base(w2)}/runs/{rid}")
+            a, b = get(f"{base(w1)}/runs/{rid}", token), get(f"{base(w2)}/runs/{rid}", token)
             assert a[0] == 200 and a == b, (rid, a, b)
             assert a[1]["step"] == 3
+        # Without the token (or with another) the data endpoints say 401; probes stay open.
+        for w in (w1, w2):
+            for path in ("/runs/route-0", "/runs/route-0/steps", "/metrics"):
+                assert get(base(w) + path)[0] == 401
+                assert get(base(w) + path, "wrong")[0] == 401
+            assert get(f"{base(w)}/metrics", token)[0] == 200
+            assert get(f"{base(w)}/health")[0] == 200
+            # read-only: no method but GET; Faust's raw table and router pages are off
+            assert get(f"{base(w)}/runs/route-0", token, method="POST")[0] == 405
+            assert get(f"{base(w)}/runs/route-0", token, method="DELETE")[0] == 405
+            for path in ("/table/", "/table/runs/route-0", "/router/"):
+                assert get(base(w) + path, token)[0] == 404
+            # step text is not logged at INFO
+            assert "SECRET-STEP-TEXT" not in w.log_path.read_text(errors="replace")
     finally:
         w2.stop()
         w1.stop()
