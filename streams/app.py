@@ -12,6 +12,7 @@ import faust
 from faust.types import EventT
 
 from . import wire
+from .ack_order import AckOrder
 from .core.engine import Result, complete, handle
 from .core.events import Rejected, deadletter_record
 from .core.monitors import Semantics, load_profiles
@@ -34,6 +35,11 @@ class Worker:
         self.settings = s = settings
         self.steering_partitions = steering_partitions or s.partitions
         self.metrics = Metrics()
+        if s.processing_guarantee == "exactly_once":
+            log.warning(
+                "RB_PROCESSING_GUARANTEE=exactly_once: Faust's transactions lost decisions in our "
+                "kill -9 test; at_least_once is the tested guarantee (README: Reliability)"
+            )
         if s.monitor_profiles:
             log.info("monitor profiles loaded: %s", load_profiles(s.monitor_profiles))
         from .embedder import default_semantics
@@ -43,6 +49,7 @@ class Worker:
         # run key -> the task finishing that run's latest event that waits on E-traces; later
         # events of the same run queue behind it, other runs go on (per-run order kept).
         self._chains: dict[bytes | None, asyncio.Task[None]] = {}
+        self._ack_order: AckOrder[EventT[Any]] = AckOrder()
         self._in_flight: asyncio.Semaphore | None = None
         self.app = faust.App(
             s.app_id,
@@ -97,6 +104,7 @@ class Worker:
         self._seen: dict[bytes, tuple[float | None, bool, tuple[int, bool, int]]] = {}
         self._evicting: dict[bytes, float] = {}  # requests sent, not yet applied
         self.runs.on_recover(self._recount)
+        self.app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]  # stubs: a plain fn
         self.app.timer(1.0, name="rb-gauges")(self._update_gauges)
         self.app.timer(s.evict_interval_s, name="rb-evict")(self._sweep)
         self._views()
@@ -244,6 +252,8 @@ class Worker:
     async def process(self, event: EventT[Any], stream: Any = None) -> None:
         """Inline unless the event's run waits on E-traces or this event needs them."""
         key = event.key
+        if stream is not None:
+            self._ack_order.received(event.message.tp, event.message.offset)
         prev = self._chains.get(key)
         req = parse_evict(event.value)
         if req is not None:
@@ -347,9 +357,15 @@ class Worker:
         self.metrics.evictions.labels(reason).inc()
         log.info("evicted run %s (%s)", req.run_id, reason)
 
+    async def _on_revoked(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
+        self._ack_order.forget(set(args[0] if args else kwargs.get("revoked", ())))
+
     async def _ack(self, event: EventT[Any], stream: Any) -> None:
-        if stream is not None:
-            await stream.ack(event)
+        if stream is None:
+            return
+        msg = event.message
+        for ready in self._ack_order.done(msg.tp, msg.offset, event):
+            await stream.ack(ready)
 
     def _evaluate_one(self, event: EventT[Any], now: float) -> tuple[Result, TraceState | None]:
         raw = event.value

@@ -47,13 +47,15 @@ def metric(w: WorkerProcess, name: str) -> float:
     return total
 
 
-def wait_for_split(workers: list[WorkerProcess], timeout_s: float = 90.0) -> list[int]:
+def wait_for_split(
+    workers: list[WorkerProcess], timeout_s: float = 90.0, partitions: int = PARTITIONS
+) -> list[int]:
     """Until every worker owns some partitions and together they own all of them."""
     deadline = time.monotonic() + timeout_s
     owned: list[int] = []
     while time.monotonic() < deadline:
         owned = [int(metric(w, "rb_assigned_partitions")) for w in workers]
-        if sum(owned) == PARTITIONS and all(owned) and all(w.http_ready() for w in workers):
+        if sum(owned) == partitions and all(owned) and all(w.http_ready() for w in workers):
             return owned
         time.sleep(0.5)
     raise AssertionError(f"partitions never split across the workers: {owned}")
