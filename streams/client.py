@@ -83,6 +83,9 @@ class _Run:
     partition: int
     step_log: list[StepLogEntry] = field(default_factory=list)
     last_delivered: int = -1
+    # The run's last event handed to the producer (a task until the producer took it): the
+    # next one waits for it, so a run's events keep their order even when a call gives up.
+    enqueued: asyncio.Task[Any] | None = None
 
 
 def step_event(
@@ -186,6 +189,7 @@ class SteeringClient:
         self._task: asyncio.Task[None] | None = None
         self.late_decisions = 0
         self.duplicate_decisions = 0
+        self.failed_sends = 0  # events the producer gave up on (broker away past its timeout)
 
     # -- lifecycle ----------------------------------------------------------
     async def start(self) -> None:
@@ -313,18 +317,46 @@ class SteeringClient:
             self._waiters[key] = fut
             self._sent_at[key] = time.perf_counter()
         t0 = time.perf_counter()
-        await self._producer.send_and_wait(
-            self.steps_topic, wire.dumps(event), key=run.run_id.encode("utf-8")
-        )
-        if fut is None:
-            return None
-        remaining = self.deadline_ms / 1000.0 - (time.perf_counter() - t0)
+        # The agent never waits past its deadline, not even for Kafka itself: while the broker
+        # is away the producer keeps the event (in order with the run's later ones) and retries,
+        # and this call reports an unsteered step.
+        enqueue = asyncio.ensure_future(self._enqueue(run.enqueued, wire.dumps(event), run.run_id))
+        enqueue.add_done_callback(self._on_sent)
+        run.enqueued = enqueue
+        deadline = self.deadline_ms / 1000.0
+
+        def left() -> float:
+            return max(0.0, deadline - (time.perf_counter() - t0))
+
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), max(0.0, remaining))
+            sent = await asyncio.wait_for(asyncio.shield(enqueue), left())
+            await asyncio.wait_for(asyncio.shield(sent), left())
+            if fut is None:
+                return None
+            return await asyncio.wait_for(asyncio.shield(fut), left())
         except TimeoutError:
             self._waiters.pop(key, None)
             self._sent_at.pop(key, None)
             return None
+
+    async def _enqueue(
+        self, prev: asyncio.Task[Any] | None, value: bytes, run_id: str
+    ) -> asyncio.Future[Any]:
+        """Hand the event to the producer after the run's previous one (metadata waits can
+        hold a send while the broker is away)."""
+        assert self._producer is not None
+        if prev is not None and not prev.done():
+            await asyncio.wait([prev])
+        sent: asyncio.Future[Any] = await self._producer.send(
+            self.steps_topic, value, key=run_id.encode("utf-8")
+        )
+        sent.add_done_callback(self._on_sent)
+        return sent
+
+    def _on_sent(self, sent: asyncio.Future[Any]) -> None:
+        if not sent.cancelled() and sent.exception() is not None:
+            self.failed_sends += 1
+            log.error("an event could not be published: %s", sent.exception())
 
     async def start_run(self, run_id: str, **fields: Any) -> Decision | None:
         """Publish run_start and wait for decision 0 (which applies to the first call)."""
@@ -391,6 +423,11 @@ class SteeringClient:
 
     def step_log(self, run_id: str) -> list[StepLogEntry]:
         return list(self._runs[run_id].step_log)
+
+    def forget(self, run_id: str) -> None:
+        """Drop a finished run's bookkeeping (step log, duplicate filter): a long-lived client
+        serving many runs stays bounded. Late decisions for it are ignored from then on."""
+        self._runs.pop(run_id, None)
 
 
 class SyncSteeringClient:

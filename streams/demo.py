@@ -41,6 +41,7 @@ async def agent(
         d = await client.step(run_id, i, **payload)
         show(_line(run_id, i, d))
     await client.finish_run(run_id, "success")
+    client.forget(run_id)  # a --forever fleet keeps the client's memory flat
 
 
 def _line(run_id: str, step: int, d: Decision | None) -> str:

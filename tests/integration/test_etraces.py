@@ -113,34 +113,35 @@ def test_a_typical_first_step_gets_shared_e2_guidance(seeded: WorkerProcess) -> 
 
 
 def test_e1_opens_with_a_monitor_fire_and_stays_inside_the_org(seeded: WorkerProcess) -> None:
-    """Three orgs run the same reworded-search loop; acme and globex hold near-identical E1
-    patterns with different guidance, initech none."""
+    """Three orgs run the same reworded-search loop, ten runs each, all at once; acme and
+    globex hold near-identical E1 patterns with different guidance, initech none."""
     queries = ["session timeout", "session expiry", "session token expiration", "session timeout"]
+    orgs = ("acme", "globex", "initech")
 
-    async def scenario() -> dict[str, list[Any]]:
-        out: dict[str, list[Any]] = {}
+    async def one(c: SteeringClient, org: str, j: int) -> tuple[str, list[Any]]:
+        rid = f"e1-{org}-{j}"
+        await c.start_run(rid, org_id=org, model="claude-sonnet-4-5", task="Fix the session expiry bug")
+        ds = []
+        for k, q in enumerate(queries, 1):
+            d = await c.step(
+                rid,
+                k,
+                thought=f"Search the code for the {q} once more.",
+                action="search_code",
+                action_input={"query": q},
+                observation="No results found.",
+                difficulty=0.5,  # NORMAL: E1 is never queried in FAST
+            )
+            ds.append(d)
+        return org, ds
+
+    async def scenario() -> list[tuple[str, list[Any]]]:
         async with SteeringClient(seeded.settings, deadline_ms=15000) as c:
-            for org in ("acme", "globex", "initech"):
-                rid = f"e1-{org}"
-                await c.start_run(
-                    rid, org_id=org, model="claude-sonnet-4-5", task="Fix the session expiry bug"
-                )
-                out[org] = []
-                for k, q in enumerate(queries, 1):
-                    d = await c.step(
-                        rid,
-                        k,
-                        thought=f"Search the code for the {q} once more.",
-                        action="search_code",
-                        action_input={"query": q},
-                        observation="No results found.",
-                        difficulty=0.5,  # NORMAL: E1 is never queried in FAST
-                    )
-                    out[org].append(d)
-        return out
+            return list(await asyncio.gather(*(one(c, org, j) for j in range(10) for org in orgs)))
 
     out = asyncio.run(scenario())
-    for org, ds in out.items():
+    assert len(out) == 30
+    for org, ds in out:
         e1 = [(d.step, i) for d in ds for i in d.data["injections"] if i["source"] == "e1"]
         fired_at = next(d.step for d in ds if d.data["monitors"]["fired"])
         if org == "initech":

@@ -1,0 +1,127 @@
+"""The broker restarts mid-run: agents never block past their deadline, the worker and the
+clients reconnect, and every step still gets its decision with the state of a replay."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from collections.abc import Iterator
+
+import orjson
+import pytest
+
+from streams.client import SteeringClient
+from streams.embedder import get_embedders
+from streams.local_kafka import REPO, kafka
+from streams.local_worker import WorkerProcess, free_port
+from streams.pattern_store import QdrantPatternStore
+from streams.patterns import read_file
+from streams.replay import Replayer
+from streams.retrieval import Retriever
+from streams.simulate import BEHAVIOURS, trajectory
+from tests.integration.conftest import STARTER, make_settings
+from tests.integration.kafka_io import read_all
+from tests.integration.test_crash_recovery import SUMMARY, WIRE_ONLY, http_json, strip
+
+pytestmark = pytest.mark.integration
+
+RUNS, STEPS = 40, 24
+DEADLINE_MS = 2000
+
+
+@pytest.fixture
+def own_broker() -> Iterator[tuple[str, int, str, dict[str, str]]]:
+    port, ctrl = free_port(), free_port()
+    data_dir = REPO / ".local" / f"test-kafka-restart-{port}"
+    shutil.rmtree(data_dir, ignore_errors=True)
+    env = {"RB_KAFKA_CTRL_PORT": str(ctrl)}
+    kafka("start", port, str(data_dir), env)
+    yield f"kafka://127.0.0.1:{port}", port, str(data_dir), env
+    kafka("stop", port, str(data_dir), env)
+    shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def test_a_broker_restart_mid_run_loses_nothing_and_never_blocks_an_agent(own_broker, tmp_path):
+    broker, port, data_dir, env = own_broker
+    s = make_settings(
+        broker,
+        tmp_path,
+        partitions=4,
+        patterns_seed=str(STARTER),
+        etrace_timeout_ms=60_000,  # no E-trace answer dropped for slowness: live == replay
+        client_deadline_ms=61_000,
+    )
+    w = WorkerProcess.start(s, tmp_path / "worker.log")
+    progress = [0] * RUNS
+    slowest = [0.0]
+    outage = {}
+    try:
+
+        async def agent(c: SteeringClient, i: int) -> None:
+            rid = f"br-{i:02d}"
+            task, script = trajectory(BEHAVIOURS[i % len(BEHAVIOURS)], STEPS, seed=i)
+            await c.start_run(rid, task=task, org_id="acme")
+            for k, payload in enumerate(script, start=1):
+                t0 = time.perf_counter()
+                await c.step(rid, k, **payload)
+                slowest[0] = max(slowest[0], time.perf_counter() - t0)
+                progress[i] = k
+                await asyncio.sleep(0.05)
+            await c.finish_run(rid, "success")
+
+        async def operator() -> None:
+            while min(progress) < STEPS // 3:
+                await asyncio.sleep(0.05)
+            t0 = time.monotonic()
+            await asyncio.to_thread(kafka, "stop", port, data_dir, env)
+            await asyncio.sleep(2.0)
+            await asyncio.to_thread(kafka, "start", port, data_dir, env)
+            outage["s"] = time.monotonic() - t0
+
+        async def main() -> int:
+            async with SteeringClient(s, deadline_ms=DEADLINE_MS) as c:
+                await asyncio.gather(*(agent(c, i) for i in range(RUNS)), operator())
+                await asyncio.sleep(5.0)
+                return c.failed_sends
+
+        failed = asyncio.run(main())
+        print(f"\nbroker away {outage['s']:.1f}s; slowest agent call {slowest[0]:.2f}s")
+        assert failed == 0
+        # An agent call waits at most its deadline (plus scheduling), broker or no broker.
+        assert slowest[0] < DEADLINE_MS / 1000.0 + 1.0
+
+        inputs = [
+            e
+            for e in asyncio.run(read_all(s.bootstrap_servers, s.steps_topic, idle_s=2.0))
+            if e["run_id"].startswith("br-")
+        ]
+        assert len(inputs) == RUNS * (STEPS + 2)
+        live = [
+            d
+            for d in asyncio.run(
+                read_all(s.bootstrap_servers, s.steering_topic, expect=RUNS * (STEPS + 1), timeout_s=120)
+            )
+            if d["run_id"].startswith("br-")
+        ]
+        copies: dict[tuple[str, int], set[bytes]] = {}
+        for d in live:
+            copies.setdefault((d["run_id"], d["step"]), set()).add(strip(d))
+        assert len(copies) == RUNS * (STEPS + 1), "steps without a decision"
+        assert all(len(v) == 1 for v in copies.values()), "re-sent decisions differ"
+
+        lines = [orjson.dumps({k: v for k, v in e.items() if k not in WIRE_ONLY}) for e in inputs]
+        store = QdrantPatternStore(get_embedders()[1])
+        store.upsert(read_file(STARTER)[0])
+        rp = Replayer(retriever=Retriever(store))
+        offline = [d for d, _ in rp.run(lines) if d]
+        first = {(d["run_id"], d["step"]): strip(d) for d in reversed(live)}
+        assert sorted(first.values()) == sorted(strip(d) for d in offline)
+        for i in range(RUNS):
+            rid = f"br-{i:02d}"
+            got = http_json(w, f"/runs/{rid}")
+            want = rp.states[rid].summary()
+            assert {k: got[k] for k in SUMMARY} == {k: want[k] for k in SUMMARY}, rid
+    finally:
+        w.stop()
+    assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)
