@@ -8,7 +8,7 @@ run when its previous one finishes; one run in ten is abandoned without run_fini
 idle timeout has work too. Retention is short (RB_FINISHED_RETENTION_S=60,
 RB_IDLE_TIMEOUT_S=120) so eviction reaches a steady state within the soak. Every `--sample`
 seconds: worker RSS, rb_table_entries, evictions, the RocksDB directory size, runs seen.
-Baseline for the ratio: the RSS right after warm-up (first sample).
+Baseline for the ratio: the RSS when the worker is ready (first sample).
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def main() -> None:
     print(
         f"SUMMARY soak: {args.minutes:g} min, {last[6]} runs, {last[5]:.0f} decisions; "
         f"RSS {first[1]:.0f} -> {last[1]:.0f} MB (peak {peak_rss:.0f}, x{last[1] / first[1]:.2f} of the "
-        f"warm-up baseline; second-half spread {second_half_growth:.0f} MB); table peak {peak_table:.0f} "
+        f"RSS at start; second-half spread {second_half_growth:.0f} MB); table peak {peak_table:.0f} "
         f"entries, final {last[2]:.0f} (runs seen {last[6]}), evicted {last[3]:.0f}"
     )
 
