@@ -17,6 +17,9 @@
 #                        SCRAM-SHA-256, SCRAM-SHA-512); off when unset
 #   RB_KAFKA_SASL_USERS  user:password[,user:password] accepted on it (SCRAM credentials are
 #                        written at format time, so set this before the first start)
+#   RB_KAFKA_SSL_PORT    also open an SSL (TLS) listener on 127.0.0.1 here, with a self-signed
+#                        certificate for 127.0.0.1/localhost made by keytool on first start;
+#                        clients trust <dir>/tls/ca.pem (RB_SSL_CAFILE); off when unset
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -28,6 +31,7 @@ HEAP="${RB_KAFKA_HEAP:-512m}"
 TIMEOUT="${RB_KAFKA_START_TIMEOUT:-60}"
 SASL_PORT="${RB_KAFKA_SASL_PORT:-}"
 SASL_USERS="${RB_KAFKA_SASL_USERS:-}"
+SSL_PORT="${RB_KAFKA_SSL_PORT:-}"
 LIBS="$HERE/target/libs"
 PIDFILE="$DIR/kafka.pid"
 
@@ -59,6 +63,12 @@ write_config() {
     listeners="$listeners,SASL_PLAINTEXT://127.0.0.1:$SASL_PORT"
     advertised="$advertised,SASL_PLAINTEXT://127.0.0.1:$SASL_PORT"
     protocols="$protocols,SASL_PLAINTEXT:SASL_PLAINTEXT"
+  fi
+  if [ -n "$SSL_PORT" ]; then
+    make_tls
+    listeners="$listeners,SSL://127.0.0.1:$SSL_PORT"
+    advertised="$advertised,SSL://127.0.0.1:$SSL_PORT"
+    protocols="$protocols,SSL:SSL"
   fi
   cat > "$DIR/server.properties" <<PROPS
 process.roles=broker,controller
@@ -95,6 +105,30 @@ listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.com
 listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 PROPS
   fi
+  if [ -n "$SSL_PORT" ]; then
+    cat >> "$DIR/server.properties" <<PROPS
+listener.name.ssl.ssl.keystore.type=PKCS12
+listener.name.ssl.ssl.keystore.location=$DIR/tls/broker.p12
+listener.name.ssl.ssl.keystore.password=rb-local-tls
+listener.name.ssl.ssl.key.password=rb-local-tls
+listener.name.ssl.ssl.client.auth=none
+PROPS
+  fi
+}
+
+# A self-signed broker certificate (its own CA) for the SSL listener, and its PEM for clients.
+make_tls() {
+  local tls="$DIR/tls"
+  [ -f "$tls/broker.p12" ] && [ -f "$tls/ca.pem" ] && return 0
+  command -v keytool >/dev/null || { log "keytool (from the JDK) is required for RB_KAFKA_SSL_PORT"; exit 2; }
+  mkdir -p "$tls"
+  rm -f "$tls/broker.p12" "$tls/ca.pem"
+  keytool -genkeypair -alias broker -keyalg RSA -keysize 2048 -validity 3650 \
+    -dname "CN=127.0.0.1" -ext "SAN=ip:127.0.0.1,dns:localhost" -ext "BC=ca:true" \
+    -keystore "$tls/broker.p12" -storetype PKCS12 -storepass rb-local-tls -keypass rb-local-tls 2>/dev/null
+  keytool -exportcert -rfc -alias broker -keystore "$tls/broker.p12" -storetype PKCS12 \
+    -storepass rb-local-tls -file "$tls/ca.pem" 2>/dev/null
+  log "made a self-signed TLS certificate: $tls/ca.pem"
 }
 
 JAVA=(java "-Xms${HEAP}" "-Xmx${HEAP}" -XX:+UseG1GC -Djava.awt.headless=true

@@ -25,20 +25,30 @@ USERS = {"alice": "alice-secret", "bob": "b0b-s3cret"}
 
 
 @pytest.fixture(scope="module")
-def sasl_broker() -> Iterator[str]:
-    """A broker of its own whose only client listener we use is SASL_PLAINTEXT."""
-    port, sasl_port, ctrl_port = free_port(), free_port(), free_port()
+def secured_broker() -> Iterator[dict[str, str]]:
+    """A broker of its own with a SASL_PLAINTEXT and an SSL listener (self-signed certificate)."""
+    port, sasl_port, ssl_port, ctrl_port = free_port(), free_port(), free_port(), free_port()
     data_dir = REPO / ".local" / f"test-kafka-sasl-{port}"
     shutil.rmtree(data_dir, ignore_errors=True)
     env = {
         "RB_KAFKA_SASL_PORT": str(sasl_port),
+        "RB_KAFKA_SSL_PORT": str(ssl_port),
         "RB_KAFKA_CTRL_PORT": str(ctrl_port),
         "RB_KAFKA_SASL_USERS": ",".join(f"{u}:{p}" for u, p in USERS.items()),
     }
     kafka("start", port, str(data_dir), env)
-    yield f"kafka://127.0.0.1:{sasl_port}"
+    yield {
+        "sasl": f"kafka://127.0.0.1:{sasl_port}",
+        "ssl": f"kafka://127.0.0.1:{ssl_port}",
+        "ca": str(data_dir / "tls" / "ca.pem"),
+    }
     kafka("stop", port, str(data_dir), env)
     shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def sasl_broker(secured_broker: dict[str, str]) -> str:
+    return secured_broker["sasl"]
 
 
 def sasl_settings(broker: str, tmp: Path, mechanism: str, user: str, password: str, **kw) -> Settings:
@@ -108,3 +118,32 @@ def test_worker_with_a_wrong_password_exits_2_naming_the_settings(sasl_broker, t
     assert p.returncode == 2, p.stderr[-3000:]
     assert "rejected the credentials (SASL_PLAINTEXT SCRAM-SHA-512 as 'mallory')" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_worker_and_client_work_over_tls_and_an_untrusted_certificate_fails_clearly(secured_broker, tmp_path):
+    s = make_settings(secured_broker["ssl"], tmp_path, ssl_cafile=secured_broker["ca"])
+    assert s.kafka_security == "SSL"
+    w = WorkerProcess.start(s, tmp_path / "worker.log")
+    try:
+
+        async def run() -> list[int]:
+            async with SteeringClient(s, deadline_ms=5000) as c:
+                d0 = await c.start_run("tls-1", task="fix the failing test")
+                d1 = await c.step("tls-1", 1, thought="read the test", action="bash")
+                return [d.step for d in (d0, d1) if d is not None]
+
+        assert asyncio.run(run()) == [0, 1]
+    finally:
+        w.stop()
+    assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(80)
+
+    # The system CA bundle does not know the broker's self-signed certificate.
+    untrusted = s.with_(ssl_cafile="", security_protocol="SSL")
+
+    async def connect() -> None:
+        async with SteeringClient(untrusted):
+            pass
+
+    with pytest.raises(KafkaAuthError) as err:
+        asyncio.run(connect())
+    assert "RB_SSL_CAFILE" in str(err.value)
