@@ -331,8 +331,8 @@ def handle(
 ) -> Result:
     """Decode, validate and apply one input. Never raises for bad input: returns a rejection."""
     result = _handle(raw, lookup, limits, now, sem)
-    if result.state is not None:
-        result.state = replace(result.state, updated_ts=now)
+    if result.state is not None:  # always a fresh copy (every path replaces the looked-up state)
+        result.state.updated_ts = now
     return result
 
 

@@ -8,21 +8,14 @@ import shutil
 import time
 from collections.abc import Iterator
 
-import orjson
 import pytest
 
 from streams.client import SteeringClient
-from streams.embedder import get_embedders
 from streams.local_kafka import REPO, kafka
 from streams.local_worker import WorkerProcess, free_port
-from streams.pattern_store import QdrantPatternStore
-from streams.patterns import read_file
-from streams.replay import Replayer
-from streams.retrieval import Retriever
 from streams.simulate import BEHAVIOURS, trajectory
 from tests.integration.conftest import STARTER, make_settings
-from tests.integration.kafka_io import read_all
-from tests.integration.test_crash_recovery import SUMMARY, WIRE_ONLY, http_json, strip
+from tests.integration.exactness import check_against_replay, check_states, read_back
 
 pytestmark = pytest.mark.integration
 
@@ -94,37 +87,9 @@ def test_a_broker_restart_mid_run_loses_nothing_and_never_blocks_an_agent(own_br
         assert outage["s"] > 2 * DEADLINE_MS / 1000.0
         assert slowest[0] < 2 * DEADLINE_MS / 1000.0
 
-        inputs = [
-            e
-            for e in asyncio.run(read_all(s.bootstrap_servers, s.steps_topic, idle_s=2.0))
-            if e["run_id"].startswith("br-")
-        ]
-        assert len(inputs) == RUNS * (STEPS + 2)
-        live = [
-            d
-            for d in asyncio.run(
-                read_all(s.bootstrap_servers, s.steering_topic, expect=RUNS * (STEPS + 1), timeout_s=120)
-            )
-            if d["run_id"].startswith("br-")
-        ]
-        copies: dict[tuple[str, int], set[bytes]] = {}
-        for d in live:
-            copies.setdefault((d["run_id"], d["step"]), set()).add(strip(d))
-        assert len(copies) == RUNS * (STEPS + 1), "steps without a decision"
-        assert all(len(v) == 1 for v in copies.values()), "re-sent decisions differ"
-
-        lines = [orjson.dumps({k: v for k, v in e.items() if k not in WIRE_ONLY}) for e in inputs]
-        store = QdrantPatternStore(get_embedders()[1])
-        store.upsert(read_file(STARTER)[0])
-        rp = Replayer(retriever=Retriever(store))
-        offline = [d for d, _ in rp.run(lines) if d]
-        first = {(d["run_id"], d["step"]): strip(d) for d in reversed(live)}
-        assert sorted(first.values()) == sorted(strip(d) for d in offline)
-        for i in range(RUNS):
-            rid = f"br-{i:02d}"
-            got = http_json(w, f"/runs/{rid}")
-            want = rp.states[rid].summary()
-            assert {k: got[k] for k in SUMMARY} == {k: want[k] for k in SUMMARY}, rid
+        inputs, live = read_back(s, "br-", RUNS * (STEPS + 2), RUNS * (STEPS + 1))
+        rp = check_against_replay(inputs, live)
+        check_states(w, rp, [f"br-{i:02d}" for i in range(RUNS)])
     finally:
         w.stop()
     assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)

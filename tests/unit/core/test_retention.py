@@ -45,6 +45,9 @@ def test_the_clock_is_worker_time_not_the_agents_ts():
     states["r"] = r.state
     r2 = handle(b(step("r", 1, ts=6.0)), states.get, Limits(), 1010.0, default_semantics())
     assert r2.state is not None and retention_clock(r2.state) == 1010.0
+    assert retention_clock(states["r"]) == 1000.0  # the looked-up state is never changed
+    r3 = handle(b(step("r", 1, ts=7.0)), lambda _: r2.state, Limits(), 1020.0, default_semantics())
+    assert r3.duplicate and r3.state is not r2.state and retention_clock(r2.state) == 1010.0
 
 
 def test_every_applied_event_changes_the_version():
