@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from streams.local_kafka import REPO, kafka, reachable
-from streams.local_worker import free_port
+from streams.local.broker import REPO, kafka, reachable
+from streams.local.worker_process import free_port
 from streams.settings import Settings
 
 BENCH_PORT = int(os.environ.get("RB_BENCH_KAFKA_PORT", "29092"))

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.embedders [--torch-python /tmp/refenv/bin/python] [--no-build]
 
-Candidates: the static model (model2vec-style, distilled by streams.model_build), MiniLM on
+Candidates: the static model (model2vec-style, distilled by streams.embeddings.model_build), MiniLM on
 our numpy forward pass (fp32), and optionally sentence-transformers on torch for comparison
 (only if `--torch-python` names an interpreter that has it: never the project venv). Caches
 are off, so every figure is a real forward pass. Writes bench/results/embedders.{md,json}.
@@ -24,8 +24,14 @@ from typing import Any
 import numpy as np
 
 from bench.common import log, machine, pct, results_dir
-from streams.embedder import MiniLMEmbedder, StaticEmbedder, cosine, default_models_dir, minilm_model_dir
-from streams.model_build import STATIC_MODEL_NAME, build_static_model
+from streams.embeddings.embedder import (
+    MiniLMEmbedder,
+    StaticEmbedder,
+    cosine,
+    default_models_dir,
+    minilm_model_dir,
+)
+from streams.embeddings.model_build import STATIC_MODEL_NAME, build_static_model
 
 PAIRS = [
     ("search for auth middleware config", "look up configuration of authentication middleware"),

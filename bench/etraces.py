@@ -26,10 +26,10 @@ import numpy as np
 
 from bench.common import STARTER, log, machine, pct
 from streams.core.etraces import E1_THOUGHTS, E2_THOUGHTS, Query, query_text
-from streams.embedder import get_embedders
-from streams.pattern_store import E2_ALL, QdrantPatternStore, e1_collection, e2_collection
-from streams.patterns import FAILURE_TYPE_VALUES, Pattern, read_file
-from streams.simulate import BEHAVIOURS, MODULES, SYMBOLS, trajectory
+from streams.embeddings.embedder import get_embedders
+from streams.etraces.pattern_store import E2_ALL, QdrantPatternStore, e1_collection, e2_collection
+from streams.etraces.patterns import FAILURE_TYPE_VALUES, Pattern, read_file
+from streams.local.simulate import BEHAVIOURS, MODULES, SYMBOLS, trajectory
 
 _SITUATIONS = [
     "I keep running {cmd} and it fails with {err}; let me try {sym} once more.",

@@ -18,14 +18,14 @@ import uuid
 import orjson
 
 from bench.common import bench_settings, ensure_broker, log, machine, results_dir, stop_broker
-from streams.client import SteeringClient
+from streams.agent.client import SteeringClient
 from streams.core.engine import handle
 from streams.core.events import Limits
 from streams.core.state import TraceState
-from streams.embedder import default_semantics
-from streams.local_worker import WorkerProcess
+from streams.embeddings.embedder import default_semantics
+from streams.local.simulate import trajectory
+from streams.local.worker_process import WorkerProcess
 from streams.settings import Settings
-from streams.simulate import trajectory
 from tests.factories import run_start, step
 
 INDICES = (10, 100, 1000, 5000)
@@ -36,7 +36,7 @@ def core(n_steps: int, runs: int, monitors: bool, reps: int = 300) -> dict[int, 
     """Per index: median cold per-step time (us) around it, run-state size, warm time (us).
 
     Cold: every step is applied once, new texts pay for their embeddings the way they do in
-    the worker. Runs are synthetic coding-agent trajectories (streams.simulate), healthy
+    the worker. Runs are synthetic coding-agent trajectories (streams.local.simulate), healthy
     ones, so what is measured is the steady cost, not a monitor firing. Warm: the step at
     each index is re-applied to the state before it, round-robin over the indices `reps`
     times, so machine noise hits every index alike (embeddings cached: the monitors' own

@@ -6,7 +6,7 @@ Floor 1 (`hop`): aiokafka produce -> consume of the same kind of message on a to
 same partitions (one hop, no processing). Floor 2 (`echo`): produce -> a raw aiokafka echo
 process -> consume (the same two hops our path has, no Faust, no logic). Ours: SteeringClient
 publish -> worker -> decision received, for a fleet of synthetic coding agents
-(streams.simulate): everything on ("ours": monitors and E-traces from the starter pattern
+(streams.local.simulate): everything on ("ours": monitors and E-traces from the starter pattern
 library in the worker's local Qdrant store), E-traces off ("ours-no-etraces"), and monitors
 and E-traces off ("ours-no-monitors": the FSM alone).
 """
@@ -37,10 +37,10 @@ from bench.common import (
     stop_broker,
     summary,
 )
-from streams.client import SteeringClient
-from streams.local_worker import WorkerProcess
+from streams.agent.client import SteeringClient
+from streams.local.simulate import BEHAVIOURS, trajectory
+from streams.local.worker_process import WorkerProcess
 from streams.settings import Settings
-from streams.simulate import BEHAVIOURS, trajectory
 from tests.factories import step as step_event
 
 THOUGHT = "Read src/auth/session.py to see where the token expiry is checked, then run the failing test."
@@ -130,7 +130,7 @@ async def measure_ours(
 ) -> dict[str, Any]:
     async with SteeringClient(s, deadline_ms=5000) as c:
         ids = [f"{tag}-{uuid.uuid4().hex[:6]}-{i}" for i in range(runs)]
-        # a fleet of synthetic coding agents, one behaviour each (streams.simulate)
+        # a fleet of synthetic coding agents, one behaviour each (streams.local.simulate)
         trajs = [trajectory(BEHAVIOURS[i % len(BEHAVIOURS)], 100_000, seed=i) for i in range(runs)]
         await asyncio.gather(
             *(

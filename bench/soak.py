@@ -3,7 +3,7 @@ table must level off instead of growing with the number of runs ever seen.
 
     .venv/bin/python -m bench.soak --minutes 20 --concurrency 40 --steps 30 --pause 0.2
 
-A fleet of `concurrency` simulated agents (streams.simulate behaviours), each starting a new
+A fleet of `concurrency` simulated agents (streams.local.simulate behaviours), each starting a new
 run when its previous one finishes; one run in ten is abandoned without run_finish, so the
 idle timeout has work too. Retention is short (RB_FINISHED_RETENTION_S=60,
 RB_IDLE_TIMEOUT_S=120) so eviction reaches a steady state within the soak. Every `--sample`
@@ -22,9 +22,9 @@ import urllib.request
 from pathlib import Path
 
 from bench.common import bench_settings, ensure_broker, log, machine, results_dir, stop_broker
-from streams.client import SteeringClient
-from streams.local_worker import WorkerProcess
-from streams.simulate import BEHAVIOURS, trajectory
+from streams.agent.client import SteeringClient
+from streams.local.simulate import BEHAVIOURS, trajectory
+from streams.local.worker_process import WorkerProcess
 
 
 def rss_mb(pid: int) -> float:

@@ -23,10 +23,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from bench.common import STARTER, bench_settings, ensure_broker, log, machine, results_dir, stop_broker
-from streams.local_worker import WorkerProcess, free_port
+from streams.kafka.topics import ensure_topics
+from streams.local.simulate import BEHAVIOURS, trajectory
+from streams.local.worker_process import WorkerProcess, free_port
 from streams.settings import Settings
-from streams.simulate import BEHAVIOURS, trajectory
-from streams.topics import ensure_topics
 from tests.factories import run_start, step
 
 # (label, monitors, E-traces): everything on first (the figure), then without each layer

@@ -2,12 +2,12 @@
 
     .venv/bin/python -m bench.wire_cost [--max-steps 2000] [--plot]
 
-Ours: the exact bytes `SteeringClient.step` publishes (streams.client.step_event, orjson),
+Ours: the exact bytes `SteeringClient.step` publishes (streams.agent.client.step_event, orjson),
 plus Kafka's per-record framing, counted as 70 bytes (a record-batch header of 61 bytes
 when a record travels alone, plus the record's varints and key; less when batched).
 The decision coming back is the same size either way and is left out. Anchor: the hosted design posts the current
 trace to an evaluate endpoint on every step (up to 2,000 steps per request), so step k sends
-all k steps so far. Steps are synthetic coding-agent steps (streams.simulate), the same in
+all k steps so far. Steps are synthetic coding-agent steps (streams.local.simulate), the same in
 both designs, serialised with orjson in both.
 """
 
@@ -19,9 +19,9 @@ import time
 import orjson
 
 from bench.common import log, machine, results_dir
-from streams import wire
-from streams.client import step_event
-from streams.simulate import trajectory
+from streams.agent.client import step_event
+from streams.kafka import wire
+from streams.local.simulate import trajectory
 
 KAFKA_FRAMING = 70
 ANCHOR_MAX_STEPS = 2000

@@ -9,8 +9,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from streams.local_kafka import REPO, kafka, reachable
-from streams.local_worker import WorkerProcess, free_port
+from streams.local.broker import REPO, kafka, reachable
+from streams.local.worker_process import WorkerProcess, free_port
 from streams.settings import Settings
 
 

@@ -25,8 +25,8 @@ from langchain_core.tools import tool
 
 from examples._local import local_stack
 from examples.scripted_model import Script, ScriptedModel
-from streams.client import SyncSteeringClient
-from streams.langchain_middleware import SteeringMiddleware
+from streams.agent.client import SyncSteeringClient
+from streams.agent.langchain_middleware import SteeringMiddleware
 
 BASE = "You are a careful coding agent working in a Python repository."
 

@@ -14,8 +14,8 @@ import argparse
 from typing import Any
 
 from examples._local import local_stack
-from streams.client import SyncSteeringClient
-from streams.session import SteeringSession
+from streams.agent.client import SyncSteeringClient
+from streams.agent.session import SteeringSession
 
 BASE = "You are a support agent that answers questions from the product documentation."
 SCRIPT = [

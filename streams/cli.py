@@ -10,7 +10,7 @@ import sys
 from dataclasses import fields
 from typing import Any
 
-from .kafka_security import KafkaAuthError
+from .kafka.security import KafkaAuthError
 from .settings import Settings, SettingsError
 
 
@@ -42,8 +42,8 @@ def _settings(args: argparse.Namespace) -> Settings:
 def cmd_worker(args: argparse.Namespace) -> int:
     import faust
 
-    from .app import Worker
-    from .topics import ensure_topics
+    from .kafka.topics import ensure_topics
+    from .worker.app import Worker
 
     s = _settings(args)
     s.data_path.mkdir(parents=True, exist_ok=True)
@@ -88,9 +88,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def _replay_retriever(args: argparse.Namespace) -> Any:
     """The pattern store replay queries: a server, a local store dir, or a seed file loaded
     into memory; None (E-traces answered "no pattern store configured") without any."""
-    from .embedder import get_embedders
-    from .pattern_store import QdrantPatternStore
-    from .retrieval import Retriever
+    from .embeddings.embedder import get_embedders
+    from .etraces.pattern_store import QdrantPatternStore
+    from .etraces.retrieval import Retriever
 
     if not (args.patterns or args.qdrant_url or args.patterns_seed):
         return None
@@ -106,7 +106,7 @@ def _replay_retriever(args: argparse.Namespace) -> Any:
 
 def _load_file(store: Any, path: str, quiet: bool = False) -> tuple[int, int]:
     """Upsert the valid records of a JSONL file; print per-line errors. -> (loaded, bad)."""
-    from .patterns import read_file
+    from .etraces.patterns import read_file
 
     good, errors = read_file(path)
     for err in errors:
@@ -130,9 +130,9 @@ def _load_file(store: Any, path: str, quiet: bool = False) -> tuple[int, int]:
 
 
 def cmd_patterns(args: argparse.Namespace) -> int:
-    from . import wire
-    from .embedder import get_embedders
-    from .pattern_store import QdrantPatternStore, StoreInUse
+    from .embeddings.embedder import get_embedders
+    from .etraces.pattern_store import QdrantPatternStore, StoreInUse
+    from .kafka import wire
 
     s = _settings(args)
     try:
@@ -183,26 +183,26 @@ def cmd_patterns(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import main as demo_main
+    from .local.demo import main as demo_main
 
     return demo_main(runs=args.runs, steps=args.steps, port=args.port, keep_broker=args.keep_broker)
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from .demo import simulate
+    from .local.demo import simulate
 
     return simulate(_settings(args), args.runs, args.steps, args.forever)
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from . import wire
+    from .kafka import wire
 
     sys.stdout.buffer.write(wire.dumps(_settings(args).as_dict(mask_secrets=True)) + b"\n")
     return 0
 
 
 def cmd_kafka(args: argparse.Namespace) -> int:
-    from .local_kafka import kafka
+    from .local.broker import kafka
 
     kafka(args.action, args.port, args.data_dir)
     return 0
@@ -212,8 +212,8 @@ def cmd_models(args: argparse.Namespace) -> int:
     import time
     from pathlib import Path
 
-    from .embedder import ModelNotAvailable, default_models_dir
-    from .model_build import STATIC_MODEL_NAME, build_static_model
+    from .embeddings.embedder import ModelNotAvailable, default_models_dir
+    from .embeddings.model_build import STATIC_MODEL_NAME, build_static_model
 
     out = Path(args.out) if args.out else default_models_dir() / STATIC_MODEL_NAME
     last = [0.0]

@@ -6,13 +6,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO
 
-from . import wire
 from .core.engine import complete, handle
 from .core.events import Limits, deadletter_record
 from .core.monitors import Semantics
 from .core.retention import parse_evict, version
 from .core.state import TraceState
-from .retrieval import Retriever
+from .etraces.retrieval import Retriever
+from .kafka import wire
 
 
 class Replayer:
@@ -31,7 +31,7 @@ class Replayer:
         self.states: dict[str, TraceState] = {}
         self.clock = clock
         if sem is None:
-            from .embedder import default_semantics
+            from .embeddings.embedder import default_semantics
 
             sem = default_semantics()
         self.sem = sem

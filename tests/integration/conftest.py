@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from streams.local_kafka import REPO, kafka, reachable
-from streams.local_worker import WorkerProcess, free_port
+from streams.local.broker import REPO, kafka, reachable
+from streams.local.worker_process import WorkerProcess, free_port
 from streams.settings import Settings
 
 PORT = int(os.environ.get("RB_TEST_KAFKA_PORT", "19092"))

@@ -10,12 +10,12 @@ from typing import Any
 
 import orjson
 
-from streams.embedder import get_embedders
-from streams.local_worker import WorkerProcess
-from streams.pattern_store import QdrantPatternStore
-from streams.patterns import read_file
+from streams.embeddings.embedder import get_embedders
+from streams.etraces.pattern_store import QdrantPatternStore
+from streams.etraces.patterns import read_file
+from streams.etraces.retrieval import Retriever
+from streams.local.worker_process import WorkerProcess
 from streams.replay import Replayer
-from streams.retrieval import Retriever
 from streams.settings import Settings
 from tests.integration.conftest import STARTER
 from tests.integration.kafka_io import read_all

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from streams.client import SteeringClient
-from streams.local_kafka import REPO, kafka
-from streams.local_worker import WorkerProcess, free_port
-from streams.simulate import BEHAVIOURS, trajectory
+from streams.agent.client import SteeringClient
+from streams.local.broker import REPO, kafka
+from streams.local.simulate import BEHAVIOURS, trajectory
+from streams.local.worker_process import WorkerProcess, free_port
 from tests.integration.conftest import STARTER, make_settings
 from tests.integration.exactness import check_against_replay, check_states, read_back
 

@@ -9,9 +9,9 @@ from collections import Counter
 
 import pytest
 
-from streams.client import SteeringClient
-from streams.local_worker import WorkerProcess
-from streams.simulate import BEHAVIOURS, trajectory
+from streams.agent.client import SteeringClient
+from streams.local.simulate import BEHAVIOURS, trajectory
+from streams.local.worker_process import WorkerProcess
 from tests.integration.conftest import STARTER, make_settings
 from tests.integration.exactness import check_against_replay, check_states, read_back
 from tests.integration.test_scale_out import replica, wait_for_split

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from streams.client import SteeringClient
+from streams.agent.client import SteeringClient
 from streams.core.render import MARKER
-from streams.local_worker import WorkerProcess
+from streams.local.worker_process import WorkerProcess
 from tests.factories import b, step
 from tests.integration.conftest import STARTER, make_settings, start_worker
 from tests.integration.kafka_io import read_all
@@ -95,7 +95,7 @@ def test_first_call_gets_universal_rules_rendered_for_the_model(seeded: WorkerPr
 
 
 def test_a_typical_first_step_gets_shared_e2_guidance(seeded: WorkerProcess) -> None:
-    from streams.simulate import trajectory
+    from streams.local.simulate import trajectory
 
     task, steps = trajectory("healthy", 3, seed=1)
     first = next(steps)

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from streams.client import SteeringClient
+from streams.agent.client import SteeringClient
 from streams.replay import Replayer
 from tests.factories import run_start, step
 from tests.integration.kafka_io import read_all

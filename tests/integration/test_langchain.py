@@ -14,10 +14,10 @@ from langchain_core.messages import AIMessage, SystemMessage
 from langchain_core.tools import tool
 
 from examples.scripted_model import Script, ScriptedModel
-from streams.client import SyncSteeringClient
+from streams.agent.client import SyncSteeringClient
+from streams.agent.langchain_middleware import SteeringMiddleware
 from streams.core.render import MARKER
-from streams.langchain_middleware import SteeringMiddleware
-from streams.local_worker import WorkerProcess
+from streams.local.worker_process import WorkerProcess
 from tests.integration.conftest import STARTER, make_settings, start_worker
 from tests.integration.kafka_io import read_all
 

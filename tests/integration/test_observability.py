@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from streams.client import SteeringClient
-from streams.local_worker import free_port
+from streams.agent.client import SteeringClient
+from streams.local.worker_process import free_port
 from tests.integration.conftest import make_settings, start_worker
 
 pytestmark = pytest.mark.integration

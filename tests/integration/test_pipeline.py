@@ -9,15 +9,15 @@ from collections import defaultdict
 import orjson
 import pytest
 
-from streams.client import SteeringClient
+from streams.agent.client import SteeringClient
 from streams.core.fsm import DifficultyFSM, FSMState
 from streams.core.monitors import MONITORS
-from streams.embedder import get_embedders
-from streams.pattern_store import QdrantPatternStore
-from streams.patterns import read_file
+from streams.embeddings.embedder import get_embedders
+from streams.etraces.pattern_store import QdrantPatternStore
+from streams.etraces.patterns import read_file
+from streams.etraces.retrieval import Retriever
+from streams.local.simulate import BEHAVIOURS, trajectory
 from streams.replay import Replayer
-from streams.retrieval import Retriever
-from streams.simulate import BEHAVIOURS, trajectory
 from tests.factories import b, run_finish, run_start, step
 from tests.integration.conftest import STARTER, make_settings, start_worker
 from tests.integration.kafka_io import read_all

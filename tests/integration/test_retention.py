@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from streams.client import SteeringClient
+from streams.agent.client import SteeringClient
 from tests.factories import b, step
 from tests.integration.conftest import make_settings, start_worker
 from tests.integration.kafka_io import read_all

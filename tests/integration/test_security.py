@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from streams.client import KafkaAuthError, SteeringClient
-from streams.local_kafka import REPO, kafka
-from streams.local_worker import WorkerProcess, free_port
+from streams.agent.client import KafkaAuthError, SteeringClient
+from streams.local.broker import REPO, kafka
+from streams.local.worker_process import WorkerProcess, free_port
 from streams.settings import Settings
 from tests.integration.conftest import make_settings
 

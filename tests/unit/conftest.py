@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from streams.core.monitors import Semantics
-from streams.embedder import default_semantics
+from streams.embeddings.embedder import default_semantics
 
 
 @pytest.fixture(scope="session")

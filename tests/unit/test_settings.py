@@ -95,7 +95,7 @@ def test_secrets_are_masked_in_the_printed_configuration():
 def test_sasl_settings_reach_the_kafka_clients_and_faust():
     import faust
 
-    from streams.kafka_security import client_kwargs, faust_credentials
+    from streams.kafka.security import client_kwargs, faust_credentials
 
     s = Settings.from_env(
         {"RB_SASL_MECHANISM": "SCRAM-SHA-256", "RB_SASL_USERNAME": "svc", "RB_SASL_PASSWORD": "pw"}
@@ -116,7 +116,7 @@ def test_sasl_settings_reach_the_kafka_clients_and_faust():
 def test_ssl_settings_build_a_verifying_context(tmp_path):
     import ssl
 
-    from streams.kafka_security import client_kwargs
+    from streams.kafka.security import client_kwargs
 
     s = Settings.from_env({"RB_SECURITY_PROTOCOL": "SSL", "RB_SSL_CHECK_HOSTNAME": "false"})
     kw = client_kwargs(s)

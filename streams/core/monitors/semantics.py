@@ -20,7 +20,7 @@ Vector = npt.NDArray[np.float32]
 
 
 class TextEmbedder(Protocol):
-    """The port the monitors need (see streams.embedder for the real models)."""
+    """The port the monitors need (see streams.embeddings.embedder for the real models)."""
 
     name: str
     dim: int

@@ -9,7 +9,7 @@ from streams.core.engine import handle
 from streams.core.events import Limits
 from streams.core.fsm import DifficultyFSM, FSMState
 from streams.core.state import TraceState
-from streams.embedder import default_semantics
+from streams.embeddings.embedder import default_semantics
 from tests.factories import b, run_finish, run_start, step
 
 LIMITS = Limits()

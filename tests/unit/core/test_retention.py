@@ -12,7 +12,7 @@ from streams.core.retention import (
     retention_clock,
     version,
 )
-from streams.embedder import default_semantics
+from streams.embeddings.embedder import default_semantics
 from streams.replay import Replayer
 from tests.factories import b, run_finish, run_start, step
 

@@ -38,12 +38,12 @@ def promtool(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def exported_metric_names() -> set[str]:
-    """Every series name a worker exposes on /metrics (streams.metrics.Metrics).
+    """Every series name a worker exposes on /metrics (streams.worker.metrics.Metrics).
 
     Labelled metrics without children have no samples yet, so the series names are derived
     from each family's type as well as read from the samples that do exist.
     """
-    from streams.metrics import Metrics
+    from streams.worker.metrics import Metrics
 
     suffixes = {
         "counter": ("_total", "_created"),

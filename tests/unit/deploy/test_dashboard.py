@@ -116,7 +116,7 @@ def test_dashboard_queries_use_exported_metrics(dashboard: dict[str, Any], expor
         names = series_names(expr)
         assert names, f"{where}: no metric in {expr!r}"
         unknown = names - exported - {"up"}
-        assert not unknown, f"{where}: {sorted(unknown)} not exported by streams.metrics: {expr!r}"
+        assert not unknown, f"{where}: {sorted(unknown)} not exported by streams.worker.metrics: {expr!r}"
         seen |= names
     # Everything the worker exports is on the dashboard somewhere (_sum/_created aside).
     families = {n for n in exported if not n.endswith(("_sum", "_created", "_count"))}
@@ -164,7 +164,7 @@ def test_alerts_use_exported_metrics_or_recording_rules(exported: set[str]) -> N
         names = series_names(rule["expr"])
         assert names, f"{name}: no metric in {rule['expr']!r}"
         unknown = {n for n in names if ":" not in n} - exported - {"up"}
-        assert not unknown, f"{name}: {sorted(unknown)} not exported by streams.metrics"
+        assert not unknown, f"{name}: {sorted(unknown)} not exported by streams.worker.metrics"
         # Rules of a group run in order: a recording rule must come before its users.
         undefined = {n for n in names if ":" in n} - recorded
         assert not undefined, f"{name}: uses {sorted(undefined)}, not recorded earlier in alerts.yml"

@@ -1,0 +1,65 @@
+"""Reading the previous step out of a LangChain history, and session misuse errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from streams.agent.langchain_middleware import previous_step
+from streams.agent.session import SteeringSession, failure_outcome
+
+
+def test_previous_step_reads_thought_action_observation_and_usage() -> None:
+    history = [
+        HumanMessage("fix it"),
+        AIMessage("Old step.", tool_calls=[{"name": "x", "args": {}, "id": "0"}]),
+        ToolMessage("old", tool_call_id="0"),
+        AIMessage(
+            [{"type": "text", "text": "Run the tests."}],
+            tool_calls=[{"name": "run_tests", "args": {"path": "t.py"}, "id": "1"}],
+            usage_metadata={"input_tokens": 10, "output_tokens": 5, "total_tokens": 15},
+            response_metadata={"model_name": "claude-haiku-4-5"},
+        ),
+        ToolMessage("1 failed", tool_call_id="1", status="error"),
+    ]
+    before = [m.model_copy() for m in history]
+    assert previous_step(history) == {
+        "thought": "Run the tests.",
+        "action": "run_tests",
+        "action_input": {"path": "t.py"},
+        "observation": "1 failed",
+        "observation_is_error": True,
+        "tokens": 15,
+        "model_id": "claude-haiku-4-5",
+    }
+    assert history == before  # read, never changed
+
+
+def test_previous_step_of_a_final_answer_has_no_action() -> None:
+    assert previous_step([HumanMessage("q"), AIMessage("The answer is 4.")]) == {
+        "thought": "The answer is 4."
+    }
+    assert previous_step([HumanMessage("q")]) == {}
+
+
+class _Client:
+    """Only for the misuse checks below, which fail before any I/O."""
+
+    def step_log(self, run_id: str) -> list[Any]:
+        return []
+
+
+def test_session_steps_must_alternate() -> None:
+    s = SteeringSession(_Client(), "r1")  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="start"):
+        s.begin_step()
+    s._started = True
+    s.begin_step()
+    with pytest.raises(RuntimeError, match="end_step"):
+        s.begin_step()
+
+
+def test_failure_outcome_names_the_exception_type() -> None:
+    assert failure_outcome(TimeoutError) == "failure: TimeoutError"

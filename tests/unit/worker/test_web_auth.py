@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+from streams.settings import Settings
+from streams.worker.web_auth import authorized, bearer_guard
+
+
+def test_without_a_token_everything_is_allowed():
+    assert authorized("", None) and authorized("", "Bearer x")
+
+
+def test_the_token_must_come_as_a_bearer_header():
+    assert authorized("t0k", "Bearer t0k")
+    assert not authorized("t0k", None)
+    assert not authorized("t0k", "t0k")
+    assert not authorized("t0k", "Bearer t0")
+    assert not authorized("t0k", "Basic dDBr")
+
+
+class View:
+    def json(self, value, status=200, headers=None):
+        return (status, value, headers)
+
+
+async def handler(view, request, run_id):
+    return (200, run_id, None)
+
+
+def test_guard_answers_401_with_a_challenge_or_calls_through():
+    guarded = bearer_guard("t0k")(handler)
+    denied = asyncio.run(guarded(View(), SimpleNamespace(headers={}), run_id="r"))
+    assert denied[0] == 401 and "RB_WEB_TOKEN" in denied[1]["error"]
+    assert denied[2] == {"WWW-Authenticate": 'Bearer realm="rb-streams"'}
+    ok = asyncio.run(guarded(View(), SimpleNamespace(headers={"Authorization": "Bearer t0k"}), run_id="r"))
+    assert ok == (200, "r", None)
+    assert bearer_guard("")(handler) is handler
+
+
+def test_the_token_is_a_secret_masked_by_config():
+    s = Settings.from_env({"RB_WEB_TOKEN": "t0k"})
+    assert s.web_token == "t0k" and s.as_dict(mask_secrets=True)["web_token"] == "****"
