@@ -27,18 +27,37 @@ DIFFERENT_CAUSE = 0.6  # two root causes less similar than this are different ca
 
 SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 CONCLUSION = re.compile(
-    r"\b(root cause|the (issue|problem|bug|error|failure|crash|culprit) (is|was|comes|lies|seems|appears)|"
+    r"\b(root cause|the (issue|problem|bug|error|failure|crash|culprit) (is|was|comes|lies)|"
     r"this (means|shows|confirms|proves)|which (means|shows|confirms)|therefore|thus|hence|"
-    r"i (found|confirmed|verified|see|realized|realised|conclude|determined) that|turns out|"
-    r"it (appears|seems) that|so the|the answer is|in conclusion|conclusion:|confirmed:|"
+    r"i (found|confirmed|verified|realized|realised|conclude|determined) that|turns out|"
+    r"so the|the answer is|in conclusion|conclusion:|confirmed:|"
     r"is (not |n't )?(the|a) (cause|culprit|reason|problem))\b",
     re.IGNORECASE,
 )
+# Explicit causal statements only: "the issue is reproduced", "the problem is about X" or "the
+# change has been applied" name no cause.
 CAUSE = re.compile(
-    r"\b(root cause|(is|was) caused by|is due to|comes from|because of|the (issue|problem|bug|error|failure|"
-    r"crash|culprit) (is|was|comes from|lies in))\b",
+    r"\b(root cause|(is|was|are|were) caused by|(is|was) due to|(fails?|failing|failed|breaks?|crash(es)?|"
+    r"happens|occurs|errors?) because|the (issue|problem|bug|error|failure|crash|culprit) (is|was) "
+    r"(that|because|in)\b|the (bug|culprit) (comes from|lies in))",
     re.IGNORECASE,
 )
+NOT_A_CAUSE = re.compile(
+    r"^\s*(reproduced|resolved|fixed|solved|confirmed|gone|present|still there|addressed|applied|"
+    r"related to|about|reported|clear|here|this)\b",
+    re.IGNORECASE,
+)
+# A conjecture or a question is a step of the search, not a conclusion to hold the agent to.
+HEDGE = re.compile(
+    r"(\?\s*$|\b(maybe|might|may|perhaps|possibly|probably|likely|seems?|seemingly|appears?|"
+    r"i (think|suspect|guess|believe|wonder)|could be|would be|not sure|unclear|hypothes[ie]s|"
+    r"let me|let's|if)\b)",
+    re.IGNORECASE,
+)
+REFINEMENT = re.compile(
+    r"\b(specifically|more precisely|in particular|more specifically|namely|exactly)\b", re.I
+)
+IDENT = re.compile(r"`([^`]{2,60})`|\b([A-Za-z_]+[A-Z_][A-Za-z0-9_]*|[a-z]+_[a-z0-9_]+)\b")
 REVISION = re.compile(
     r"\b(actually|i was wrong|on (closer|second) (look|inspection|thought)|correction|i (mis)?(read|"
     r"understood) (it )?wrong|contrary to what i|not .{1,40} after all|revis(e|ing) my|i previously|"
@@ -94,7 +113,7 @@ def claims_of(thought: str) -> list[tuple[str, int, bool, str]]:
     out = []
     for sent in SENTENCE.split(thought[:4000]):
         s = sent.strip()
-        if len(s) < 12 or not CONCLUSION.search(s):
+        if len(s) < 12 or not CONCLUSION.search(s) or HEDGE.search(s):
             continue
         polarity = 1
         negated = False  # by a negation word, not an antonym: "is not the root cause"
@@ -114,7 +133,8 @@ def claims_of(thought: str) -> list[tuple[str, int, bool, str]]:
         topic = REVISION.sub("", topic).strip(" ,")
         # A root cause is asserted unless negated; "stale tokens" in its description does not
         # make it a denial.
-        out.append((topic[:TEXT_KEPT], polarity, bool(CAUSE.search(s)) and not negated, s))
+        is_cause = bool(CAUSE.search(s)) and not negated and not NOT_A_CAUSE.search(_cause_of(s))
+        out.append((topic[:TEXT_KEPT], polarity, is_cause, s))
     return out[:3]
 
 
@@ -134,6 +154,11 @@ def _cause_of(topic: str) -> str:
     return after or topic
 
 
+def identifiers(text: str) -> set[str]:
+    """Code names a sentence mentions (`x`, CamelCase, snake_case): what the claim is about."""
+    return {(a or b).lower() for a, b in IDENT.findall(text)}
+
+
 def evaluate(st: ContradictionState, f: StepFeatures, sem: Semantics) -> tuple[ContradictionState, Finding]:
     found = claims_of(f.thought)
     if not found:
@@ -145,7 +170,13 @@ def evaluate(st: ContradictionState, f: StepFeatures, sem: Semantics) -> tuple[C
         if claims:
             sims = sem.matches(topic, [c[TEXT] for c in claims], FAST_HI, FAST_LO)
             for c, sim in zip(claims, sims, strict=True):
-                if sim >= SAME_TOPIC and c[POLARITY] != polarity:
+                # Opposite claims about the same subject: the code names must agree ("the main
+                # parser has X" and "the subparser has not X" are about two things).
+                if (
+                    sim >= SAME_TOPIC
+                    and c[POLARITY] != polarity
+                    and identifiers(topic) == identifiers(c[TEXT])
+                ):
                     score = 0.4 if revised else 0.85 if sim >= 0.85 else 0.7
                     text = (
                         f'You now conclude "{quote(sentence, 100)}", which contradicts your earlier '
@@ -156,12 +187,15 @@ def evaluate(st: ContradictionState, f: StepFeatures, sem: Semantics) -> tuple[C
                     if score > best.score:
                         best = Finding(score, text)
             if is_cause:
-                earlier = [c for c in claims if c[IS_CAUSE]]
+                earlier = [c for c in claims if c[IS_CAUSE] and c[STEP] != f.step]
                 if earlier:
                     mine = _cause_of(sentence)[:TEXT_KEPT]
                     cause_sims = sem.full_sims(mine, [c[CAUSE_TEXT] for c in earlier])
                     worst = min(range(len(earlier)), key=lambda i: cause_sims[i])
-                    if cause_sims[worst] < DIFFERENT_CAUSE:
+                    refines = bool(REFINEMENT.search(sentence)) or bool(
+                        identifiers(mine) & identifiers(earlier[worst][CAUSE_TEXT])
+                    )
+                    if cause_sims[worst] < DIFFERENT_CAUSE and not refines:
                         c = earlier[worst]
                         score = 0.3 if revised else 0.7
                         text = (

@@ -55,11 +55,33 @@ class DriftState:
     last_full: int = -FULL_EVERY  # step of the last MiniLM confirmation
     full_fast: float | None = None  # the static screen's value at that confirmation
     low: int = 0  # consecutive checkpoints with a clear drop
+    areas: list[str] = field(default_factory=list)  # folders the run worked in before the check
+    recent_areas: list[str] = field(default_factory=list)  # folders of the recent steps
+    recent_names: bool = False  # a recent step named something the task names
+
+
+MIN_THOUGHT = 20
+MAX_AREAS = 24
+IDENT = re.compile(
+    r"`([^`\s]{3,60})`|\b([A-Za-z_]+[A-Z_][A-Za-z0-9_]*|[a-z]+_[a-z0-9_]+|[\w-]+\.[a-z]{1,4})\b"
+)
 
 
 def step_text(f: StepFeatures) -> str:
-    # a condensation restates the run; it is no evidence of where the run is going
-    return "" if f.condenses else topic_text(f)
+    # A condensation restates the run and a routing message ("Next speaker: Coder") moves no
+    # topic; a step without a thought (a bare tool call) says nothing of where the run is going.
+    if f.condenses or f.coordination or len(f.thought.strip()) < MIN_THOUGHT:
+        return ""
+    return topic_text(f)
+
+
+def names_in(text: str) -> set[str]:
+    """Code names and file names a text mentions: what ties a step to the task."""
+    return {(a or b).lower().strip(".") for a, b in IDENT.findall(text[:2000])}
+
+
+def _areas(f: StepFeatures) -> list[str]:
+    return [p.rsplit("/", 1)[0] if "/" in p else "" for p in f.paths]
 
 
 def evaluate(st: DriftState, f: StepFeatures, sem: Semantics, task: str | None) -> tuple[DriftState, Finding]:
@@ -72,6 +94,12 @@ def evaluate(st: DriftState, f: StepFeatures, sem: Semantics, task: str | None) 
         # An announced change of direction: the new direction is the focus from here on.
         return DriftState(focus=[text], recent=[text], steps=steps), NOTHING
     keep.recent = [*st.recent, text][-RECENT_STEPS:]
+    here = [a for a in _areas(f) if a]
+    keep.recent_areas = [*st.recent_areas, here[0] if here else ""][-RECENT_STEPS:]  # one per step
+    if len(st.focus) < FOCUS_STEPS:  # the folders of the run's opening steps are its own
+        keep.areas = list(dict.fromkeys([*st.areas, *here]))[-MAX_AREAS:]
+    tied = bool(task) and bool(names_in(f.thought + " " + " ".join(f.paths)) & names_in(task or ""))
+    keep.recent_names = tied if len(keep.recent) == 1 else (st.recent_names or tied)
     if len(st.focus) < FOCUS_STEPS:
         keep.focus = [*st.focus, text]
     if steps < START_AFTER or steps % CHECK_EVERY or len(keep.focus) < FOCUS_STEPS:
@@ -79,7 +107,14 @@ def evaluate(st: DriftState, f: StepFeatures, sem: Semantics, task: str | None) 
 
     fast = max(sem.fast_centroid_sims(keep.recent, [keep.focus] + ([[task]] if task else [])))
     baseline = fast if st.baseline is None else st.baseline
+    # Work in a folder the run already worked in, or on names the task itself mentions (the tests
+    # of the function to fix), is on the task however unlike the issue's prose it reads.
+    if keep.recent_names or any(a and a in keep.areas for a in keep.recent_areas):
+        keep.recent_names = False
+        return replace(keep, score=0.0, text=None, baseline=baseline, low=0), NOTHING
     if fast >= FAST_ON_TOPIC or fast >= baseline - FAST_DROP:
+        # on topic: the folders of these steps are the run's own from now on
+        keep.areas = list(dict.fromkeys([*keep.areas, *(a for a in keep.recent_areas if a)]))[-MAX_AREAS:]
         return replace(keep, score=0.0, text=None, baseline=baseline, full_fast=None, low=0), NOTHING
     low = st.low + 1
     if (

@@ -16,6 +16,8 @@ from typing import Any
 
 import orjson
 
+from .shell import analyse, could_not_run, is_file_path, is_shell_program, normalise_path
+
 TEXT_KEPT = 200  # chars of an action / claim / thought kept in run state
 OBS_HASHED = 4000  # chars of an observation that feed its fingerprint
 SKETCH_WORDS = 300  # words of it that feed its sketch
@@ -102,20 +104,6 @@ CONDENSE_ACTIONS = frozenset(
 EDITOR_ACTIONS = frozenset({"str_replace_editor", "editor", "file_editor", "text_editor"})
 EDITOR_MODIFY_COMMANDS = frozenset({"create", "str_replace", "insert", "undo_edit", "write", "edit"})
 
-VERIFY_CMD = re.compile(
-    r"\b(pytest|py\.test|unittest|nose2|tox|nox|npm (run )?test|yarn test|pnpm test|jest|vitest|mocha|"
-    r"cargo (test|check|clippy|build)|go (test|vet|build)|make (test|check)|ctest|mvn (test|verify)|"
-    r"gradle(w)? test|\./gradlew test|rspec|phpunit|dotnet test|mypy|ruff|flake8|pylint|eslint|tsc|"
-    r"pyright|shellcheck|python3? -m (py_compile|compileall|unittest|pytest)|bazel test)\b"
-)
-RUN_SCRIPT_CMD = re.compile(r"^\s*(python3?|node|ruby|bash|sh|go run|cargo run|\./)\s*\S+")
-MODIFY_CMD = re.compile(
-    r"(\bsed\s+(-\w*i|--in-place)|(?<![\d&])>>?\s*[\w./~-]|\btee\b|\brm\s|\bmv\s|\bcp\s|\bgit (apply|am|checkout --|"
-    r"restore|commit|merge|rebase|reset)|\bpatch\s|\b(pip|npm|yarn|pnpm|cargo|apt-get|apt) (install|add|remove)\b|"
-    r"\btouch\s|\bmkdir\s|\bperl -\w*i|\bchmod\s)"
-)
-READ_CMD = re.compile(r"^\s*(cat|head|tail|less|more|nl|bat|sed -n|grep|rg|git (diff|show|log|status))\b")
-PATH_RE = re.compile(r"(?:[\w.-]+/)*[\w-]+\.[A-Za-z][\w]{0,5}\b|(?:[\w.-]+/)+[\w.-]+")
 PATH_KEYS = ("path", "file", "file_path", "filename", "target_file", "filepath", "notebook_path")
 CMD_KEYS = ("command", "cmd", "script", "code", "input")
 
@@ -143,8 +131,28 @@ def input_text(action_input: Any) -> str:
         return action_input
     try:
         return orjson.dumps(action_input, option=orjson.OPT_SORT_KEYS).decode()
-    except TypeError:
-        return str(action_input)
+    except (TypeError, orjson.JSONEncodeError):
+        # orjson refuses nesting deeper than 254 levels; str() would recurse past Python's
+        # limit on deeper input. A flat, bounded rendering is enough to compare steps.
+        return _flat_text(action_input)
+
+
+def _flat_text(value: Any, limit: int = 4000) -> str:
+    """Leaf values of any nesting depth, iteratively (no recursion), up to `limit` chars."""
+    out: list[str] = []
+    size = 0
+    stack: list[Any] = [value]
+    while stack and size < limit:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(reversed([x for kv in sorted(v.items(), key=lambda kv: str(kv[0])) for x in kv]))
+        elif isinstance(v, list | tuple):
+            stack.extend(reversed(v))
+        else:
+            t = str(v)[:limit]
+            out.append(t)
+            size += len(t) + 1
+    return " ".join(out)[:limit]
 
 
 def _command(action_input: Any) -> str:
@@ -158,7 +166,9 @@ def _command(action_input: Any) -> str:
     return ""
 
 
-def _paths(action_input: Any, command: str) -> list[str]:
+def _paths(action_input: Any, first_line_only: bool) -> list[str]:
+    """Files a tool call names: its path arguments, or file-shaped tokens of a string input
+    (only its first line for edit tools, whose body is code, not file names)."""
     found: list[str] = []
     if isinstance(action_input, dict):
         for k in PATH_KEYS:
@@ -167,12 +177,14 @@ def _paths(action_input: Any, command: str) -> list[str]:
                 found.append(v)
             elif isinstance(v, list):
                 found.extend(x for x in v if isinstance(x, str))
-    text = command if command else (action_input if isinstance(action_input, str) else "")
-    if not found and text:
-        found = [m for m in PATH_RE.findall(text[:1000]) if not m.startswith("-")][:4]
+    elif isinstance(action_input, str) and action_input:
+        text = action_input[:1000]
+        if first_line_only:
+            text = text.split("\n", 1)[0]
+        found = [t for t in text.split() if is_file_path(t)][:4]
     seen: list[str] = []
     for p in found:
-        p = p.strip().removeprefix("./")
+        p = normalise_path(p.strip())
         if p and p not in seen:
             seen.append(p)
     return seen[:4]
@@ -228,6 +240,12 @@ class StepFeatures:
     finishes: bool
     condenses: bool
     empty: bool  # no thought and no action: an empty model response
+    agent: str = ""  # who spoke or acted (multi-agent systems); "" for a single agent
+    message: bool = False  # no tool ran: a message to the user or to other agents
+    coordination: bool = False  # speaker routing, ledger/status updates, "TERMINATE"
+    changed: tuple[str, ...] = ()  # files this step modified
+    could_not_run: bool = False  # a verification attempt whose program or script was missing
+    current_file_edit: bool = False  # an edit that names no file: it changes the open file
 
 
 EXCEPTION_LINE = re.compile(r"\b\w*(Error|Exception|Fault)\b:?|^E\s|\berror:", re.IGNORECASE)
@@ -242,7 +260,26 @@ def _error_line(obs: str) -> str:
         for ln in reversed(lines):
             if pattern.search(ln):
                 return normalise_obs(ln)[:160]
-    return normalise_obs(lines[-1])[:160] if lines else ""
+    # no error words: a framework's complaint leads with what went wrong
+    return normalise_obs(lines[0])[:160] if lines else ""
+
+
+COORDINATION = re.compile(
+    r"^\W*(next speaker\b|terminate\W*$|\{?\s*\"?(is_request_satisfied|next_speaker|instruction_or_question|"
+    r"is_in_loop|is_progress_being_made)\b|(updated |initial )?(ledger|plan|fact sheet)\s*:|"
+    r"(please )?(continue|proceed|go ahead)\W*$)|group chat manager|let other participants?\b",
+    re.IGNORECASE,
+)
+FINAL_ANSWER = re.compile(r"^\W*(final answer|final_answer)\b", re.IGNORECASE)
+
+
+def is_coordination(text: str) -> bool:
+    """A message that routes the conversation instead of doing work: "Next speaker: Coder",
+    "TERMINATE", an orchestrator ledger, the executor's "no code to run, let others continue"."""
+    t = text.strip()
+    return bool(t) and (
+        bool(COORDINATION.search(t[:400])) or (len(t) <= 40 and t.upper() == t and "TERMINATE" in t)
+    )
 
 
 def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
@@ -250,35 +287,66 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
     if not isinstance(thought, str):
         thought = str(thought)
     thought = thought[:max_chars]
+    raw_agent = ev.get("agent")
+    agent = raw_agent.strip() if isinstance(raw_agent, str) else ""
     raw_action = ev.get("action")
     label = raw_action.strip() if isinstance(raw_action, str) and raw_action.strip() else None
     action = label.lower().replace("-", "_") if label else None
     raw_input = ev.get("action_input")
+    raw_obs = ev.get("observation")
+    if (
+        label is not None
+        and not agent
+        and raw_input is None
+        and raw_obs is None
+        and action not in FINISH_ACTIONS
+        and not is_shell_program(label)
+    ):
+        # A multi-agent transcript without the `agent` field: the speaker's name in `action`,
+        # no input, no result. It is a message, not a tool call.
+        agent, label, action = label, None, None
     itext = input_text(raw_input)[:max_chars]
-    obs = ev.get("observation") or ""
+    obs = raw_obs or ""
     if not isinstance(obs, str):
         obs = input_text(obs)
     obs = obs[:max_chars]
     is_error = bool(ev.get("observation_is_error"))
 
-    command = _command(raw_input) if action in SHELL_ACTIONS else ""
-    paths = tuple(_paths(raw_input, command))
+    command = ""
+    if action in SHELL_ACTIONS:
+        command = _command(raw_input)
+    elif label is not None and is_shell_program(label) and isinstance(raw_input, str | None):
+        command = f"{label} {raw_input or ''}".strip()  # SWE-agent: program in action, rest in input
     editor_cmd = raw_input.get("command") if isinstance(raw_input, dict) else None
-    modifies = verifies = reads = False
-    if action in EDIT_ACTIONS:
-        modifies = True
-    elif action in EDITOR_ACTIONS:
-        modifies = editor_cmd in EDITOR_MODIFY_COMMANDS
-        reads = not modifies
-    elif action in READ_ACTIONS:
-        reads = True
-    elif action in SHELL_ACTIONS and command:
-        verifies = bool(VERIFY_CMD.search(command)) or bool(RUN_SCRIPT_CMD.match(command))
-        modifies = bool(MODIFY_CMD.search(command)) and not verifies
-        reads = bool(READ_CMD.match(command))
-    elif action is not None and re.search(r"(test|lint|check|verify|validate|typecheck)", action):
-        verifies = True
-    finishes = action in FINISH_ACTIONS
+    modifies = verifies = reads = submits = False
+    changed: tuple[str, ...] = ()
+    if command:
+        facts = analyse(command)
+        verifies, modifies, reads, submits = facts.verifies, facts.modifies, facts.reads, facts.submits
+        paths = tuple(dict.fromkeys([*facts.modify_paths, *facts.verify_paths, *facts.read_paths]))[:4]
+        changed = facts.modify_paths
+    else:
+        first = raw_input.split(None, 1)[0] if isinstance(raw_input, str) and raw_input.strip() else ""
+        if isinstance(raw_input, str) and first and is_shell_program(first):  # a command line: its files
+            f0 = analyse(raw_input)
+            paths = tuple(dict.fromkeys([*f0.modify_paths, *f0.verify_paths, *f0.read_paths]))[:4]
+        else:
+            paths = tuple(_paths(raw_input, first_line_only=action in EDIT_ACTIONS))
+        if action in EDIT_ACTIONS:
+            modifies = True
+        elif action in EDITOR_ACTIONS:
+            modifies = editor_cmd in EDITOR_MODIFY_COMMANDS
+            reads = not modifies
+        elif action in READ_ACTIONS:
+            reads = True
+        elif action is not None and re.search(r"(test|lint|check|verify|validate|typecheck)", action):
+            verifies = True
+        changed = paths if modifies else ()
+    not_run = verifies and could_not_run(obs)
+    if not_run:
+        verifies = False
+    message = action is None
+    finishes = action in FINISH_ACTIONS or submits or (message and bool(FINAL_ANSWER.match(thought)))
     condenses = action in CONDENSE_ACTIONS
     act_text = f"{label}: {itext}"[:TEXT_KEPT] if label else ""
     norm_obs = normalise_obs(obs)
@@ -303,6 +371,12 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
         finishes=finishes,
         condenses=condenses,
         empty=not thought.strip() and action is None,
+        agent=agent,
+        message=message,
+        coordination=message and is_coordination(thought),
+        changed=changed,
+        could_not_run=not_run,
+        current_file_edit=modifies and not changed and action in EDIT_ACTIONS,
     )
 
 

@@ -13,8 +13,13 @@ def hold_back(
     injections: int,
     last_step: int | None,
     last_text: str | None,
+    final: bool = False,
 ) -> str | None:
-    """Which guardrail holds a proposed monitor injection back, or None to let it through."""
+    """Which guardrail holds a proposed monitor injection back, or None to let it through.
+    A finding on a step that finishes the run (finish/submit, final answer) is reported but not
+    injected: no model call follows to read it (verification_skip repeats it if the run goes on)."""
+    if final:
+        return "final_step"
     if injections >= MAX_MONITOR_INJECTIONS:
         return "cap"
     if last_step is not None and step - last_step < COOLDOWN.get(state, 3):

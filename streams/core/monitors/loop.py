@@ -28,11 +28,26 @@ NO_PROGRESS_OBS = 0.5  # sketch overlap above which two results carry the same i
 
 # Window entry layout (compact lists keep the run state small).
 STEP, ACTION, TEXT, SIG, OBS, SKETCH, ERR, ERRLINE, THOUGHT, EMPTY, CONDENSE, OBS_EMPTY, MODIFIES = range(13)
+VERIFIES, PATHS, AGENT, MESSAGE, FACTS = 13, 14, 15, 16, 17
+MESSAGE_CHARS = 160  # of a message step kept to compare with the same agent's next messages
+REWORDED_MESSAGE = 0.8  # MiniLM cosine of two messages that say the same thing
+# What a message adds: numbers, quoted or code strings, links, file names.
+FACT = re.compile(r"\b\d[\d,.]*\d\b|\d{2,}|`[^`]{2,40}`|\"[^\"]{3,40}\"|https?://\S+|\b[\w-]+\.[a-z]{2,4}\b")
+
+
+ENTRY_DEFAULTS: list[Any] = [False, [], "", "", []]  # VERIFIES .. FACTS: added later
 
 
 @dataclass
 class LoopState:
     window: list[list[Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # A state written before the entry grew (recovered from a changelog) is padded.
+        if any(len(e) < AGENT + 1 for e in self.window):
+            self.window = [
+                [*e, *ENTRY_DEFAULTS[len(e) - VERIFIES :]] if len(e) < AGENT + 1 else e for e in self.window
+            ]
 
 
 def _entry(f: StepFeatures) -> list[Any]:
@@ -44,12 +59,17 @@ def _entry(f: StepFeatures) -> list[Any]:
         f.obs_hash,
         obs_sketch(f.obs_norm) if f.action else [],
         f.is_error,
-        f.error_line,
+        DIGITS.sub("#", f.error_line),  # "line 62230" and "line 62245": the same error
         short_hash(f.thought.strip()) if f.thought.strip() else "",
         f.empty,
         f.condenses,
         f.obs_empty,
         f.modifies,
+        f.verifies,
+        list(f.paths[:2]),
+        f.agent,
+        " ".join(f.thought.split())[:MESSAGE_CHARS] if f.message and not f.coordination else "",
+        sorted({short_hash(m.lower())[:8] for m in FACT.findall(f.thought[:4000])})[:16] if f.message else [],
     ]
 
 
@@ -67,6 +87,7 @@ def _label(e: list[Any]) -> str:
     return text.split(":", 1)[0] if text else str(e[ACTION])
 
 
+DIGITS = re.compile(r"\d+")
 SALIENT = re.compile(r'"(?:command|cmd|query|q|pattern|path|file|url)"\s*:\s*"((?:[^"\\]|\\.)*)')
 
 
@@ -101,32 +122,49 @@ def evaluate(st: LoopState, f: StepFeatures, sem: Semantics) -> tuple[LoopState,
                 )
             )
 
+    # 1b. The same edit, input for input, applied again: re-applying a change never moves the
+    #     work on (SWE-agent inserting one block over and over, the file growing each time).
+    if cur[SIG] and cur[MODIFIES]:
+        n = sum(1 for e in window if e[SIG] == cur[SIG])
+        if n >= 3:
+            found.append(
+                Finding(
+                    0.9 if n >= 4 else 0.75,
+                    f"You have applied the same change (`{_label(cur)}` {_input(cur)}) {n} times in the last "
+                    f"{len(window)} steps. Applying it again will not help: look at the file as it is now "
+                    "(the earlier attempts may have left duplicates) and decide what is still missing.",
+                )
+            )
+
     # 2. The same action failing with the same error (inputs may differ: a syntax error
     #    reported identically after each attempted edit).
     if cur[ERR] and cur[ERRLINE]:
         # Counted over this tool's own calls: edits between the attempts do not break the run.
-        same_tool = [e for e in window if e[ACTION] == cur[ACTION]]
-        n = _trailing(same_tool, lambda e: e[ERR] and e[ERRLINE] == cur[ERRLINE])
+        # Only edits may sit between the attempts; any other step breaks the run of failures.
+        same_tool = [e for e in window if e[ACTION] == cur[ACTION] or not e[MODIFIES]]
+        n = _trailing(same_tool, lambda e: e[ACTION] == cur[ACTION] and e[ERR] and e[ERRLINE] == cur[ERRLINE])
         score = 0.95 if n >= 4 else 0.85 if n == 3 else 0.35 if n == 2 else 0.0
         if score:
             found.append(
                 Finding(
                     score,
                     f"`{_label(cur)}` ({_input(cur)}) has failed {n} times in a row with the same error: "
-                    f'"{quote(cur[ERRLINE], 120)}". Stop retrying it as is: read the error, fix its '
+                    f'"{quote(f.error_line, 120)}". Stop retrying it as is: read the error, fix its '
                     "cause or change the approach, and only then run it again.",
                 )
             )
 
     # 3. The same message, no tool call between.
     if cur[ACTION] is None and cur[THOUGHT]:
-        n = _trailing(window, lambda e: e[ACTION] is None and e[THOUGHT] == cur[THOUGHT])
+        mine = [e for e in window if e[AGENT] == cur[AGENT]]  # each agent's own messages
+        n = _trailing(mine, lambda e: e[ACTION] is None and e[THOUGHT] == cur[THOUGHT])
         score = 0.85 if n >= 3 else 0.35 if n == 2 else 0.0
         if score:
             found.append(
                 Finding(
                     score,
-                    f"You have written the same message {n} times without calling a tool. Take a "
+                    (f"{cur[AGENT]} has" if cur[AGENT] else "You have")
+                    + f" written the same message {n} times without calling a tool. Take a "
                     "concrete action (run a command, open a file) or, if you are finished, give your "
                     "final answer.",
                 )
@@ -181,7 +219,7 @@ def evaluate(st: LoopState, f: StepFeatures, sem: Semantics) -> tuple[LoopState,
     # 7. The same action reworded, returning nothing new. Edits are left out: successive edits
     #    of one file look alike and answer alike ("file edited") yet are progress; an edit loop
     #    shows up as repeated errors or as the same test failing again (rules 1 and 2).
-    if cur[TEXT] and not cur[CONDENSE] and not cur[MODIFIES]:
+    if cur[TEXT] and not cur[CONDENSE] and not cur[MODIFIES] and not cur[VERIFIES]:
         # Only since the last change to the workspace (re-running tests after an edit is
         # verification, not a loop), and the cheap test first: only peers whose results
         # brought nothing new are embedded.
@@ -190,8 +228,12 @@ def evaluate(st: LoopState, f: StepFeatures, sem: Semantics) -> tuple[LoopState,
             e
             for e in window[since:-1]
             if e[ACTION] == cur[ACTION]
+            and e[AGENT] == cur[AGENT]
             and e[SIG] != cur[SIG]
             and not e[MODIFIES]
+            and not e[VERIFIES]
+            # the same query over other files or targets is exploration, not a rewording
+            and (not e[PATHS] or not cur[PATHS] or e[PATHS] == cur[PATHS])
             and (
                 (e[OBS_EMPTY] and cur[OBS_EMPTY])
                 or (e[ERR] and cur[ERR])
@@ -213,6 +255,28 @@ def evaluate(st: LoopState, f: StepFeatures, sem: Semantics) -> tuple[LoopState,
                         "it keeps returning the same or no results. That avenue is exhausted: change "
                         "strategy (a different term or tool, read the code directly, or reconsider "
                         "where the problem lives).",
+                    )
+                )
+
+    # 9. The same agent re-issuing a reworded message that brings nothing new (multi-agent
+    #    chats: an orchestrator re-sending the instruction that keeps failing).
+    if cur[MESSAGE]:
+        peers = [e for e in window[:-1] if e[MESSAGE] and e[AGENT] == cur[AGENT]]
+        if len(peers) >= 2:
+            sims = sem.matches(cur[MESSAGE], [e[MESSAGE] for e in peers], FAST_HI, FAST_LO)
+            members = [e for e, s in zip(peers, sims, strict=True) if s >= REWORDED_MESSAGE]
+            seen = {h for e in members for h in e[FACTS]}
+            new_facts = [h for h in cur[FACTS] if h not in seen]
+            n = 1 + len(members)
+            if n >= 3 and not new_facts:
+                who = f"{cur[AGENT]} has" if cur[AGENT] else "You have"
+                quoted = ", ".join(f'"{quote(e[MESSAGE], 60)}"' for e in [*members[-2:], cur])
+                found.append(
+                    Finding(
+                        0.85 if n >= 4 else 0.7,
+                        f"{who} sent essentially the same message {n} times ({quoted}) and nothing new "
+                        "has come of it. Repeating it will not change the answer: change the request "
+                        "(another source, tool or agent, or a narrower question) or say what is blocking.",
                     )
                 )
 

@@ -35,6 +35,20 @@ class SprawlState:
     recent_new: list[str] = field(default_factory=list)  # names of recent novelties, for the text
 
 
+def stem_of(path: str) -> str:
+    """A file's name without folder, extension and test affixes: `tests/test_store.py`,
+    `src/store.py` and `StoreTest.java` share the stem `store`."""
+    name = path.rstrip("/").rsplit("/", 1)[-1].split(".", 1)[0].lower()
+    for affix in ("test_", "_test", "tests_", "_tests", "test", "tests", "spec_", "_spec"):
+        if len(name) > len(affix) + 2:
+            name = (
+                name.removeprefix(affix)
+                if affix.endswith("_") or (affix in ("test", "tests") and name.startswith(affix))
+                else name.removesuffix(affix)
+            )
+    return name
+
+
 def _touch(seen: list[str], item: str) -> tuple[list[str], bool]:
     if item in seen:
         seen = [x for x in seen if x != item]
@@ -56,13 +70,18 @@ def evaluate(
     new_files = 0
     for p in f.paths:
         files, is_new = _touch(files, short_hash(p)[:10])  # hashes: paths can be long
+        stem = stem_of(p)
+        files, new_stem = _touch(files, "s:" + short_hash(stem)[:10])
         if is_new:
             new_files += 1
-            if new_files <= 2:
+            # The tests of a module already opened (`test_store.py` after `store.py`) or a file
+            # the task names are the same front, not a new one.
+            related = not new_stem or bool(task and stem and stem in task.lower())
+            if not related and st.steps > 0 and len([x for x in novelties if x.startswith("file")]) < 2:
                 novelties.append(f"file `{p}`")
     anchors = st.anchors
     topic = topic_text(f)
-    if len(f.thought.strip()) >= MIN_THOUGHT:
+    if len(f.thought.strip()) >= MIN_THOUGHT and not f.coordination:
         if not anchors:
             anchors = [topic]
         elif max(sem.fast_sims(topic, anchors)) < NEW_TOPIC_BELOW:
@@ -87,7 +106,7 @@ def evaluate(
     recent = sum(counts[-RECENT:]) / RECENT
     before = sum(counts[:RECENT]) / RECENT
     early = st.early_novelty / EARLY
-    level = clip01((recent - 0.3) / 0.6)
+    level = clip01((recent - 0.4) / 0.5)
     rising = 1.0 if recent > before else 0.7
     not_converging = 1.0 if recent >= 0.6 * early else 0.6
     score = round(level * rising * not_converging, 4)

@@ -43,6 +43,7 @@ class MonitorResult:
     composite: float
     failure_type: str | None
     text: str | None  # steering text of every fired monitor, strongest first
+    final: bool = False  # the step finished the run: nothing reads an injection
 
     def as_wire(self) -> dict[str, Any]:
         return {
@@ -82,5 +83,6 @@ def evaluate(
         composite=composite(scores, weights),
         failure_type=FAILURE_TYPES[fired[0]] if fired else None,
         text="\n\n".join(texts) if texts else None,
+        final=f.finishes,
     )
     return MonitorState(loop_st, ver_st, con_st, com_st, spr_st, dri_st), result

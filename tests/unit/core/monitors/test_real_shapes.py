@@ -1,0 +1,220 @@
+"""The monitors on steps shaped like real agents' (SWE-agent, mini-swe-agent, group chats): each
+test is one failure class seen on real runs, where steering used to say something false."""
+
+from __future__ import annotations
+
+from .trajectories import Run, step
+
+LOOP, SKIP, CONTRA, DRIFT, SPRAWL = (
+    "semantic_loop",
+    "verification_skip",
+    "claim_contradiction",
+    "silent_topic_drift",
+    "late_sprawl",
+)
+
+
+def mini(cmd: str, out: str = "<returncode>0</returncode>\n<output>\n</output>", thought: str = "") -> dict:
+    return step(thought, "bash", cmd, out)
+
+
+def test_submit_after_running_the_reproduction_script_is_not_flagged(sem):
+    run = Run(sem, task="Fix the HTML writer ignoring formats")
+    run.feed(
+        mini("cat <<'EOF' > reproduce_issue.py\nfrom astropy.table import Table\nprint(Table())\nEOF"),
+        mini(
+            "sed -i 's/self.data.cols = cols/self.data.cols = cols; self._set_formats()/' astropy/io/ascii/html.py"
+        ),
+        mini(
+            "cd /testbed && python reproduce_issue.py",
+            "<returncode>0</returncode>\n<output>\n1.24e-24\n</output>",
+        ),
+        mini("rm reproduce_issue.py"),
+    )
+    res = run.feed(
+        step("Ready to submit.", "bash", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A")
+    )
+    assert SKIP not in res.fired
+
+
+def test_submit_after_an_edit_whose_check_could_not_run_is_flagged_naming_the_open_file(sem):
+    run = Run(sem, task="Fix the deserializer")
+    run.feed(
+        step(
+            "Open the deserializer.",
+            "open",
+            "src/main/java/com/x/Deser.java",
+            "[File: Deser.java (120 lines)]",
+        ),
+        step(
+            "Apply the fix.",
+            "edit",
+            "75:81\nimport org.junit.jupiter.api.Test;\nimport java.io.File;\n",
+            "[File: Deser.java (122 lines total)]",
+        ),
+        step(
+            "Compile the reproduction.",
+            "javac",
+            "ReproduceIssue.java",
+            "/bin/bash: line 62230: javac: command not found",
+            error=True,
+        ),
+    )
+    res = run.feed(step("The fix is in place, let's submit.", "submit", None, ""))
+    assert SKIP in res.fired and res.final
+    assert "`src/main/java/com/x/Deser.java`" in res.text
+    assert "org.junit" not in res.text and "java.io" not in res.text
+    assert "could not run" in res.text
+
+
+def test_a_run_that_goes_on_after_an_unverified_submit_is_told_again(sem):
+    run = Run(sem)
+    run.feed(step("", "edit", "3:3\nx = 1\n", "ok"), step("Submit.", "submit", None, ""))
+    res = run.feed(step("The submission was rejected; let me look again.", "open", "src/a.py", "1: x = 1"))
+    assert SKIP in res.fired and not res.final and "step 2" in res.text
+
+
+def test_reproduced_or_about_statements_are_no_root_causes(sem):
+    run = Run(sem, task="file_move_safe leaves wrong permissions")
+    run.feed(step("The root cause is that file_move_safe copies the temporary file's 0o600 permissions."))
+    run.feed(step("The issue is reproduced."))
+    run.feed(step("The issue is about the default of FILE_UPLOAD_PERMISSIONS."))
+    assert not run.fired_anywhere(CONTRA)
+
+
+def test_a_hedged_guess_or_a_refinement_is_no_contradiction(sem):
+    run = Run(sem)
+    run.feed(step("The root cause is in `ColormapRegistry`: names are not registered."))
+    run.feed(step("Maybe the bug is due to pyplot caching the default colormap?"))
+    run.feed(step("More precisely, the root cause is `ColormapRegistry.register` skipping aliases."))
+    assert not run.fired_anywhere(CONTRA)
+
+
+def test_two_subjects_with_opposite_findings_are_no_contradiction(sem):
+    run = Run(sem)
+    run.feed(step("So the main parser has `called_from_command_line=True`."))
+    res = run.feed(step("So the subparser has `called_from_command_line=None`, not True."))
+    assert CONTRA not in res.fired
+
+
+def test_speaker_only_steps_never_claim_the_same_command_and_result(sem):
+    run = Run(sem)
+    for k in range(6):
+        run.feed(step(f"Please check the table again, row {k}.", "Orchestrator (thought)", None, None))
+    assert all("same input ()" not in (r.text or "") for r in run.results)
+
+
+def test_an_agent_rewording_the_same_failing_instruction_is_a_loop_named_by_agent(sem):
+    run = Run(sem)
+    asks = [
+        "Please search the web for the 2019 annual report of the museum and give me the visitor count.",
+        "Search online for the museum's 2019 annual report and tell me its visitor count.",
+        "Please look up the 2019 annual report of the museum on the web and find the visitor count.",
+    ]
+    reply = "I could not find that report on the museum's website."
+    res = None
+    for a in asks:
+        run.feed({**step(a), "agent": "Orchestrator"})
+        res = run.feed({**step(reply), "agent": "WebSurfer"})
+    assert run.fired_anywhere(LOOP)
+    fired = next(r for r in run.results if LOOP in r.fired)
+    assert "Orchestrator has sent essentially the same message" in fired.text and res is not None
+
+
+def test_an_agent_asking_again_with_new_facts_is_not_a_loop(sem):
+    run = Run(sem)
+    for year, seen in (("2017", "41,200"), ("2018", "43,900"), ("2019", "45,150"), ("2020", "12,480")):
+        run.feed(
+            {
+                **step(f"Please find the visitor count in the museum's {year} annual report."),
+                "agent": "Orchestrator",
+            }
+        )
+        run.feed({**step(f"The {year} report lists {seen} visitors."), "agent": "WebSurfer"})
+    assert not run.fired_anywhere(LOOP)
+
+
+def test_routing_messages_are_neither_drift_nor_sprawl_nor_loop(sem):
+    run = Run(sem, task="How many clients get the sunset awning design?")
+    for _ in range(8):
+        run.feed({**step("Next speaker: WebSurfer"), "agent": "Orchestrator"})
+        run.feed({**step("TERMINATE"), "agent": "Orchestrator"})
+    assert not (run.fired_anywhere(DRIFT) or run.fired_anywhere(SPRAWL) or run.fired_anywhere(LOOP))
+
+
+def test_the_same_edit_applied_again_and_again_is_a_loop(sem):
+    run = Run(sem)
+    body = "194:194\n      if (responseException.getContent() != null) {\n"
+    for n in (267, 278, 289):
+        run.feed(
+            step("Apply the edit.", "edit", body, f"[File: RegistryEndpointCaller.java ({n} lines total)]")
+        )
+    assert LOOP in run.results[-1].fired and "same change" in run.results[-1].text
+
+
+def test_a_missing_compiler_retried_with_changing_line_numbers_is_a_loop(sem):
+    run = Run(sem)
+    for line in (62230, 62245, 62260):
+        run.feed(
+            step(
+                "Compile it.",
+                "javac",
+                "-cp . Test.java",
+                f"/bin/bash: line {line}: javac: command not found",
+                error=True,
+            )
+        )
+    assert LOOP in run.results[-1].fired and "javac: command not found" in run.results[-1].text
+
+
+def test_test_runs_on_different_targets_are_not_reworded_searches(sem):
+    run = Run(sem)
+    for target in ("expressions_window", "expressions", "queries", "aggregation"):
+        run.feed(mini(f"python3 tests/runtests.py {target}", "Ran 12 tests in 0.3s\n\nOK"))
+    assert not run.fired_anywhere(LOOP)
+
+
+def test_grepping_other_files_for_a_name_is_exploration(sem):
+    run = Run(sem)
+    for path in (
+        "django/db/models/sql/compiler.py",
+        "django/db/models/sql/query.py",
+        "django/db/models/expressions.py",
+    ):
+        run.feed(mini(f'grep "ResolvedOuterRef" {path}', "<returncode>1</returncode>\n<output>\n</output>"))
+    assert not run.fired_anywhere(LOOP)
+
+
+def test_dotted_identifiers_are_not_counted_as_new_files(sem):
+    run = Run(sem, task="Fix the HTML writer")
+    for k in range(30):
+        run.feed(
+            mini(
+                f"python -c 'import t; t.write({k}); new_col.info; self.data'",
+                "ok",
+                thought=f"Check the writer output variant {k}.",
+            )
+        )
+    assert all("t.write" not in (r.text or "") for r in run.results)
+
+
+def test_reading_the_tests_of_the_function_to_fix_is_not_drift(sem):
+    task = "Class methods from nested classes cannot be used as Field.default in MigrationWriter serializer"
+    run = Run(sem, task=task)
+    for k in range(6):
+        run.feed(
+            mini(
+                f"nl -ba django/db/migrations/serializer.py | sed -n '{k * 40},{k * 40 + 40}p'",
+                "class FunctionTypeSerializer",
+                thought="Read the serializer for nested class methods.",
+            )
+        )
+    for k in range(12):
+        run.feed(
+            mini(
+                f"grep -n serializer tests/migrations/test_writer_{k}.py",
+                "def test_serialize_nested",
+                thought=f"`test_writer.py` tests `MigrationWriter`; the HTML of example {k} renders oddly.",
+            )
+        )
+    assert not run.fired_anywhere(DRIFT)
