@@ -1,124 +1,132 @@
-"""Per-step difficulty scoring (SPEC section 4). Scorers are pluggable by name."""
+"""Per-step difficulty scoring (SPEC section 4): the registry of scorers, selectable per run.
+
+Two kinds of scorer register here. A *text* scorer reads a step's thought: the product's
+four-signal `heuristic`, and anything given to `register_scorer`. A *step* scorer reads the
+whole step event (thought, action, observation, error flag) and carries a small memory from
+one step of a run to the next: the built-in `trajectory`, the default since a thought's wording
+alone routes a failing agent to the cheap model (`streams/core/scoring/trajectory.py`). The
+engine calls every scorer the same way, through `get_step_scorer`.
+"""
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
-HEDGE_WORDS = frozenset(
-    [
-        "maybe",
-        "perhaps",
-        "might",
-        "possibly",
-        "probably",
-        "unsure",
-        "unclear",
-        "hmm",
-        "hm",
-        "reconsider",
-        "guess",
-        "seems",
-        "seem",
-        "apparently",
-        "presumably",
-        "wonder",
-        "confused",
-        "confusing",
-        "uncertain",
-    ]
-)
-HEDGE_PHRASES = ("not sure", "not certain", "i think", "could be", "let me rethink", "on second thought")
-ERROR_WORDS = frozenset(
-    [
-        "error",
-        "errors",
-        "exception",
-        "exceptions",
-        "traceback",
-        "failed",
-        "fail",
-        "fails",
-        "failing",
-        "failure",
-        "crash",
-        "crashed",
-        "crashes",
-        "panic",
-        "segfault",
-        "fatal",
-        "broken",
-        "bug",
-        "timeout",
-        "denied",
-        "undefined",
-        "refused",
-    ]
-)
-_WORD = re.compile(r"[A-Za-z0-9_']+")
-# File paths (a/b.c, ./x, /x/y), dotted identifiers (pkg.mod.fn), quoted strings.
-_ENTITY = re.compile(
-    r"""(?:[\w.-]*/[\w./-]+)|(?:\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b)|(?:"[^"\n]{1,200}")|(?:'[^'\n]{2,200}')|(?:`[^`\n]{1,200}`)"""
+from .scoring import trajectory
+from .scoring.heuristic import (
+    ENTITY_CAP,
+    ERROR_CAP,
+    ERROR_WORDS,
+    HEDGE_DENSITY_FULL,
+    HEDGE_PHRASES,
+    HEDGE_WORDS,
+    LENGTH_CAP,
+    MAX_SCORED_CHARS,
+    W_ENTITY,
+    W_ERROR,
+    W_HEDGE,
+    W_LENGTH,
+    heuristic_score,
+    signals,
 )
 
-W_HEDGE, W_LENGTH, W_ERROR, W_ENTITY = 0.30, 0.25, 0.25, 0.20
-LENGTH_CAP = 500
-ENTITY_CAP = 10
-ERROR_CAP = 3
-HEDGE_DENSITY_FULL = 0.10  # one hedge every ten words saturates the signal
-# Scoring cost must not depend on how much text an agent sends.
-MAX_SCORED_CHARS = 20_000
+__all__ = [
+    "DEFAULT_SCORER",
+    "ENTITY_CAP",
+    "ERROR_CAP",
+    "ERROR_WORDS",
+    "HEDGE_DENSITY_FULL",
+    "HEDGE_PHRASES",
+    "HEDGE_WORDS",
+    "LENGTH_CAP",
+    "MAX_SCORED_CHARS",
+    "W_ENTITY",
+    "W_ERROR",
+    "W_HEDGE",
+    "W_LENGTH",
+    "Scorer",
+    "ScorerMemory",
+    "StepScorer",
+    "TextScorer",
+    "clamp01",
+    "get_scorer",
+    "get_step_scorer",
+    "heuristic_score",
+    "register_scorer",
+    "register_step_scorer",
+    "score_step",
+    "scorer_names",
+    "signals",
+]
 
+DEFAULT_SCORER = "trajectory"  # what a run_start without `scorer` gets
 
-def signals(text: str) -> dict[str, float]:
-    """The four normalised signals in [0, 1]."""
-    text = text[:MAX_SCORED_CHARS]
-    lower = text.lower()
-    words = _WORD.findall(lower)
-    n = len(words)
-    hedges = sum(1 for w in words if w in HEDGE_WORDS)
-    hedges += sum(lower.count(p) for p in HEDGE_PHRASES)
-    errors = sum(1 for w in words if w in ERROR_WORDS)
-    entities = len(_ENTITY.findall(text))
-    return {
-        "hedging": min(1.0, (hedges / max(n, 1)) / HEDGE_DENSITY_FULL),
-        "length": min(n, LENGTH_CAP) / LENGTH_CAP,
-        "error": min(errors, ERROR_CAP) / ERROR_CAP,
-        "entity": min(entities, ENTITY_CAP) / ENTITY_CAP,
-    }
-
-
-def heuristic_score(text: str | None) -> float:
-    if not text or not text.strip() or not _WORD.search(text):
-        return 0.5
-    s = signals(text)
-    raw = W_HEDGE * s["hedging"] + W_LENGTH * s["length"] + W_ERROR * s["error"] + W_ENTITY * s["entity"]
-    return 1.0 / (1.0 + math.exp(-6.0 * (raw - 0.5)))
+TextScorer = Callable[[str | None], float]
+Scorer = TextScorer  # the name this module has always exported
+# A step scorer's memory is kept in the run state and written to the changelog with it: plain
+# JSON values, bounded whatever the run length. None: nothing to remember.
+ScorerMemory = dict[str, Any] | None
+# (step event, memory after the previous step, max thought chars) -> (difficulty, new memory).
+# Must be pure: the worker and replay feed it the same steps and must get the same scores.
+StepScorer = Callable[[Mapping[str, Any], ScorerMemory, int], tuple[float, ScorerMemory]]
 
 
 def score_step(text: str | None) -> float:
-    """Default scorer: the product's four-signal heuristic."""
+    """The product's four-signal heuristic on a thought (what the `heuristic` scorer returns)."""
     return heuristic_score(text)
 
 
-Scorer = Callable[[str | None], float]
-_SCORERS: dict[str, Scorer] = {"heuristic": heuristic_score}
+def _on_thought(fn: TextScorer) -> StepScorer:
+    """A text scorer as a step scorer: the step's thought, cut to the limit, and no memory."""
+
+    def step_scorer(
+        step: Mapping[str, Any], memory: ScorerMemory, max_chars: int
+    ) -> tuple[float, ScorerMemory]:
+        thought = step.get("thought")
+        return fn(thought[:max_chars] if isinstance(thought, str) else None), None
+
+    return step_scorer
 
 
-def register_scorer(name: str, scorer: Scorer) -> None:
-    _SCORERS[name] = scorer
+_TEXT: dict[str, TextScorer] = {"heuristic": heuristic_score}
+_STEP: dict[str, StepScorer] = {
+    "heuristic": _on_thought(heuristic_score),
+    "trajectory": trajectory.score,
+}
 
 
-def get_scorer(name: str) -> Scorer:
+def register_scorer(name: str, scorer: TextScorer) -> None:
+    """Register a scorer of thought text under `name` (selectable by `run_start.scorer`)."""
+    _TEXT[name] = scorer
+    _STEP[name] = _on_thought(scorer)
+
+
+def register_step_scorer(name: str, scorer: StepScorer) -> None:
+    """Register a scorer of whole steps, with memory, under `name`."""
+    _TEXT.pop(name, None)
+    _STEP[name] = scorer
+
+
+def get_scorer(name: str) -> TextScorer:
+    """The text scorer registered as `name`."""
+    if name in _TEXT:
+        return _TEXT[name]
+    if name in _STEP:
+        raise ValueError(f"scorer {name!r} scores whole steps, not text: use get_step_scorer")
+    raise ValueError(f"unknown scorer {name!r} (registered: {', '.join(scorer_names())})")
+
+
+def get_step_scorer(name: str) -> StepScorer:
+    """Any registered scorer, called the way the engine calls it."""
     try:
-        return _SCORERS[name]
+        return _STEP[name]
     except KeyError:
-        raise ValueError(f"unknown scorer {name!r} (registered: {', '.join(sorted(_SCORERS))})") from None
+        raise ValueError(f"unknown scorer {name!r} (registered: {', '.join(scorer_names())})") from None
 
 
 def scorer_names() -> list[str]:
-    return sorted(_SCORERS)
+    return sorted(_STEP)
 
 
 def clamp01(x: float) -> float:

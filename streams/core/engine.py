@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import etraces
-from .difficulty import clamp01, get_scorer
+from .difficulty import DEFAULT_SCORER, clamp01, get_step_scorer
 from .events import SCHEMA_VERSION, Limits, Rejected, decode
 from .fsm import FSMState, get_transition, validate_params
 from .monitors import Semantics, extract, hold_back, resolve_weights
@@ -102,10 +102,10 @@ def start_run(ev: dict[str, Any], now: float, limits: Limits) -> Result:
     except ValueError as exc:
         raise Rejected("invalid_fsm_thresholds", str(exc), run_id) from None
     transition = ev.get("fsm_transition") or "default"
-    scorer = ev.get("scorer") or "heuristic"
+    scorer = ev.get("scorer") or DEFAULT_SCORER
     try:
         get_transition(transition)
-        get_scorer(scorer)
+        get_step_scorer(scorer)
         weights = resolve_weights(ev.get("task_profile") or "coding", ev.get("monitor_weights"))
     except ValueError as exc:
         raise Rejected("invalid_config", str(exc), run_id) from None
@@ -158,13 +158,12 @@ def apply_step(
     cfg = st.config
     params = cfg.fsm_params()
     supplied = ev.get("difficulty")
+    # The scorer sees every step, so its memory is current when an agent stops supplying one.
+    scored, scorer_state = get_step_scorer(cfg.scorer)(ev, st.scorer_state, limits.max_thought_chars)
     if supplied is not None:
         difficulty, source = clamp01(float(supplied)), "agent"
     else:
-        thought = ev.get("thought")
-        if isinstance(thought, str) and len(thought) > limits.max_thought_chars:
-            thought = thought[: limits.max_thought_chars]
-        difficulty, source = get_scorer(cfg.scorer)(thought), "scorer"
+        difficulty, source = scored, "scorer"
 
     previous = st.state
     history = st.history
@@ -179,6 +178,7 @@ def apply_step(
         st,
         state=new_state,
         history=history,
+        scorer_state=scorer_state,
         last_step=step,
         scored_steps=st.scored_steps + 1,
         tokens_used=st.tokens_used + tokens,

@@ -51,6 +51,9 @@ class TraceState:
     config: RunConfig
     state: str = FSMState.INIT.value
     history: list[float] = field(default_factory=list)
+    # The run scorer's memory between steps (bounded; None for scorers without memory and in
+    # states written before scorers had one, which then start afresh).
+    scorer_state: dict[str, Any] | None = None
     last_step: int = 0
     scored_steps: int = 0
     tokens_used: int = 0

@@ -6,7 +6,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.core.difficulty import get_scorer, register_scorer, score_step, signals
+from streams.core.difficulty import (
+    DEFAULT_SCORER,
+    get_scorer,
+    get_step_scorer,
+    register_scorer,
+    register_step_scorer,
+    score_step,
+    scorer_names,
+    signals,
+)
 
 
 @pytest.mark.parametrize("text", ["", "   ", "\n\t", None, "!!! ...", "\u200b"])
@@ -67,3 +76,28 @@ def test_scorers_are_pluggable_by_name():
     assert get_scorer("test_const")("anything") == 0.42
     with pytest.raises(ValueError, match="unknown scorer"):
         get_scorer("missing")
+
+
+def test_a_text_scorer_is_called_on_the_thought_cut_to_the_limit_and_keeps_no_memory():
+    seen = []
+    register_scorer("test_len", lambda text: seen.append(text) or 0.3)
+    d, mem = get_step_scorer("test_len")({"thought": "abcdef", "observation": "boom"}, None, 3)
+    assert (d, mem, seen) == (0.3, None, ["abc"])
+
+
+def test_step_scorers_register_by_name_and_are_not_text_scorers():
+    register_step_scorer("test_step", lambda step, mem, n: (0.7, {"seen": (mem or {}).get("seen", 0) + 1}))
+    assert get_step_scorer("test_step")({}, {"seen": 1}, 10) == (0.7, {"seen": 2})
+    with pytest.raises(ValueError, match="scores whole steps"):
+        get_scorer("test_step")
+    with pytest.raises(ValueError, match="unknown scorer"):
+        get_step_scorer("missing")
+
+
+def test_both_built_in_scorers_are_registered_and_trajectory_is_the_default():
+    assert {"heuristic", "trajectory"} <= set(scorer_names())
+    assert DEFAULT_SCORER == "trajectory"
+    assert get_step_scorer("heuristic")({"thought": "List the files."}, None, 100) == (
+        score_step("List the files."),
+        None,
+    )

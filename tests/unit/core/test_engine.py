@@ -81,7 +81,7 @@ def test_fast_decision_says_e_traces_were_skipped():
 
 
 def test_agent_supplied_difficulty_wins_and_is_clamped():
-    s, _ = started()
+    s, _ = started(scorer="heuristic")
     assert s.feed(step("r", 1, difficulty=7.0, thought="")).decision["difficulty"] == 1.0
     assert s.feed(step("r", 2, difficulty=-3)).decision["difficulty"] == 0.0
     d = s.feed(step("r", 3, thought="")).decision
