@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from bench.captainagent_convert import convert_lines
+from bench.captainagent_convert import convert_lines, is_legacy, runs_of
 from streams.core.monitors import MONITORS
 from streams.local.broker import REPO
 from streams.replay import Replayer
@@ -269,7 +269,7 @@ def evaluate(data: Path | None, synthetic: bool = True, samples: int = 2) -> dic
             raw = path.read_bytes().splitlines()
             lines = list(convert_lines(raw))
             groups.append((path.stem, replay_runs(path.stem, lines, labels)))
-            if lines != [ln for ln in raw if ln.strip()]:
+            if any(is_legacy(run) for run in runs_of(raw)):
                 # also as recorded (the speaker in `action`): the monitors must hold on both forms
                 groups.append((f"{path.stem} (as recorded)", replay_runs(path.stem, raw, labels)))
     if synthetic:
@@ -297,7 +297,8 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
-def print_report(results: dict[str, Any], out: Any = sys.stdout) -> None:
+def print_report(results: dict[str, Any], out: Any = None) -> None:
+    out = out or sys.stdout
     short = {m: m.split("_")[0][:6] + "_" + m.split("_")[-1][:5] for m in MONITORS}
     for name, by_outcome in results.items():
         if name == "synthetic_behaviours":

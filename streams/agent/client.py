@@ -100,8 +100,10 @@ def step_event(
     tokens: int | None = None,
     model_id: str | None = None,
     difficulty: float | None = None,
+    agent: str | None = None,
 ) -> dict[str, Any]:
-    """The step event the client publishes: this step only, never the trace so far."""
+    """The step event the client publishes: this step only, never the trace so far. `agent`
+    names who spoke or acted in a multi-agent system; a step without `action` is a message."""
     event: dict[str, Any] = {
         "type": "step",
         "schema_version": SCHEMA_VERSION,
@@ -118,6 +120,8 @@ def step_event(
     }
     if difficulty is not None:
         event["difficulty"] = difficulty
+    if agent is not None:
+        event["agent"] = agent
     return event
 
 
@@ -385,6 +389,7 @@ class SteeringClient:
         tokens: int | None = None,
         model_id: str | None = None,
         difficulty: float | None = None,
+        agent: str | None = None,
     ) -> Decision | None:
         """Publish step `step` and wait for its decision (None if it missed the deadline)."""
         run = self._runs[run_id]
@@ -399,6 +404,7 @@ class SteeringClient:
             tokens=tokens,
             model_id=model_id,
             difficulty=difficulty,
+            agent=agent,
         )
         t0 = time.perf_counter()
         d = await self._publish_and_wait(run, step, event, True)

@@ -50,6 +50,8 @@ def previous_step(messages: list[BaseMessage]) -> dict[str, Any]:
     ai = messages[last_ai]
     assert isinstance(ai, AIMessage)
     fields: dict[str, Any] = {"thought": _text(ai.content) or None}
+    if ai.name:  # multi-agent graphs name each agent's messages
+        fields["agent"] = str(ai.name)
     if ai.tool_calls:
         call = ai.tool_calls[0]
         fields["action"] = call["name"]

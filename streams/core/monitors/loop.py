@@ -30,7 +30,7 @@ NO_PROGRESS_OBS = 0.5  # sketch overlap above which two results carry the same i
 STEP, ACTION, TEXT, SIG, OBS, SKETCH, ERR, ERRLINE, THOUGHT, EMPTY, CONDENSE, OBS_EMPTY, MODIFIES = range(13)
 VERIFIES, PATHS, AGENT, MESSAGE, FACTS = 13, 14, 15, 16, 17
 MESSAGE_CHARS = 160  # of a message step kept to compare with the same agent's next messages
-REWORDED_MESSAGE = 0.8  # MiniLM cosine of two messages that say the same thing
+REWORDED_MESSAGE = 0.85  # static-model cosine of two messages that say the same thing
 # What a message adds: numbers, quoted or code strings, links, file names.
 FACT = re.compile(r"\b\d[\d,.]*\d\b|\d{2,}|`[^`]{2,40}`|\"[^\"]{3,40}\"|https?://\S+|\b[\w-]+\.[a-z]{2,4}\b")
 
@@ -155,7 +155,7 @@ def evaluate(st: LoopState, f: StepFeatures, sem: Semantics) -> tuple[LoopState,
             )
 
     # 3. The same message, no tool call between.
-    if cur[ACTION] is None and cur[THOUGHT]:
+    if cur[ACTION] is None and cur[THOUGHT] and (cur[MESSAGE] or not cur[AGENT]):
         mine = [e for e in window if e[AGENT] == cur[AGENT]]  # each agent's own messages
         n = _trailing(mine, lambda e: e[ACTION] is None and e[THOUGHT] == cur[THOUGHT])
         score = 0.85 if n >= 3 else 0.35 if n == 2 else 0.0
@@ -263,7 +263,9 @@ def evaluate(st: LoopState, f: StepFeatures, sem: Semantics) -> tuple[LoopState,
     if cur[MESSAGE]:
         peers = [e for e in window[:-1] if e[MESSAGE] and e[AGENT] == cur[AGENT]]
         if len(peers) >= 2:
-            sims = sem.matches(cur[MESSAGE], [e[MESSAGE] for e in peers], FAST_HI, FAST_LO)
+            # the static model only: chat messages are long and frequent, MiniLM on each would
+            # cost more than the rest of the step; what they add is judged by facts below
+            sims = sem.fast_sims(cur[MESSAGE], [e[MESSAGE] for e in peers])
             members = [e for e, s in zip(peers, sims, strict=True) if s >= REWORDED_MESSAGE]
             seen = {h for e in members for h in e[FACTS]}
             new_facts = [h for h in cur[FACTS] if h not in seen]

@@ -63,3 +63,8 @@ def test_session_steps_must_alternate() -> None:
 
 def test_failure_outcome_names_the_exception_type() -> None:
     assert failure_outcome(TimeoutError) == "failure: TimeoutError"
+
+
+def test_previous_step_names_the_agent_of_a_named_message() -> None:
+    history = [HumanMessage("q"), AIMessage("Next, ask the researcher.", name="supervisor")]
+    assert previous_step(history) == {"thought": "Next, ask the researcher.", "agent": "supervisor"}

@@ -1,0 +1,33 @@
+"""A monitor finding on the step that ends a run is reported, not injected: no call reads it."""
+
+from __future__ import annotations
+
+from streams.core.events import load_schema
+from streams.replay import Replayer
+from tests.factories import b, run_start, step
+
+
+def test_a_finding_on_a_submit_step_is_reported_and_held_back_as_final_step() -> None:
+    import jsonschema
+
+    rp = Replayer()
+    rp.feed(b(run_start("r", task="Fix the parser")))
+    rp.feed(
+        b(
+            step(
+                "r", 1, thought="Apply the fix.", action="edit", action_input="3:3\nx = 1\n", observation="ok"
+            )
+        )
+    )
+    d, _ = rp.feed(
+        b(step("r", 2, thought="Done, submitting.", action="submit", action_input=None, observation=""))
+    )
+    assert d is not None
+    assert "verification_skip" in d["monitors"]["fired"]
+    assert d["suppressed"] == "final_step" and not d["inject"] and d["injections"] == []
+    jsonschema.validate(d, load_schema("decision"))
+    # the run goes on after all: the same finding is injected on the next step
+    d, _ = rp.feed(
+        b(step("r", 3, thought="Rejected; look again.", action="open", action_input="a.py", observation="x"))
+    )
+    assert d is not None and d["inject"] and "step 2" in d["injection_text"]
