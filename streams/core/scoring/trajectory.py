@@ -197,8 +197,9 @@ def score(
     # purpose (tests after an edit), so that takes a third time.
     call = result = 0
     same: list[int] = []  # failed flags of earlier identical calls with the identical result
-    if action or action_input is not None:
-        sig = f"{step.get('agent') or ''}\x00{action or ''}\x00{_text(action_input, INPUT_CHARS)}"
+    input_text = _text(action_input, INPUT_CHARS)
+    if action and (input_text or obs_text):  # a call with neither input nor result says nothing
+        sig = f"{step.get('agent') or ''}\x00{action}\x00{input_text}"
         call = zlib.crc32(sig.encode("utf-8", "replace"))
         result = digest(window(obs_text)) if obs_text else 0
         same = [c[2] for c in mem.calls if c[0] == call and c[1] == result]
@@ -218,7 +219,7 @@ def score(
     new_file = bool(paths) and any(p not in mem.files for p in paths)
     fixed = not out.failed and any(c[0] == call and c[2] for c in mem.calls)
     progress = _progress(out, mem, fixed, new_file, w)
-    if call and not out.failed and not loop and out.kind == "ok":
+    if call and obs_text and not out.failed and not loop and out.kind == "ok":
         thought_score *= 1.0 - w.calm  # the call worked: easier than the wording alone suggests
 
     evidence = 1.0 - (

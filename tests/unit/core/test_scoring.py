@@ -288,6 +288,9 @@ def test_plain_messages_are_not_tool_calls_and_do_not_make_a_loop() -> None:
     )
     d = scores([msg] * 6)
     assert len(set(d)) == 1
+    # the older multi-agent form: the speaker in `action`, no input, no output
+    legacy = dict(msg, action="WebSurfer", agent=None)
+    assert len(set(scores([legacy] * 6))) == 1
 
 
 def test_weights_are_adjustable_by_registering_a_variant() -> None:
