@@ -82,6 +82,15 @@ def _trailing(window: list[list[Any]], same: Any) -> int:
     return n
 
 
+ID = re.compile(r"[\w#-]*\d[\w#-]*")
+
+
+def _ids(text: str) -> set[str]:
+    """Tokens with digits in an input: ids, numbers, versions. Inputs that differ in them ask
+    about different things."""
+    return set(ID.findall(text))
+
+
 def _label(e: list[Any]) -> str:
     text: str = e[TEXT]
     return text.split(":", 1)[0] if text else str(e[ACTION])
@@ -224,6 +233,7 @@ def evaluate(st: LoopState, f: StepFeatures, sem: Semantics) -> tuple[LoopState,
         # verification, not a loop), and the cheap test first: only peers whose results
         # brought nothing new are embedded.
         since = max((i + 1 for i, e in enumerate(window[:-1]) if e[MODIFIES]), default=0)
+        cur_ids = _ids(cur[TEXT])
         peers = [
             e
             for e in window[since:-1]
@@ -232,8 +242,10 @@ def evaluate(st: LoopState, f: StepFeatures, sem: Semantics) -> tuple[LoopState,
             and e[SIG] != cur[SIG]
             and not e[MODIFIES]
             and not e[VERIFIES]
-            # the same query over other files or targets is exploration, not a rewording
+            # the same query over other files or targets is exploration, not a rewording, and so
+            # is the same lookup of another id (order #W4597054, then order #W4836353)
             and (not e[PATHS] or not cur[PATHS] or e[PATHS] == cur[PATHS])
+            and _ids(e[TEXT]) == cur_ids
             and (
                 (e[OBS_EMPTY] and cur[OBS_EMPTY])
                 or (e[ERR] and cur[ERR])

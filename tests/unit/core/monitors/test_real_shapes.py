@@ -218,3 +218,10 @@ def test_reading_the_tests_of_the_function_to_fix_is_not_drift(sem):
             )
         )
     assert not run.fired_anywhere(DRIFT)
+
+
+def test_looking_up_different_ids_with_one_tool_is_not_a_reworded_loop(sem):
+    run = Run(sem)
+    for order in ("#W4597054", "#W4836353", "#W7773202", "#W9300146"):
+        run.feed(step("", "get_order_details", {"order_id": order}, '{"status": "delivered", "items": []}'))
+    assert not run.fired_anywhere(LOOP)
