@@ -11,8 +11,8 @@ each in [0, 1]:
 * failure: how badly the observation failed (`observation.read`: a timeout or a missing command
   1.0, a crash or build error 0.9, the framework's error flag alone 0.8, tool misuse 0.7,
   failing tests 0.6 plus 0.1 per further failing test, a bare non-zero exit 0.6, "not found"
-  0.25 and not counted as a failure); cut to a tenth when the thought announced it ("run the
-  reproduction", "this should fail"), for crashes, test failures and exits only;
+  0.25 and not counted as a failure); cut to a tenth when the thought announced it ("reproduce the
+  bug", "this should fail"), for a first crash, test failure or exit only;
 * streak: consecutive failed steps, 0 for the first, 1 from the fourth on;
 * repetition: a failure repeating (the same failing call with the same result, or the same
   error line again) -- and, separately, a loop: a successful call with the same result for the
@@ -107,11 +107,14 @@ class Memory:
 
 
 _MEMORY_FIELDS = tuple(f.name for f in fields(Memory))
+# The agent announcing that this run should fail: reproducing the bug, seeing the failure. Not
+# a bare "run the reproduction script", which is as often the check that a fix works.
+_TROUBLE = r"(?:bug|issue|error|problem|failure|exception|crash|behaviou?r)"
 _EXPECT = re.compile(
-    r"\b(?:reproduc\w*|repro)\b|\b(?:should|expect(?:ed|ing)? (?:it |this |them )?to|will|would)"
-    r" (?:still )?(?:fail|error|raise|break|crash)|\bsee (?:the |if |whether |it )?(?:\w+ )?"
-    r"(?:fail\w*|error|bug|issue|problem|exception)|\bconfirm (?:the |that )?(?:\w+ )?"
-    r"(?:bug|issue|error|problem|failure|exception)",
+    rf"\breproduc\w* (?:the |this |that )?(?:\w+ )?{_TROUBLE}|\b{_TROUBLE} (?:is |gets )?reproduced"
+    r"|\b(?:should|expect(?:ed|ing)? (?:it |this |them )?to|will|would) (?:still )?(?:fail|error|raise|break|crash)"
+    rf"|\b(?:see|observe|confirm|show|trigger|hit) (?:the |that |if |whether |it )?(?:\w+ )?(?:fail\w*|{_TROUBLE})"
+    r"|\bas expected\b",
     re.IGNORECASE,
 )
 # Failures a reproduction produces; a missing command, a timeout or tool misuse never is the plan.
