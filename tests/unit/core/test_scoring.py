@@ -267,6 +267,17 @@ def test_an_anticipated_reproduction_failure_stays_low() -> None:
     assert d < 0.2
 
 
+def test_running_the_reproduction_to_check_a_fix_is_not_an_anticipated_failure() -> None:
+    check = ev(
+        "The fix is in place. Let's verify it with the reproduction script.",
+        "bash",
+        "python repro.py",
+        'Traceback (most recent call last):\n  File "repro.py", line 4\nValueError: bad',
+        True,
+    )
+    assert scores([check])[0] > 0.6
+
+
 def test_a_missing_command_is_never_an_anticipated_failure() -> None:
     s = dict(MISSING, thought="Compile and run the reproduction to confirm the bug.")
     assert scores([s])[0] > 0.6
