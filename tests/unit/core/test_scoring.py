@@ -20,6 +20,7 @@ from streams.core.scoring import observation as obs
 from streams.core.scoring import trajectory
 from streams.core.scoring.trajectory import Weights
 from streams.core.state import TraceState
+from streams.local import simulate
 from tests.factories import b, run_start
 
 LIMITS = Limits()
@@ -413,6 +414,13 @@ def test_five_failures_in_a_row_with_confident_thoughts_reach_slow() -> None:
     assert "FAST" in states[:8]
     assert states[8] != "FAST"  # the first failure already leaves FAST
     assert states[12] == "SLOW"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_healthy_synthetic_run_spends_most_steps_in_fast(seed: int) -> None:
+    _, gen = simulate.trajectory("healthy", 40, seed)
+    states = [d["fsm_state"] for d in run(list(gen))]
+    assert states.count("FAST") >= 0.6 * len(states) and "SLOW" not in states
 
 
 def test_the_heuristic_stays_selectable_with_its_old_scores() -> None:
