@@ -80,9 +80,26 @@ def cmd_replay(args: argparse.Namespace) -> int:
         retriever = _replay_retriever(args)
         if retriever is not None:
             stack.callback(retriever.close)
-        n_dec, n_dl = replay_file(src, out, dl, limits, retriever=retriever)
+        n_dec, n_dl = replay_file(
+            src,
+            out,
+            dl,
+            limits,
+            retriever=retriever,
+            max_runs_per_org=_setting(args.max_runs_per_org, "max_runs_per_org"),
+            partitions=_setting(args.partitions, "partitions"),
+            control_key=os.environ.get(Settings.env_name("control_key"), ""),
+        )
     print(f"replay: {n_dec} decisions, {n_dl} dead-letters", file=sys.stderr)
     return 0
+
+
+def _setting(flag: Any, name: str) -> Any:
+    """A replay flag, else the worker's RB_* variable, else the setting's default."""
+    if flag is not None:
+        return flag
+    raw = os.environ.get(Settings.env_name(name), "")
+    return Settings.parse_value(name, raw) if raw else getattr(Settings, name)
 
 
 def _replay_retriever(args: argparse.Namespace) -> Any:
@@ -254,6 +271,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--deadletter", help="write dead-letter records here (JSONL)")
     r.add_argument("--max-event-bytes", type=int, default=Settings.max_event_bytes)
     r.add_argument("--max-thought-chars", type=int, default=Settings.max_thought_chars)
+    r.add_argument(
+        "--max-runs-per-org",
+        type=int,
+        default=None,
+        help="as the worker's RB_MAX_RUNS_PER_ORG (0: no cap); the control key comes from RB_CONTROL_KEY",
+    )
+    r.add_argument(
+        "--partitions",
+        type=int,
+        default=None,
+        help="as the worker's RB_PARTITIONS (the run cap is counted per partition)",
+    )
     r.add_argument(
         "--monitor-profiles",
         default="",

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .core.events import Limits
+from .core.retention import DEFAULT_MAX_RUNS_PER_ORG
 
 ENV_PREFIX = "RB_"
 GUARANTEES = ("at_least_once", "exactly_once")
@@ -42,6 +43,13 @@ class Settings:
     finished_retention_s: float = 3600.0  # a finished run's state is kept this long (0: forever)
     idle_timeout_s: float = 86400.0  # an unfinished run with no event this long is dropped (0: never)
     evict_interval_s: float = 30.0  # how often the worker looks for runs to evict
+    # runs one org may hold in the table (unfinished, and finished within retention); split
+    # evenly over the partitions; past it run_start is dead-lettered too_many_runs (0: no cap)
+    max_runs_per_org: int = DEFAULT_MAX_RUNS_PER_ORG
+    # secret: when set, rb.evict control records are signed and unsigned ones refused
+    control_key: str = ""
+    # /ready answers 503 while an event read from a partition has waited this long for its ack
+    stall_threshold_s: float = 30.0
     max_event_bytes: int = 256 * 1024
     max_thought_chars: int = 20_000
     log_level: str = "info"
@@ -193,6 +201,10 @@ class Settings:
                 raise bad(name, "must be >= 0 (0 keeps runs forever)")
         if self.evict_interval_s <= 0:
             raise bad("evict_interval_s", "must be > 0")
+        if self.max_runs_per_org < 0:
+            raise bad("max_runs_per_org", "must be >= 0 (0: no cap)")
+        if self.stall_threshold_s <= 0:
+            raise bad("stall_threshold_s", "must be > 0")
         if self.etrace_retry_s < 0:
             raise bad("etrace_retry_s", "must be >= 0")
         if self.qdrant_url and not self.qdrant_url.startswith(("http://", "https://")):
@@ -234,7 +246,7 @@ class Settings:
         return d
 
 
-SECRETS = ("qdrant_api_key", "sasl_password", "ssl_key_password", "web_token")
+SECRETS = ("qdrant_api_key", "sasl_password", "ssl_key_password", "web_token", "control_key")
 _TOPIC_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 

@@ -1,15 +1,24 @@
 """Run-state transitions: (state, event) -> (state, decision). The one code path that both
-the Faust worker and `rb-streams replay` run, which is why their decisions are identical."""
+the Faust worker and `rb-streams replay` run, which is why their decisions are identical.
+
+Total: `handle`, `complete` and `seal` never raise. Whatever fails inside them (a bug, an
+encoder meeting a value it cannot hold) becomes an `internal_error` rejection naming the stage
+and the exception, and the run keeps a consistent state: the one it had, except that a step's
+number is used up (`consumed`), so the run's next step is answered normally. Because the
+fallback is computed here, the worker and replay agree on it too.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
+
+import orjson
 
 from . import etraces
 from .difficulty import DEFAULT_SCORER, clamp01, get_step_scorer
-from .events import SCHEMA_VERSION, Limits, Rejected, decode
+from .events import SCHEMA_VERSION, TOKENS_MAX, Limits, Rejected, decode
 from .fsm import FSMState, get_transition, validate_params
 from .monitors import Semantics, extract, hold_back, resolve_weights
 from .monitors import evaluate as evaluate_monitors
@@ -34,6 +43,85 @@ class Result:
     extras: dict[str, Any] = field(default_factory=dict)
     # E-trace queries the adapter must answer (`complete`) before the decision goes out.
     plan: etraces.Plan | None = None
+    prior: TraceState | None = None  # the run's state before this event (None: new or unknown)
+    step: int | None = None  # the step number a step event carries
+    now: float | None = None  # the processing time `handle` was given
+    # With an internal_error rejection: the stage that failed and the exception.
+    failed_stage: str | None = None
+    error: BaseException | None = None
+    # Set by `seal`: the decision as sent and the state as stored.
+    wire_decision: bytes | None = None
+    wire_state: bytes | None = None
+
+    @property
+    def opens_run(self) -> bool:
+        """A run_start that creates its run (not a duplicate, not refused)."""
+        return (
+            self.event_type == "run_start"
+            and self.rejection is None
+            and not self.duplicate
+            and self.state is not None
+        )
+
+
+NO_KEY = object()  # `handle(key=...)` default: the input came without a message key (replay)
+RunsCap = Callable[[str, str], str | None]  # (org_id, run_id) -> why a new run is refused, or None
+
+
+def consumed(
+    prior: TraceState | None, event_type: str | None, step: int | None, now: float | None
+) -> TraceState | None:
+    """The state a run keeps when its event's result could not be produced: the state it had,
+    except that a step's number is used up. Its next step is then answered (not out_of_order)
+    and a re-sent copy of the failed step is a duplicate. None: store nothing."""
+    if prior is None or event_type != "step" or step is None or prior.finished:
+        return None
+    if step != prior.last_step + 1:
+        return None
+    st = replace(prior, last_step=step)
+    st.updated_ts = now
+    return st
+
+
+def failed(
+    stage: str,
+    exc: BaseException,
+    run_id: str | None,
+    prior: TraceState | None,
+    step: int | None,
+    event_type: str | None,
+    now: float | None,
+) -> Result:
+    """An internal_error result: the stage, the exception type and message, the fallback state."""
+    detail = f"{stage}: {describe(exc)}"
+    try:
+        state = consumed(prior, event_type, step, now)
+    except Exception:  # the fallback itself must not raise
+        state = None
+    return Result(
+        run_id,
+        state=state,
+        rejection=Rejected("internal_error", detail, run_id, step),
+        event_type=event_type,
+        prior=prior,
+        step=step,
+        now=now,
+        failed_stage=stage,
+        error=exc,
+    )
+
+
+def describe(exc: BaseException) -> str:
+    """`Type: message`, cut short; never raises (an exception's __str__ may)."""
+    try:
+        msg = str(exc)
+    except Exception:
+        msg = "(message unavailable)"
+    return f"{type(exc).__name__}: {msg[:300]}"
+
+
+def _failed_from(result: Result, stage: str, exc: BaseException) -> Result:
+    return failed(stage, exc, result.run_id, result.prior, result.step, result.event_type, result.now)
 
 
 def empty_monitors() -> dict[str, Any]:
@@ -95,7 +183,8 @@ def _with_log(st: TraceState, decision: dict[str, Any], kept: int) -> TraceState
     return st
 
 
-def start_run(ev: dict[str, Any], now: float, limits: Limits) -> Result:
+def run_config(ev: dict[str, Any]) -> RunConfig:
+    """What a run_start fixes for the run's lifetime, or Rejected."""
     run_id = ev["run_id"]
     try:
         params = validate_params(ev.get("fsm_thresholds"))
@@ -128,6 +217,45 @@ def start_run(ev: dict[str, Any], now: float, limits: Limits) -> Result:
         fsm_transition=transition,
         scorer=scorer,
     )
+    return cfg
+
+
+# Compared when a run_start repeats: `weights` is resolved from task_profile and
+# monitor_weights (compared themselves), so a profile reloaded since does not count.
+_CONFIG_FIELDS = tuple(f.name for f in fields(RunConfig) if f.name != "weights")
+
+
+_EVENT_KEY = {"fsm": "fsm_thresholds"}  # RunConfig field -> the run_start key it comes from
+
+
+def config_conflict(st: TraceState, ev: dict[str, Any]) -> Rejected | None:
+    """A repeated run_start whose config differs from the run's: reported, never applied."""
+    try:
+        cfg = run_config(ev)
+    except Rejected as rej:
+        return Rejected(
+            "config_conflict", f"run_start repeated with an invalid config ({rej.detail})", st.run_id
+        )
+    # Only what the repeated run_start states is compared: a field it leaves out takes today's
+    # default, which may not be the default the run started with (the scorer's, after an upgrade).
+    given = {_EVENT_KEY.get(n, n) for n in _CONFIG_FIELDS} & set(ev)
+    diff = [
+        n
+        for n in _CONFIG_FIELDS
+        if _EVENT_KEY.get(n, n) in given and getattr(cfg, n) != getattr(st.config, n)
+    ]
+    if not diff:
+        return None
+    return Rejected(
+        "config_conflict",
+        f"run_start repeated with a different config ({', '.join(diff)}); the run keeps its first config",
+        st.run_id,
+    )
+
+
+def start_run(ev: dict[str, Any], now: float, limits: Limits) -> Result:
+    run_id = ev["run_id"]
+    cfg = run_config(ev)
     ts = ev.get("ts")
     st = TraceState(run_id=run_id, config=cfg, started_ts=ts, last_event_ts=ts)
     decision = _decision(st, 0, None, None, None, ts, now, None)
@@ -181,7 +309,7 @@ def apply_step(
         scorer_state=scorer_state,
         last_step=step,
         scored_steps=st.scored_steps + 1,
-        tokens_used=st.tokens_used + tokens,
+        tokens_used=min(TOKENS_MAX, st.tokens_used + tokens),  # saturates: never past 2**53
         last_event_ts=ts if ts is not None else st.last_event_ts,
     )
     skipped = None
@@ -232,7 +360,15 @@ def _plan_etraces(
 
 def complete(result: Result, answers: list[etraces.Answer]) -> Result:
     """Apply the store's answers to the planned queries: injections, call counts, and the
-    reason when the store could not answer. Pure; a no-op for results without a plan."""
+    reason when the store could not answer. Pure; a no-op for results without a plan; never
+    raises (a failure is an internal_error result with the fallback state)."""
+    try:
+        return _complete(result, answers)
+    except Exception as exc:
+        return _failed_from(result, "complete", exc)
+
+
+def _complete(result: Result, answers: list[etraces.Answer]) -> Result:
     plan, st, d = result.plan, result.state, result.decision
     if not plan or st is None or d is None:
         return result
@@ -290,6 +426,7 @@ def _run_monitors(
         st.monitor_injections,
         st.last_monitor_injection_step,
         st.last_monitor_injection_text,
+        final=res.final,
     )
     if held is not None:
         decision["suppressed"] = held
@@ -328,12 +465,58 @@ def handle(
     limits: Limits,
     now: float,
     sem: Semantics | None = None,
+    *,
+    key: object = NO_KEY,
+    runs_cap: RunsCap | None = None,
 ) -> Result:
-    """Decode, validate and apply one input. Never raises for bad input: returns a rejection."""
-    result = _handle(raw, lookup, limits, now, sem)
+    """Decode, validate and apply one input. Never raises: bad input is a rejection with its
+    reason, a failure inside is an internal_error result (see `failed`).
+
+    `key`: the message key (bytes or None) when the input came from Kafka: it must be the
+    run_id, checked before the run is looked up. `runs_cap` refuses a new run (too_many_runs).
+    """
+    seen = _Seen()
+
+    def looked_up(run_id: str) -> TraceState | None:
+        st = lookup(run_id)
+        seen.prior = st
+        return st
+
+    try:
+        result = _handle(raw, looked_up, limits, now, sem, key, runs_cap, seen)
+    except Exception as exc:
+        return failed("evaluate", exc, seen.run_id, seen.prior, seen.step, seen.event_type, now)
+    result.prior, result.step, result.now = seen.prior, seen.step, now
     if result.state is not None:  # always a fresh copy (every path replaces the looked-up state)
         result.state.updated_ts = now
     return result
+
+
+def seal(result: Result) -> Result:
+    """Encode the decision (as sent) and the state (as stored). Pure and total: a value an
+    encoder cannot hold makes the event an internal_error with the fallback state, instead of
+    an exception between the decision and its ack."""
+    try:
+        result.wire_decision = None if result.decision is None else orjson.dumps(result.decision)
+        result.wire_state = None if result.state is None else result.state.encode()
+        return result
+    except Exception as exc:
+        out = _failed_from(result, "encode", exc)
+    try:
+        out.wire_state = None if out.state is None else out.state.encode()
+    except Exception:
+        out.state = None
+    return out
+
+
+@dataclass
+class _Seen:
+    """What `_handle` learnt before a failure, for the fallback."""
+
+    run_id: str | None = None
+    event_type: str | None = None
+    step: int | None = None
+    prior: TraceState | None = None
 
 
 def _handle(
@@ -342,21 +525,44 @@ def _handle(
     limits: Limits,
     now: float,
     sem: Semantics | None,
+    key: object,
+    runs_cap: RunsCap | None,
+    seen: _Seen,
 ) -> Result:
     ev: dict[str, Any] | None = None
     try:
         ev = decode(raw, limits)
         run_id = ev["run_id"]
         etype = ev["type"]
+        step = ev.get("step")
+        seen.run_id, seen.event_type = run_id, etype
+        seen.step = step if type(step) is int else None
+        if key is not NO_KEY and key != run_id.encode("utf-8"):
+            # A run's state lives with the partition its key maps to: events keyed otherwise
+            # would split it, so they are refused (before the lookup, which would miss).
+            shown = "no key" if key is None else f"key {key[:100]!r}" if isinstance(key, bytes) else "a key"
+            raise Rejected(
+                "key_mismatch",
+                f"message has {shown}, expected the run_id; events must be keyed by run_id",
+                run_id,
+                seen.step,
+            )
         st = lookup(run_id)
         if etype == "run_start":
             if st is not None:
+                conflict = config_conflict(st, ev)
+                if conflict is not None:
+                    raise conflict
                 return Result(
                     run_id, state=replace(st, duplicates=st.duplicates + 1), duplicate=True, event_type=etype
                 )
+            if runs_cap is not None:
+                full = runs_cap(ev.get("org_id") or "default", run_id)
+                if full is not None:
+                    raise Rejected("too_many_runs", full, run_id)
             return start_run(ev, now, limits)
         if st is None:
-            raise Rejected("unknown_run", f"no run_start seen for run {run_id!r}", run_id, ev.get("step"))
+            raise Rejected("unknown_run", f"no run_start seen for run {run_id!r}", run_id, seen.step)
         if etype == "step":
             return apply_step(st, ev, limits, now, sem)
         return finish_run(st, ev)

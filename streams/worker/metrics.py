@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -26,6 +28,23 @@ TRANSITIONS = (
     ("SKIP", "NORMAL"),
 )
 DEADLETTER_REASONS: tuple[str, ...] = tuple(load_schema("deadletter")["properties"]["reason"]["enum"])
+# Where an event's processing can fail (rb_internal_errors_total{stage}); see Worker.process.
+STAGES = (
+    "evaluate",  # decode, validate, state transition, monitors (core.engine.handle)
+    "etraces",  # the pattern store query (the decision still goes out, without E-traces)
+    "complete",  # applying the E-trace answers (core.engine.complete)
+    "encode",  # the decision and state encoders (core.engine.seal)
+    "send",  # the decision to the steering topic
+    "deadletter",  # a dead-letter record to its topic
+    "store",  # the run's state to the table
+    "evict",  # an rb.evict control record
+    "metrics",  # counting the event
+    "ack",  # releasing the event's ack
+    "dispatch",  # anything else between reading the event and finishing it
+)
+RENDER_MAX_AGE_S = 1.0  # /metrics renders at most once per second, however many scrape
+# aiohttp takes the charset separately; the exposition format is UTF-8 anyway.
+CONTENT_TYPE = "; ".join(p for p in CONTENT_TYPE_LATEST.split("; ") if not p.startswith("charset="))
 
 
 class Metrics:
@@ -114,7 +133,25 @@ class Metrics:
             ["partition"],
             registry=r,
         )
+        self.internal_errors = Counter(
+            "rb_internal_errors",
+            "Failures inside the worker while processing an event, by stage (each event is "
+            "dead-lettered internal_error and acked: processing goes on)",
+            ["stage"],
+            registry=r,
+        )
+        self.partition_stall = Gauge(
+            "rb_partition_stall_seconds",
+            "Per assigned partition: how long the oldest event read but not yet acked has waited "
+            "(the committed offset cannot pass it); 0 when none waits",
+            ["partition"],
+            registry=r,
+        )
+        self._body = b""
+        self._rendered = -RENDER_MAX_AGE_S
         # Known label values start at zero so rate() sees the first increase.
+        for stage in STAGES:
+            self.internal_errors.labels(stage)
         for reason in ("finished", "idle"):
             self.evictions.labels(reason)
         for s in STATES:
@@ -174,7 +211,13 @@ class Metrics:
     def deadletter(self, reason: str) -> None:
         self.deadletters.labels(reason).inc()
 
-    def render(self) -> tuple[bytes, str]:
-        # aiohttp takes the charset separately; the exposition format is UTF-8 anyway.
-        ctype = "; ".join(p for p in CONTENT_TYPE_LATEST.split("; ") if not p.startswith("charset="))
-        return generate_latest(self.registry), ctype
+    def internal_error(self, stage: str) -> None:
+        self.internal_errors.labels(stage if stage in STAGES else "dispatch").inc()
+
+    def render(self, now: float | None = None) -> tuple[bytes, str]:
+        """The exposition, rendered at most once per RENDER_MAX_AGE_S: the web server shares
+        the event loop with processing, so a burst of scrapes must not cost a render each."""
+        now = time.monotonic() if now is None else now
+        if now - self._rendered >= RENDER_MAX_AGE_S:
+            self._body, self._rendered = generate_latest(self.registry), now
+        return self._body, CONTENT_TYPE

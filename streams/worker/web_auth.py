@@ -16,11 +16,23 @@ Handler = Callable[..., Awaitable[Any]]
 
 
 def authorized(token: str, header: str | None) -> bool:
+    """Whether `header` carries the token. The scheme is case-insensitive (RFC 9110); any
+    header, whatever its bytes, gets an answer (never an exception: an unauthenticated client
+    must not be able to cause a 500 and a logged traceback per request)."""
     if not token:
         return True
-    if not header or not header.startswith("Bearer "):
+    if not header:
         return False
-    return hmac.compare_digest(header[len("Bearer ") :].strip().encode(), token.encode())
+    scheme, _, credentials = header.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    # aiohttp hands header bytes over as text (non-UTF-8 bytes as surrogate escapes): compare
+    # bytes; text that is not even that cannot be the token.
+    try:
+        given = credentials.strip().encode("utf-8", "surrogateescape")
+    except UnicodeError:
+        return False
+    return hmac.compare_digest(given, token.encode("utf-8"))
 
 
 def bearer_guard(token: str) -> Callable[[Handler], Handler]:

@@ -132,3 +132,14 @@ def test_cli_flags_are_typed_like_env_vars():
     assert args.ssl_check_hostname is False and args.partitions == 3
     with pytest.raises(SystemExit):
         build_parser().parse_args(["config", "--partitions", "three"])
+
+
+def test_run_cap_stall_threshold_and_control_key_settings():
+    s = Settings.from_env({"RB_MAX_RUNS_PER_ORG": "0", "RB_STALL_THRESHOLD_S": "5", "RB_CONTROL_KEY": "k"})
+    assert s.max_runs_per_org == 0 and s.stall_threshold_s == 5.0
+    assert s.as_dict(mask_secrets=True)["control_key"] == "****"
+    assert Settings().max_runs_per_org == 10_000 and Settings().stall_threshold_s == 30.0
+    with pytest.raises(SettingsError, match="RB_MAX_RUNS_PER_ORG"):
+        Settings.from_env({"RB_MAX_RUNS_PER_ORG": "-1"})
+    with pytest.raises(SettingsError, match="RB_STALL_THRESHOLD_S"):
+        Settings.from_env({"RB_STALL_THRESHOLD_S": "0"})

@@ -1,13 +1,29 @@
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.core.events import fast_validator, validator
-from tests.factories import run_finish, run_start, step
+from streams.core.events import (
+    STEP_MAX,
+    TOKENS_MAX,
+    Limits,
+    Rejected,
+    decode,
+    fast_validator,
+    load_schema,
+    validator,
+)
+from tests.factories import b, run_finish, run_start, step
 
+BOUNDARY_NUMBERS = [0, -1, 1.0, 0.0, 2.0, 1e3, 2**31 - 1, 2**31, 2**53, 2**53 + 1, 2**63, 2**64 - 1, 2.0**64]
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-5, 5) | st.floats(-2, 2, allow_nan=False) | st.text(max_size=5),
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 5)
+    | st.sampled_from(BOUNDARY_NUMBERS)
+    | st.floats(-2, 2, allow_nan=False)
+    | st.text(max_size=5),
     lambda children: (
         st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3)
     ),
@@ -56,3 +72,48 @@ def test_fast_validator_agrees_with_the_reference_validator(name, mutation):
     except Exception:
         fast = False
     assert fast == ref, ev
+
+
+def test_both_validators_take_no_float_for_an_integer():
+    assert not validator("step").is_valid(step("r", 1.0))
+    with pytest.raises(Exception, match="integer"):
+        fast_validator("step")(step("r", 2.0))
+    decision = {"step": 1.0, "tokens_used": 5.0}
+    bad = {e.absolute_path[0] for e in validator("decision").iter_errors(decision) if e.validator == "type"}
+    assert bad == {"step", "tokens_used"}
+
+
+def test_schema_maxima_are_the_stated_bounds():
+    props = load_schema("step")["properties"]
+    assert props["step"]["maximum"] == STEP_MAX and props["tokens"]["maximum"] == TOKENS_MAX
+    assert load_schema("run_start")["properties"]["token_budget"]["maximum"] == TOKENS_MAX
+    dec = load_schema("decision")["properties"]
+    assert dec["step"]["maximum"] == STEP_MAX and dec["tokens_used"]["maximum"] == TOKENS_MAX
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b(step("r", 1.0)),
+        b(step("r", 1, tokens=5.0)),
+        b(run_start("r", token_budget=1e3)),
+        b'{"type":"step","schema_version":1,"run_id":"r","step":18446744073709551616}',
+        b'{"type":"step","schema_version":1,"run_id":"r","step":2147483648}',
+        b'{"type":"step","schema_version":1,"run_id":"r","step":1,"tokens":9007199254740993}',
+        b'{"type":"step","schema_version":1.0,"run_id":"r","step":1}',
+    ],
+)
+def test_inexact_or_out_of_range_integers_are_schema_violations(raw):
+    with pytest.raises(Rejected) as err:
+        decode(raw, Limits())
+    assert err.value.reason == "schema_violation"
+
+
+def test_a_deeply_nested_violation_is_explained_without_recursion():
+    deep = b"[" * 1000 + b"1" + b"]" * 1000
+    raw = (
+        b'{"type":"step","schema_version":1,"run_id":"r","step":1,"tokens":"x","action_input":' + deep + b"}"
+    )
+    with pytest.raises(Rejected) as err:
+        decode(raw, Limits())
+    assert err.value.reason == "schema_violation" and "tokens" in err.value.detail

@@ -31,3 +31,13 @@ def test_a_finding_on_a_submit_step_is_reported_and_held_back_as_final_step() ->
         b(step("r", 3, thought="Rejected; look again.", action="open", action_input="a.py", observation="x"))
     )
     assert d is not None and d["inject"] and "step 2" in d["injection_text"]
+
+
+def test_a_repeated_run_start_that_leaves_the_scorer_out_keeps_the_run_without_conflict() -> None:
+    """A run started before an upgrade changed the default scorer is not in conflict with its own resend."""
+    rp = Replayer()
+    rp.feed(b(run_start("u", scorer="heuristic", task="t")))
+    _, dead = rp.feed(b(run_start("u", task="t")))
+    assert dead is None
+    _, dead = rp.feed(b(run_start("u", task="another task")))
+    assert dead is not None and dead["reason"] == "config_conflict"

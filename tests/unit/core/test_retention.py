@@ -6,10 +6,12 @@ from streams.core.engine import handle
 from streams.core.events import Limits
 from streams.core.retention import (
     EvictRequest,
+    RunsHeld,
     evict_request,
     expiry,
     parse_evict,
     retention_clock,
+    verified,
     version,
 )
 from streams.embeddings.embedder import default_semantics
@@ -81,3 +83,45 @@ def test_replay_applies_a_recorded_eviction_only_if_the_run_has_not_moved_on():
     assert "a" not in rp.states and "c" in rp.states
     decision, dl = rp.feed(b(step("a", 2)))
     assert decision is None and dl is not None and dl["reason"] == "unknown_run"
+
+
+def test_signed_requests_verify_only_under_their_key():
+    raw = evict_request("r", (3, False, 0), key="k1")
+    req = parse_evict(raw)
+    assert req is not None and req.mac is not None
+    assert verified(req, "k1") and not verified(req, "k2")
+    assert verified(parse_evict(evict_request("r", (3, False, 0))), "")  # no key: not checked
+    assert not verified(parse_evict(evict_request("r", (3, False, 0))), "k1")  # unsigned
+    forged = parse_evict(raw.replace(b'"version":[3,', b'"version":[4,'))
+    assert forged is not None and not verified(forged, "k1")
+
+
+def test_requests_with_inexact_versions_are_not_requests():
+    assert parse_evict(b'{"type":"rb.evict","run_id":"r","version":[1.0,false,0]}') is None
+    assert parse_evict(b'{"type":"rb.evict","run_id":"r","version":[1,0,0]}') is None
+    assert parse_evict(b'{"type":"rb.evict","run_id":7,"version":[1,false,0]}') is None
+
+
+def test_replay_under_a_control_key_refuses_unsigned_and_wrongly_keyed_requests():
+    rp = Replayer(clock=lambda: 1.0, control_key="k")
+    rp.feed(b(run_start("a")))
+    ver = version(rp.states["a"])
+    decision, dl = rp.feed(evict_request("a", ver))
+    assert decision is None and dl["reason"] == "invalid_control" and "RB_CONTROL_KEY" in dl["detail"]
+    decision, dl = rp.feed(evict_request("a", ver, key="k"), key=b"other")
+    assert dl["reason"] == "invalid_control" and "not keyed" in dl["detail"]
+    assert "a" in rp.states
+    assert rp.feed(evict_request("a", ver, key="k"), key=b"a") == (None, None)
+    assert "a" not in rp.states
+
+
+def test_runs_held_split_the_cap_over_partitions_and_rebuild_from_the_table():
+    held = RunsHeld(5, lambda rid: int(rid[-1]) % 2, partitions=2)
+    assert held.per_partition == 3  # ceil(5 / 2)
+    for rid in ("a0", "b0", "c0"):
+        assert held.refusal("acme", rid) is None
+        held.add(rid, "acme")
+    assert held.refusal("acme", "d0") is not None and held.refusal("acme", "d1") is None
+    held.reset({"a0": "acme", "x1": "globex"})
+    assert held.held("acme") == 1 and held.held("globex") == 1
+    assert RunsHeld(0, lambda rid: 0, partitions=8).refusal("acme", "r") is None  # 0: no cap

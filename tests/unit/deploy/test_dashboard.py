@@ -29,6 +29,7 @@ REQUIRED_ALERTS = {
     "RbDeadLetterRateHigh": "5m",
     "RbDecisionLatencyP99High": "5m",
     "RbManyRunsInSkip": "15m",
+    "RbWorkerStalled": "1m",
 }
 
 # What each required panel must read (a metric of each group appears in the panel's queries).
@@ -47,6 +48,8 @@ REQUIRED_PANELS = {
     "Pattern store health": {"rb_etrace_store_up", "rb_etrace_store_failures_total"},
     "Dead-letters by reason": {"rb_deadletters_total"},
     "Active runs and table entries": {"rb_active_runs", "rb_table_entries"},
+    "Partition stall (oldest unacked event)": {"rb_partition_stall_seconds"},
+    "Internal errors by stage": {"rb_internal_errors_total"},
 }
 
 

@@ -16,6 +16,8 @@ REQUIRED_ALERTS = (
     "RbDeadLetterRateHigh",
     "RbDecisionLatencyP99High",
     "RbManyRunsInSkip",
+    "RbWorkerStalled",
+    "RbInternalErrors",
 )
 
 

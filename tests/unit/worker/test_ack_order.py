@@ -38,3 +38,21 @@ def test_revoked_partitions_are_forgotten_and_late_completions_pass_through():
     a.forget({"p0"})
     assert a.waiting() == 0
     assert a.done("p0", 2, "e2") == ["e2"]
+
+
+def test_the_oldest_held_event_ages_until_released():
+    now = [100.0]
+    a: AckOrder[str] = AckOrder(clock=lambda: now[0])
+    a.received("p0", 7)
+    now[0] = 101.0
+    a.received("p0", 8)
+    a.received("p1", 3)
+    now[0] = 130.0
+    assert a.oldest_age() == {"p0": 30.0, "p1": 29.0}
+    assert a.done("p0", 8, "e8") == []  # 7 still holds the partition back
+    assert a.oldest_age()["p0"] == 30.0 and a.next_unreleased("p0") == 7
+    assert a.done("p0", 7, "e7") == ["e7", "e8"]
+    assert "p0" not in a.oldest_age() and a.next_unreleased("p0") == 9
+    assert a.next_unreleased("p9") is None
+    a.forget({"p1"})
+    assert a.oldest_age() == {}

@@ -3,6 +3,9 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from streams.settings import Settings
 from streams.worker.web_auth import authorized, bearer_guard
 
@@ -41,3 +44,22 @@ def test_guard_answers_401_with_a_challenge_or_calls_through():
 def test_the_token_is_a_secret_masked_by_config():
     s = Settings.from_env({"RB_WEB_TOKEN": "t0k"})
     assert s.web_token == "t0k" and s.as_dict(mask_secrets=True)["web_token"] == "****"
+
+
+def test_the_scheme_is_case_insensitive():
+    for scheme in ("bearer", "BEARER", "BeArEr"):
+        assert authorized("t0k", f"{scheme} t0k")
+    assert not authorized("t0k", "Bearer")
+
+
+@given(st.text())
+def test_any_header_text_gets_an_answer_never_an_exception(header):
+    scheme, _, credentials = header.strip().partition(" ")
+    assert authorized("t0k", header) is (scheme.lower() == "bearer" and credentials.strip() == "t0k")
+    assert authorized("t0k", "Bearer " + header) is (header.strip() == "t0k")
+
+
+def test_header_bytes_that_are_not_utf8_are_refused():
+    assert not authorized("t0k", "Bearer \udcff\udcfe")  # aiohttp's surrogate escapes
+    assert not authorized("t0k", "Bearer \ud800")  # not even that
+    assert authorized("é-token", "Bearer é-token")

@@ -1,0 +1,83 @@
+"""Faults injected into a real worker process, for the poison tests: its own code fails, never
+Kafka. Importing this module registers the fault transition (in the test process too, so
+`Replayer` takes the same path); `main()` runs `rb-streams worker` with the faults named in
+RB_TEST_FAULTS installed.
+
+* transition `test-fault` (select it in run_start's `fsm_transition`): a step whose supplied
+  difficulty is FAIL_EVALUATE raises inside the engine (stage evaluate); FAIL_ENCODE makes the
+  state machine return a state no encoder can hold (an integer past 64 bits: stage encode).
+* `send`: the decision of step 1 of runs named `sendfail-*` fails to send (stage send).
+* `hang`: the run_start of runs named `hang-*` never finishes (a stage that never returns).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from streams.core.fsm import FSMParams, FSMState, get_transition, register_transition
+
+FAULT_TRANSITION = "test-fault"
+FAIL_EVALUATE = 0.123
+FAIL_ENCODE = 0.456
+SEND_FAIL_PREFIX = "sendfail-"
+HANG_PREFIX = "hang-"
+
+
+class _Unencodable:
+    value = 2**70  # what the engine stores as the FSM state: orjson cannot encode it
+
+
+@register_transition(FAULT_TRANSITION)
+def _fault_transition(current: FSMState, history: Sequence[float], params: FSMParams) -> Any:
+    if history and history[-1] == FAIL_EVALUATE:
+        raise RuntimeError("injected fault in the state machine")
+    if history and history[-1] == FAIL_ENCODE:
+        return _Unencodable()
+    return get_transition("default")(current, history, params)
+
+
+def install(faults: set[str]) -> None:
+    from streams.worker.app import Worker
+
+    if "send" in faults:
+        init = Worker.__init__
+
+        def init_with_failing_send(self: Worker, *args: Any, **kwargs: Any) -> None:
+            init(self, *args, **kwargs)
+            send = self.steering.send
+
+            async def failing_send(*a: Any, **kw: Any) -> Any:
+                key, value = kw.get("key") or b"", kw.get("value") or b"{}"
+                if key.startswith(SEND_FAIL_PREFIX.encode()) and orjson.loads(value).get("step") == 1:
+                    raise RuntimeError("injected producer failure")
+                return await send(*a, **kw)
+
+            self.steering.send = failing_send  # type: ignore[method-assign]
+
+        Worker.__init__ = init_with_failing_send  # type: ignore[method-assign]
+    if "hang" in faults:
+        conclude = Worker._conclude
+
+        async def hanging_conclude(self: Worker, job: Any, result: Any) -> None:
+            if (job.run_id or "").startswith(HANG_PREFIX):
+                await asyncio.Event().wait()  # never set
+            await conclude(self, job, result)
+
+        Worker._conclude = hanging_conclude  # type: ignore[method-assign]
+
+
+def main() -> int:
+    install({f for f in os.environ.get("RB_TEST_FAULTS", "").split(",") if f})
+    from streams.cli import main as cli_main
+
+    return cli_main(["worker"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
