@@ -43,7 +43,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     import faust
 
     from .kafka.topics import ensure_topics
-    from .worker.app import Worker
+    from .worker.assemble import assemble
 
     s = _settings(args)
     s.data_path.mkdir(parents=True, exist_ok=True)
@@ -53,7 +53,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     finally:
         loop.close()
     asyncio.set_event_loop(asyncio.new_event_loop())
-    w = Worker(s, counts[s.steering_topic])
+    w = assemble(s, counts[s.steering_topic])
     worker = faust.Worker(w.app, loglevel=s.log_level, quiet=True)
     # Faust's terminal spinner hooks the root logger at DEBUG so it can spin on every record,
     # which makes every library debug() call format a record: ~10% of the hot path.

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..core.etraces import Answer, Plan
+from ..embeddings.embedder import Embedder
 from .pattern_store import PatternStore, QdrantPatternStore
 
 log = logging.getLogger(__name__)
@@ -157,12 +158,8 @@ def _describe(exc: BaseException) -> str:
     return text[:200]
 
 
-def open_store(settings: Any, embedder: Any = None) -> QdrantPatternStore:
+def open_store(settings: Any, embedder: Embedder) -> QdrantPatternStore:
     """The store the settings name: a server if `qdrant_url`, else local mode on disk."""
-    from ..embeddings.embedder import get_embedders
-
-    if embedder is None:
-        embedder = get_embedders()[1]
     if settings.qdrant_url:
         return QdrantPatternStore(
             embedder,

@@ -44,6 +44,7 @@ def _fault_transition(current: FSMState, history: Sequence[float], params: FSMPa
 
 def install(faults: set[str]) -> None:
     from streams.worker.app import Worker
+    from streams.worker.processor import Processor
 
     if "send" in faults:
         init = Worker.__init__
@@ -62,14 +63,14 @@ def install(faults: set[str]) -> None:
 
         Worker.__init__ = init_with_failing_send  # type: ignore[method-assign]
     if "hang" in faults:
-        conclude = Worker._conclude
+        conclude = Processor._conclude
 
-        async def hanging_conclude(self: Worker, job: Any, result: Any) -> None:
+        async def hanging_conclude(self: Processor, job: Any, result: Any) -> None:
             if (job.run_id or "").startswith(HANG_PREFIX):
                 await asyncio.Event().wait()  # never set
             await conclude(self, job, result)
 
-        Worker._conclude = hanging_conclude  # type: ignore[method-assign]
+        Processor._conclude = hanging_conclude  # type: ignore[method-assign]
 
 
 def main() -> int:

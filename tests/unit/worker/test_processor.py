@@ -1,0 +1,107 @@
+"""The worker's per-event glue without a broker: order, acks, redelivery, error boundary."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from streams.core.monitors import Semantics
+from tests.factories import run_finish, run_start, step
+from tests.unit.worker.harness import GatedStore, rig
+
+
+def test_a_runs_events_wait_behind_its_pending_etrace_event_while_other_runs_proceed(sem: Semantics) -> None:
+    async def go() -> None:
+        store = GatedStore(hold=1)
+        r = rig(sem, store)
+        await r.feed(run_start("slow"))  # offset 0: its E3 query (the first) waits on the gate
+        await r.feed(step("slow", 1))  # offset 1: queued behind it
+        await r.feed(run_start("fast"))  # offsets 2, 3: another run, not held back
+        await r.feed(step("fast", 1))
+        for _ in range(200):
+            if len(r.steps_of("fast")) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert r.steps_of("fast") == [0, 1]
+        assert r.steps_of("slow") == []
+        assert r.stream.acked == []  # offset 0 is pending: nothing after it may be acked
+        store.gate.set()
+        await r.drain()
+        assert r.steps_of("slow") == [0, 1]  # in step order
+        assert r.stream.acked == [0, 1, 2, 3]  # released as one contiguous prefix
+        assert r.processor.ack_order.waiting() == 0
+
+    asyncio.run(go())
+
+
+def test_acks_are_released_only_as_a_contiguous_prefix_of_offsets(sem: Semantics) -> None:
+    async def go() -> None:
+        store = GatedStore(hold=1)
+        r = rig(sem, store)
+        await r.feed(run_start("a"))  # 0: waits
+        await r.feed(b"not json", key=b"x")  # 1: dead-lettered inline
+        await r.feed(step("nobody", 1))  # 2: unknown run, dead-lettered inline
+        await asyncio.sleep(0.05)
+        assert [d["reason"] for d in r.deadletters] == ["invalid_json", "unknown_run"]
+        assert r.stream.acked == []
+        store.gate.set()
+        await r.drain()
+        assert r.stream.acked == [0, 1, 2]
+
+    asyncio.run(go())
+
+
+def test_a_replayed_step_gets_no_second_decision(sem: Semantics) -> None:
+    async def go() -> None:
+        r = rig(sem, GatedStore())
+        for ev in (run_start("r"), step("r", 1), step("r", 2)):
+            await r.feed(ev)
+            await r.drain()
+        await r.feed(step("r", 1))  # redelivered after a crash: already answered
+        await r.feed(step("r", 2))
+        await r.drain()
+        await r.feed(step("r", 3))
+        await r.feed(run_finish("r"))
+        await r.drain()
+        assert r.steps_of("r") == [0, 1, 2, 3]
+        assert r.deadletters == []
+        assert r.stream.acked == list(range(7))
+
+    asyncio.run(go())
+
+
+def test_a_failure_inside_the_pipeline_is_dead_lettered_and_acked(
+    sem: Semantics, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def go() -> None:
+        r = rig(sem, GatedStore())
+        await r.feed(run_start("r"))
+        await r.drain()
+
+        async def broken(key: bytes, value: bytes, partition: int) -> None:
+            raise RuntimeError("producer gone")
+
+        monkeypatch.setattr(r.processor, "_send_decision", broken)
+        await r.feed(step("r", 1))
+        await r.drain()
+        assert [d["reason"] for d in r.deadletters] == ["internal_error"]
+        assert "send: RuntimeError" in r.deadletters[0]["detail"]
+        assert r.stream.acked == [0, 1]
+        assert r.runs.lookup("r") is not None and r.runs.lookup("r").last_step == 1  # type: ignore[union-attr]
+
+    asyncio.run(go())
+
+
+def test_run_counts_follow_every_stored_state(sem: Semantics) -> None:
+    async def go() -> None:
+        r = rig(sem, GatedStore())
+        for ev in (run_start("a"), run_start("b"), step("a", 1), run_finish("b")):
+            await r.feed(ev)
+            await r.drain()
+        assert r.runs.active == 1 and r.runs.finished == 1
+        counted = (+r.runs.by_state, r.runs.finished, dict(r.runs.seen))
+        r.runs.recount()  # what a recovery rebuilds from the table
+        assert (+r.runs.by_state, r.runs.finished, dict(r.runs.seen)) == counted
+
+    asyncio.run(go())

@@ -1,0 +1,79 @@
+"""Eviction without a broker: requests go through the run's own order and respect versions."""
+
+from __future__ import annotations
+
+import asyncio
+
+from streams.core.monitors import Semantics
+from streams.core.retention import evict_request, parse_evict, version
+from tests.factories import run_finish, run_start, step
+from tests.unit.worker.harness import GatedStore, rig
+
+
+def test_an_expired_run_is_asked_for_once_then_evicted_through_its_partition(sem: Semantics) -> None:
+    async def go() -> None:
+        r = rig(sem, GatedStore(), retention_s=60.0)
+        for ev in (run_start("r"), step("r", 1), run_finish("r")):
+            await r.feed(ev)
+            await r.drain()
+        assert await r.retention.sweep(r.now[0] + 30) == 0  # not expired yet
+        assert await r.retention.sweep(r.now[0] + 61) == 1
+        assert await r.retention.sweep(r.now[0] + 62) == 0  # asked already, not applied yet
+        key, value, _ = r.steps_sent[0]
+        assert key == b"r" and parse_evict(value) is not None
+        r.now[0] += 61
+        await r.feed(value, key=key)  # the request comes back in order with the run's events
+        assert r.runs.lookup("r") is None and b"r" not in r.table
+        assert r.runs.finished == 0 and b"r" not in r.runs.seen
+        assert r.deadletters == []
+
+    asyncio.run(go())
+
+
+def test_eviction_respects_versions_a_run_that_moved_on_is_kept(sem: Semantics) -> None:
+    async def go() -> None:
+        r = rig(sem, GatedStore(), idle_s=60.0)
+        for ev in (run_start("r"), step("r", 1)):
+            await r.feed(ev)
+            await r.drain()
+        r.now[0] += 61
+        assert await r.retention.sweep(r.now[0]) == 1
+        key, request, _ = r.steps_sent[0]
+        await r.feed(step("r", 2))  # the run moved on before the request came back
+        await r.drain()
+        await r.feed(request, key=key)
+        st = r.runs.lookup("r")
+        assert st is not None and st.last_step == 2
+        assert r.deadletters == []  # stale, not refused
+
+    asyncio.run(go())
+
+
+def test_a_forged_or_misrouted_eviction_is_refused_and_the_run_kept(sem: Semantics) -> None:
+    async def go() -> None:
+        r = rig(sem, GatedStore(), idle_s=60.0)
+        await r.feed(run_start("r"))
+        await r.drain()
+        st = r.runs.lookup("r")
+        assert st is not None
+        r.now[0] += 61
+        await r.feed(evict_request("r", version(st), "not-the-key"), key=b"r")
+        await r.feed(evict_request("r", version(st), "k"), key=b"other")
+        assert r.runs.lookup("r") is not None
+        assert [d["reason"] for d in r.deadletters] == ["invalid_control", "invalid_control"]
+
+    asyncio.run(go())
+
+
+def test_a_run_that_is_not_expired_is_not_evicted_by_a_valid_request(sem: Semantics) -> None:
+    async def go() -> None:
+        r = rig(sem, GatedStore(), idle_s=60.0)
+        await r.feed(run_start("r"))
+        await r.drain()
+        st = r.runs.lookup("r")
+        assert st is not None
+        await r.feed(evict_request("r", version(st), "k"), key=b"r")  # signed, but too early
+        assert r.runs.lookup("r") is not None
+        assert [d["reason"] for d in r.deadletters] == ["invalid_control"]
+
+    asyncio.run(go())
