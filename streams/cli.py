@@ -65,6 +65,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     from .core.events import Limits
     from .core.monitors import load_profiles
+    from .embeddings.models import load_models
     from .replay import replay_file
 
     profiles = args.monitor_profiles or os.environ.get(Settings.env_name("monitor_profiles"), "")
@@ -77,7 +78,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
             sys.stdout.buffer if args.output in (None, "-") else stack.enter_context(open(args.output, "wb"))
         )
         dl = stack.enter_context(open(args.deadletter, "wb")) if args.deadletter else None
-        retriever = _replay_retriever(args)
+        models = load_models()  # once: the monitors and the pattern store share them
+        retriever = _replay_retriever(args, models.full)
         if retriever is not None:
             stack.callback(retriever.close)
         n_dec, n_dl = replay_file(
@@ -85,6 +87,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             out,
             dl,
             limits,
+            sem=models.semantics(),
             retriever=retriever,
             max_runs_per_org=_setting(args.max_runs_per_org, "max_runs_per_org"),
             partitions=_setting(args.partitions, "partitions"),
@@ -102,16 +105,15 @@ def _setting(flag: Any, name: str) -> Any:
     return Settings.parse_value(name, raw) if raw else getattr(Settings, name)
 
 
-def _replay_retriever(args: argparse.Namespace) -> Any:
+def _replay_retriever(args: argparse.Namespace, embedder: Any) -> Any:
     """The pattern store replay queries: a server, a local store dir, or a seed file loaded
     into memory; None (E-traces answered "no pattern store configured") without any."""
-    from .embeddings.embedder import get_embedders
     from .etraces.pattern_store import QdrantPatternStore
     from .etraces.retrieval import Retriever
 
     if not (args.patterns or args.qdrant_url or args.patterns_seed):
         return None
-    emb = get_embedders()[1]
+    emb = embedder
     if args.qdrant_url:
         store = QdrantPatternStore(emb, url=args.qdrant_url, api_key=os.environ.get("RB_QDRANT_API_KEY"))
     else:
@@ -147,16 +149,16 @@ def _load_file(store: Any, path: str, quiet: bool = False) -> tuple[int, int]:
 
 
 def cmd_patterns(args: argparse.Namespace) -> int:
-    from .embeddings.embedder import get_embedders
+    from .embeddings.models import load_models
     from .etraces.pattern_store import QdrantPatternStore, StoreInUse
     from .kafka import wire
 
     s = _settings(args)
     try:
         if s.qdrant_url:
-            store = QdrantPatternStore(get_embedders()[1], url=s.qdrant_url, api_key=s.qdrant_api_key)
+            store = QdrantPatternStore(load_models().full, url=s.qdrant_url, api_key=s.qdrant_api_key)
         else:
-            store = QdrantPatternStore(get_embedders()[1], path=s.patterns_dir)
+            store = QdrantPatternStore(load_models().full, path=s.patterns_dir)
     except StoreInUse as exc:
         print(f"rb-streams: {exc}", file=sys.stderr)
         return 2
@@ -229,8 +231,8 @@ def cmd_models(args: argparse.Namespace) -> int:
     import time
     from pathlib import Path
 
-    from .embeddings.embedder import ModelNotAvailable, default_models_dir
     from .embeddings.model_build import STATIC_MODEL_NAME, build_static_model
+    from .embeddings.paths import ModelNotAvailable, default_models_dir
 
     out = Path(args.out) if args.out else default_models_dir() / STATIC_MODEL_NAME
     last = [0.0]

@@ -36,7 +36,8 @@ class Replayer:
         self,
         limits: Limits | None = None,
         clock: Callable[[], float] = time.time,
-        sem: Semantics | None = None,
+        *,
+        sem: Semantics,
         retriever: Retriever | None = None,
         max_runs_per_org: int = DEFAULT_MAX_RUNS_PER_ORG,
         partitions: int = DEFAULT_PARTITIONS,
@@ -49,10 +50,6 @@ class Replayer:
         self.clock = clock
         self.control_key = control_key
         self.held = RunsHeld(max_runs_per_org, lambda rid: wire.partition_for(rid, partitions), partitions)
-        if sem is None:
-            from .embeddings.embedder import default_semantics
-
-            sem = default_semantics()
         self.sem = sem
 
     def feed(
@@ -98,7 +95,8 @@ def replay_file(
     out: BinaryIO,
     deadletters: BinaryIO | None = None,
     limits: Limits | None = None,
-    sem: Semantics | None = None,
+    *,
+    sem: Semantics,
     retriever: Retriever | None = None,
     max_runs_per_org: int = DEFAULT_MAX_RUNS_PER_ORG,
     partitions: int = DEFAULT_PARTITIONS,

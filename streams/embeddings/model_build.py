@@ -39,7 +39,9 @@ from typing import Any
 
 import numpy as np
 
-from .embedder import FloatArray, MiniLMEmbedder, default_models_dir
+from .minilm import MiniLMEmbedder
+from .paths import default_models_dir
+from .vectors import FloatArray
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +178,7 @@ def build_static_model(
     """
     out = Path(out_dir).resolve()
     t0 = time.perf_counter()
-    minilm = minilm or MiniLMEmbedder(cache_size=0)
+    minilm = minilm or MiniLMEmbedder()
     want = BuildStamp(
         source_sha256=file_sha256(minilm.model_dir / "model.safetensors"), max_tokens=max_tokens
     )

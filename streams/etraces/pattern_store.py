@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..core.embedding import Embedder
 from ..core.etraces import E3_MAX, Answer, Hit, Query
-from ..embeddings.embedder import Embedder
 from .patterns import FAILURE_TYPE_VALUES, Pattern
 
 log = logging.getLogger(__name__)

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ..core.embedding import Embedder
 from ..core.etraces import Answer, Plan
-from ..embeddings.embedder import Embedder
 from .pattern_store import PatternStore, QdrantPatternStore
 
 log = logging.getLogger(__name__)

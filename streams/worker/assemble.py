@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 
-from ..core.monitors import Semantics
-from ..embeddings.embedder import Embedder, get_embedders
+from ..core.embedding import Embedder
+from ..embeddings.models import load_models
 from ..etraces.pattern_store import QdrantPatternStore
 from ..etraces.patterns import read_file
 from ..etraces.retrieval import Retriever, open_store
@@ -56,12 +56,12 @@ def build_retriever(settings: Settings, store: QdrantPatternStore | None, metric
 
 def assemble(settings: Settings, steering_partitions: int | None = None) -> Worker:
     """A ready-to-run worker for `settings` (the topics exist already)."""
-    fast, full = get_embedders()
+    models = load_models()  # once: the monitors and the pattern store share them
     metrics = Metrics()
-    retriever = build_retriever(settings, open_seeded_store(settings, full), metrics)
+    retriever = build_retriever(settings, open_seeded_store(settings, models.full), metrics)
     return Worker(
         settings,
-        semantics=Semantics(fast, full),
+        semantics=models.semantics(),
         retriever=retriever,
         metrics=metrics,
         steering_partitions=steering_partitions,

@@ -10,7 +10,6 @@ from typing import Any
 
 import orjson
 
-from streams.embeddings.embedder import get_embedders
 from streams.etraces.pattern_store import QdrantPatternStore
 from streams.etraces.patterns import read_file
 from streams.etraces.retrieval import Retriever
@@ -19,6 +18,7 @@ from streams.replay import Replayer
 from streams.settings import Settings
 from tests.integration.conftest import STARTER
 from tests.integration.kafka_io import read_all
+from tests.models import models, semantics
 
 WIRE_ONLY = ("key", "partition", "offset")
 SUMMARY = (
@@ -85,10 +85,10 @@ def check_against_replay(inputs: list[dict], live: list[dict]) -> Replayer:
     assert not differing, f"re-sent decisions that differ: {differing[:5]}"
     print(f"identical re-sent decisions: {len(live) - len(copies)}")
 
-    store = QdrantPatternStore(get_embedders()[1])
+    store = QdrantPatternStore(models().full)
     store.upsert(read_file(STARTER)[0])
     lines = [orjson.dumps({k: v for k, v in e.items() if k not in WIRE_ONLY}) for e in inputs]
-    rp = Replayer(retriever=Retriever(store))
+    rp = Replayer(sem=semantics(), retriever=Retriever(store))
     offline = [d for d, _ in rp.run(lines) if d]
     first = {(d["run_id"], d["step"]): strip(d) for d in reversed(live)}
     assert sorted(first.values()) == sorted(strip(d) for d in offline)

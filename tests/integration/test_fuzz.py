@@ -15,6 +15,7 @@ from streams.agent.client import SteeringClient
 from streams.replay import Replayer
 from tests.factories import run_start, step
 from tests.integration.kafka_io import read_all
+from tests.models import semantics
 
 pytestmark = pytest.mark.integration
 
@@ -87,7 +88,7 @@ def test_ten_thousand_mixed_events_are_all_accounted_for(worker):
     bad = [bad_event(rng, ids, s.max_event_bytes) for _ in range(TOTAL - n_valid)]
 
     # What the pure core says of each bad input on its own (the worker must agree).
-    rp = Replayer()
+    rp = Replayer(sem=semantics())
     for raw, _, want in bad:
         decision, dead = rp.feed(raw)
         assert decision is None and dead is not None, (want, raw[:200])

@@ -12,7 +12,6 @@ import pytest
 from streams.agent.client import SteeringClient
 from streams.core.fsm import DifficultyFSM, FSMState
 from streams.core.monitors import MONITORS
-from streams.embeddings.embedder import get_embedders
 from streams.etraces.pattern_store import QdrantPatternStore
 from streams.etraces.patterns import read_file
 from streams.etraces.retrieval import Retriever
@@ -21,6 +20,7 @@ from streams.replay import Replayer
 from tests.factories import b, run_finish, run_start, step
 from tests.integration.conftest import STARTER, make_settings, start_worker
 from tests.integration.kafka_io import read_all
+from tests.models import models, semantics
 
 pytestmark = pytest.mark.integration
 
@@ -167,9 +167,13 @@ def _replay_matches_worker(worker, tmp_path):
 
     src = tmp_path / "events.jsonl"
     src.write_bytes(b"\n".join(b(e) for e in mixed) + b"\n")
-    store = QdrantPatternStore(get_embedders()[1])
+    store = QdrantPatternStore(models().full)
     store.upsert(read_file(STARTER)[0])
-    offline = [d for d, _ in Replayer(retriever=Retriever(store)).run(src.read_bytes().splitlines()) if d]
+    offline = [
+        d
+        for d, _ in Replayer(sem=semantics(), retriever=Retriever(store)).run(src.read_bytes().splitlines())
+        if d
+    ]
 
     def norm(ds):
         return sorted(

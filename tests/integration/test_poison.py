@@ -36,6 +36,7 @@ from streams.replay import Replayer
 from streams.settings import Settings
 from tests.integration import faults
 from tests.integration.conftest import make_settings
+from tests.models import semantics
 from tests.poison import Recipe, Runs, materialize, recipes
 
 pytestmark = pytest.mark.integration
@@ -240,14 +241,22 @@ def poisoned(broker: str, tmp_path_factory: pytest.TempPathFactory):
         "worker": w,
         # What the worker should have answered: the steps topic replayed (probes included).
         "verify": Replayer(
-            max_runs_per_org=MAX_RUNS_PER_ORG, partitions=s.partitions, control_key=CONTROL_KEY
+            sem=semantics(),
+            max_runs_per_org=MAX_RUNS_PER_ORG,
+            partitions=s.partitions,
+            control_key=CONTROL_KEY,
         ),
         "fed": {},
         "want_dl": {},  # (partition, offset) -> dead-letter record
         "want_dec": {},  # (run_id, step) -> decision
         "send_faults": set(),  # (run_id, step) whose decision the worker fails to send
         # Only to pick step numbers while planning (never compared with the worker).
-        "plan": Replayer(max_runs_per_org=MAX_RUNS_PER_ORG, partitions=s.partitions, control_key=CONTROL_KEY),
+        "plan": Replayer(
+            sem=semantics(),
+            max_runs_per_org=MAX_RUNS_PER_ORG,
+            partitions=s.partitions,
+            control_key=CONTROL_KEY,
+        ),
         "examples": 0,
     }
     yield state

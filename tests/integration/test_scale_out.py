@@ -15,7 +15,6 @@ import orjson
 import pytest
 
 from streams.agent.client import SteeringClient
-from streams.embeddings.embedder import get_embedders
 from streams.etraces.pattern_store import QdrantPatternStore
 from streams.etraces.patterns import read_file
 from streams.etraces.retrieval import Retriever
@@ -26,6 +25,7 @@ from streams.replay import Replayer
 from streams.settings import Settings
 from tests.integration.conftest import STARTER, make_settings
 from tests.integration.kafka_io import read_all
+from tests.models import models, semantics
 
 pytestmark = pytest.mark.integration
 
@@ -152,10 +152,10 @@ def test_two_workers_split_partitions_and_a_leave_and_a_join_change_no_decision(
     assert len(per_step) == RUNS * (STEPS + 1)
     assert max(per_step.values()) == 1, [k for k, n in per_step.items() if n > 1][:10]
 
-    store = QdrantPatternStore(get_embedders()[1])
+    store = QdrantPatternStore(models().full)
     store.upsert(read_file(STARTER)[0])
     lines = [orjson.dumps({k: v for k, v in e.items() if k not in WIRE_ONLY}) for e in inputs]
-    offline = [d for d, _ in Replayer(retriever=Retriever(store)).run(lines) if d]
+    offline = [d for d, _ in Replayer(sem=semantics(), retriever=Retriever(store)).run(lines) if d]
 
     def norm(ds: list[dict]) -> list[bytes]:
         return sorted(

@@ -3,10 +3,10 @@ from __future__ import annotations
 import pytest
 
 from streams.core.monitors import Semantics
-from streams.embeddings.embedder import default_semantics
+from tests.models import semantics
 
 
 @pytest.fixture(scope="session")
 def sem() -> Semantics:
     """The real embedders (static + MiniLM), loaded once per test session."""
-    return default_semantics()
+    return semantics()

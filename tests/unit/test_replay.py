@@ -7,6 +7,7 @@ import orjson
 from streams.cli import main
 from streams.replay import Replayer, replay_file
 from tests.factories import b, run_finish, run_start, step
+from tests.models import semantics
 
 
 def events():
@@ -35,9 +36,9 @@ def test_replay_writes_one_decision_per_model_call_in_wire_format(tmp_path):
 def test_interleaving_of_runs_does_not_change_decisions():
     evs = events()
     strip = lambda d: {k: v for k, v in d.items() if k != "processed_ts"}  # noqa: E731
-    r1 = [strip(d) for d, _ in Replayer().run(b(e) for e in evs) if d]
+    r1 = [strip(d) for d, _ in Replayer(sem=semantics()).run(b(e) for e in evs) if d]
     only_a = [e for e in evs if e["run_id"] == "a"] + [e for e in evs if e["run_id"] == "b"]
-    r2 = [strip(d) for d, _ in Replayer().run(b(e) for e in only_a) if d]
+    r2 = [strip(d) for d, _ in Replayer(sem=semantics()).run(b(e) for e in only_a) if d]
     key = lambda d: (d["run_id"], d["step"])  # noqa: E731
     assert sorted(r1, key=key) == sorted(r2, key=key)
 
@@ -45,4 +46,4 @@ def test_interleaving_of_runs_does_not_change_decisions():
 def test_replay_file_counts():
     src = io.BytesIO(b"\n".join(b(e) for e in events()))
     out = io.BytesIO()
-    assert replay_file(src, out) == (18, 0)
+    assert replay_file(src, out, sem=semantics()) == (18, 0)

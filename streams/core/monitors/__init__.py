@@ -13,7 +13,7 @@ from .profiles import (
     register_profile,
     resolve_weights,
 )
-from .semantics import Semantics, TextEmbedder
+from .semantics import Semantics
 from .suite import MonitorResult, MonitorState, evaluate
 
 __all__ = [
@@ -27,7 +27,6 @@ __all__ = [
     "MonitorState",
     "Semantics",
     "StepFeatures",
-    "TextEmbedder",
     "clean_weights",
     "composite",
     "evaluate",

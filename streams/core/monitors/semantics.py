@@ -2,8 +2,8 @@
 
 The fast (static) embedder runs on every step; the full sentence model (MiniLM) is asked only
 when the fast one is unsure (similarity inside an ambiguous band), for claims, and at drift
-checkpoints. Vectors are cached per text so a run's window is embedded once, and similarities
-are rounded so a threshold decision cannot flip on the last float bit between the worker and
+checkpoints. Vectors are cached per text by the embedders themselves (one cache layer,
+streams.embeddings.cache), stacks of repeating anchor sets here; similarities are rounded so a threshold decision cannot flip on the last float bit between the worker and
 `replay`.
 """
 
@@ -11,21 +11,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
-from typing import Protocol
 
 import numpy as np
-import numpy.typing as npt
 
-Vector = npt.NDArray[np.float32]
-
-
-class TextEmbedder(Protocol):
-    """The port the monitors need (see streams.embeddings.embedder for the real models)."""
-
-    name: str
-    dim: int
-
-    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
+from ..embedding import Embedder, Vector
 
 
 class _LRU:
@@ -51,34 +40,24 @@ def _unit(v: Vector) -> Vector:
 
 
 class Semantics:
-    """Cached embeddings and rounded cosine similarities, fast and full."""
+    """Rounded cosine similarities over two embedders, fast and full."""
 
-    def __init__(self, fast: TextEmbedder, full: TextEmbedder, cache_size: int = 20_000) -> None:
+    def __init__(self, fast: Embedder, full: Embedder, stacks: int = 5_000) -> None:
         self.fast_model = fast
         self.full_model = full
-        self._fast = _LRU(cache_size)
-        self._full = _LRU(cache_size // 4)
-        self._mats = _LRU(cache_size // 4)
-        self.full_calls = 0  # how often the cascade escalated (benchmarks read it)
+        self._mats = _LRU(stacks)
         self.compared = 0  # vectors compared so far: the monitors' per-step work, for tests
 
-    def _vec(self, cache: _LRU, model: TextEmbedder, text: str) -> Vector:
-        v = cache.get(text)
-        if v is None:
-            # One text per call: a batch could change BLAS blocking and the last bits.
-            v = np.asarray(model.embed([text])[0], dtype=np.float32)
-            cache.put(text, v)
-        return v
+    @staticmethod
+    def _vec(model: Embedder, text: str) -> Vector:
+        # One text per call: a batch could change BLAS blocking and the last bits.
+        return np.asarray(model.embed([text])[0], dtype=np.float32)
 
     def fast(self, text: str) -> Vector:
-        return self._vec(self._fast, self.fast_model, text)
+        return self._vec(self.fast_model, text)
 
     def full(self, text: str) -> Vector:
-        v = self._full.get(text)
-        if v is None:
-            self.full_calls += 1
-            v = self._vec(self._full, self.full_model, text)
-        return v
+        return self._vec(self.full_model, text)
 
     def fast_sims(self, text: str, others: Sequence[str]) -> list[float]:
         if not others:

@@ -16,13 +16,13 @@ from streams.core.events import TOKENS_MAX, Limits, deadletter_bytes, validator
 from streams.core.fsm import FSMParams, FSMState, get_transition, register_transition
 from streams.core.retention import RunsHeld
 from streams.core.state import TraceState
-from streams.embeddings.embedder import default_semantics
 from streams.replay import Replayer
 from tests.factories import b, run_start, step
+from tests.models import semantics
 from tests.poison import Runs, materialize, recipes
 
 LIMITS = Limits()
-SEM = default_semantics()
+SEM = semantics()
 
 
 def _raises(current: FSMState, history: Sequence[float], params: FSMParams) -> FSMState:

@@ -5,12 +5,13 @@ from __future__ import annotations
 from streams.core.events import load_schema
 from streams.replay import Replayer
 from tests.factories import b, run_start, step
+from tests.models import semantics
 
 
 def test_a_finding_on_a_submit_step_is_reported_and_held_back_as_final_step() -> None:
     import jsonschema
 
-    rp = Replayer()
+    rp = Replayer(sem=semantics())
     rp.feed(b(run_start("r", task="Fix the parser")))
     rp.feed(
         b(
@@ -35,7 +36,7 @@ def test_a_finding_on_a_submit_step_is_reported_and_held_back_as_final_step() ->
 
 def test_a_repeated_run_start_that_leaves_the_scorer_out_keeps_the_run_without_conflict() -> None:
     """A run started before an upgrade changed the default scorer is not in conflict with its own resend."""
-    rp = Replayer()
+    rp = Replayer(sem=semantics())
     rp.feed(b(run_start("u", scorer="heuristic", task="t")))
     _, dead = rp.feed(b(run_start("u", task="t")))
     assert dead is None

@@ -14,9 +14,9 @@ from streams.core.retention import (
     verified,
     version,
 )
-from streams.embeddings.embedder import default_semantics
 from streams.replay import Replayer
 from tests.factories import b, run_finish, run_start, step
+from tests.models import semantics
 
 
 @pytest.mark.parametrize(
@@ -41,14 +41,14 @@ def test_zero_disables_each_rule():
 
 def test_the_clock_is_worker_time_not_the_agents_ts():
     states: dict = {}
-    r = handle(b(run_start("r", ts=5.0)), states.get, Limits(), 1000.0, default_semantics())
+    r = handle(b(run_start("r", ts=5.0)), states.get, Limits(), 1000.0, semantics())
     assert r.state is not None and r.state.last_event_ts == 5.0
     assert retention_clock(r.state) == 1000.0
     states["r"] = r.state
-    r2 = handle(b(step("r", 1, ts=6.0)), states.get, Limits(), 1010.0, default_semantics())
+    r2 = handle(b(step("r", 1, ts=6.0)), states.get, Limits(), 1010.0, semantics())
     assert r2.state is not None and retention_clock(r2.state) == 1010.0
     assert retention_clock(states["r"]) == 1000.0  # the looked-up state is never changed
-    r3 = handle(b(step("r", 1, ts=7.0)), lambda _: r2.state, Limits(), 1020.0, default_semantics())
+    r3 = handle(b(step("r", 1, ts=7.0)), lambda _: r2.state, Limits(), 1020.0, semantics())
     assert r3.duplicate and r3.state is not r2.state and retention_clock(r2.state) == 1010.0
 
 
@@ -56,7 +56,7 @@ def test_every_applied_event_changes_the_version():
     states: dict = {}
     versions = []
     for ev in [run_start("r"), step("r", 1), step("r", 1), run_finish("r"), run_finish("r")]:
-        r = handle(b(ev), states.get, Limits(), 1.0, default_semantics())
+        r = handle(b(ev), states.get, Limits(), 1.0, semantics())
         assert r.state is not None
         states["r"] = r.state
         versions.append(version(r.state))
@@ -73,7 +73,7 @@ def test_requests_round_trip_and_other_events_are_not_requests():
 
 
 def test_replay_applies_a_recorded_eviction_only_if_the_run_has_not_moved_on():
-    rp = Replayer(clock=lambda: 1.0)
+    rp = Replayer(sem=semantics(), clock=lambda: 1.0)
     for ev in [run_start("a"), step("a", 1), run_finish("a"), run_start("c"), step("c", 1)]:
         rp.feed(b(ev))
     stale = evict_request("c", version(rp.states["c"]))
@@ -103,7 +103,7 @@ def test_requests_with_inexact_versions_are_not_requests():
 
 
 def test_replay_under_a_control_key_refuses_unsigned_and_wrongly_keyed_requests():
-    rp = Replayer(clock=lambda: 1.0, control_key="k")
+    rp = Replayer(sem=semantics(), clock=lambda: 1.0, control_key="k")
     rp.feed(b(run_start("a")))
     ver = version(rp.states["a"])
     decision, dl = rp.feed(evict_request("a", ver))

@@ -13,9 +13,9 @@ from qdrant_client import QdrantClient
 from streams.cli import main
 from streams.core import etraces
 from streams.core.etraces import Query
-from streams.embeddings.embedder import get_embedders
 from streams.etraces.pattern_store import E2_ALL, QdrantPatternStore, StoreInUse, e1_collection
 from streams.etraces.patterns import LineError, Pattern, PatternError, parse_pattern, read_jsonl
+from tests.models import models
 
 ROOT = Path(__file__).resolve().parents[3]
 STARTER = ROOT / "patterns" / "starter.jsonl"
@@ -83,7 +83,7 @@ def test_the_starter_library_is_valid_and_covers_every_tier_and_failure_type() -
 
 @pytest.fixture(scope="module")
 def minilm() -> Any:
-    return get_embedders()[1]
+    return models().full
 
 
 def pats(*records: dict[str, Any]) -> list[Pattern]:

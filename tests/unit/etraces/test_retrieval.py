@@ -13,10 +13,10 @@ import time
 import pytest
 
 from streams.core.etraces import Answer, Plan, Query
-from streams.embeddings.embedder import get_embedders
 from streams.etraces.pattern_store import QdrantPatternStore
 from streams.etraces.patterns import parse_pattern
 from streams.etraces.retrieval import Retriever
+from tests.models import models
 
 SIT = "I need to fix the failing session test; the token expiry check raises KeyError."
 PLAN = Plan([Query("e2", SIT, None, None, 2, 0.7)])
@@ -55,7 +55,7 @@ class Faulty:
 
 @pytest.fixture(scope="module")
 def real_store() -> QdrantPatternStore:
-    store = QdrantPatternStore(get_embedders()[1])
+    store = QdrantPatternStore(models().full)
     store.upsert([parse_pattern({"id": "p", "tier": "e2", "title": "t", "guidance": "g", "situation": SIT})])
     return store
 
@@ -113,7 +113,7 @@ def test_an_unreachable_server_is_rested_after_the_first_failure() -> None:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    store = QdrantPatternStore(get_embedders()[1], url=f"http://127.0.0.1:{port}", timeout_s=1)
+    store = QdrantPatternStore(models().full, url=f"http://127.0.0.1:{port}", timeout_s=1)
     r = Retriever(store, timeout_s=2)
     (a,) = asyncio.run(r.answer(PLAN))
     # the collection check is the first call to fail

@@ -20,17 +20,9 @@ from hypothesis import strategies as st
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from streams.embeddings.embedder import (
-    INSTALL_HINT,
-    Embedder,
-    MiniLMEmbedder,
-    ModelNotAvailable,
-    StaticEmbedder,
-    cosine,
-    cosine_matrix,
-    get_embedders,
-    minilm_model_dir,
-)
+from streams.core.embedding import Embedder
+from streams.embeddings.cache import CachedEmbedder
+from streams.embeddings.minilm import MiniLMEmbedder
 from streams.embeddings.model_build import (
     STAMP_FILE,
     STATIC_MODEL_NAME,
@@ -38,6 +30,10 @@ from streams.embeddings.model_build import (
     ensure_static_model,
     file_sha256,
 )
+from streams.embeddings.paths import INSTALL_HINT, ModelNotAvailable, minilm_model_dir
+from streams.embeddings.static import StaticEmbedder
+from streams.embeddings.vectors import cosine, cosine_matrix
+from tests.models import models
 
 FIXTURE = json.loads((Path(__file__).parents[2] / "fixtures" / "minilm_reference.json").read_text("utf-8"))
 TEXTS = list(FIXTURE["embeddings"])
@@ -55,19 +51,19 @@ THOUGHTS = [
 
 @pytest.fixture(scope="module")
 def embedders() -> tuple[Embedder, Embedder]:
-    return get_embedders()
+    return models().fast, models().full
 
 
 @pytest.fixture(scope="module")
 def minilm(embedders: tuple[Embedder, Embedder]) -> MiniLMEmbedder:
-    m = embedders[1]
+    m = models().full.model
     assert isinstance(m, MiniLMEmbedder)
     return m
 
 
 @pytest.fixture(scope="module")
 def static(embedders: tuple[Embedder, Embedder]) -> StaticEmbedder:
-    s = embedders[0]
+    s = models().fast.model
     assert isinstance(s, StaticEmbedder)
     return s
 
@@ -92,7 +88,7 @@ def test_minilm_matches_sentence_transformers(minilm: MiniLMEmbedder, text: str)
 
 
 def test_minilm_batch_matches_reference_too(minilm: MiniLMEmbedder) -> None:
-    fresh = MiniLMEmbedder(minilm.model_dir, cache_size=0)  # one padded, length-bucketed batch
+    fresh = MiniLMEmbedder(minilm.model_dir)  # one padded, length-bucketed batch
     for text, vec in zip(TEXTS, fresh.embed(TEXTS), strict=True):
         _assert_matches(vec, FIXTURE["embeddings"][text], min_cos=0.9999, max_abs=1e-4)
 
@@ -137,8 +133,8 @@ def test_empty_text(embedders: tuple[Embedder, Embedder]) -> None:
 @pytest.mark.parametrize("which", [0, 1])
 def test_batch_equals_single(embedders: tuple[Embedder, Embedder], which: int) -> None:
     e = embedders[which]
-    assert isinstance(e, MiniLMEmbedder | StaticEmbedder)
-    fresh = type(e)(e.model_dir, cache_size=0)
+    assert isinstance(e, CachedEmbedder)
+    fresh = e.model  # uncached
     batch = fresh.embed(THOUGHTS)
     singles = np.stack([fresh.embed([t])[0] for t in THOUGHTS])
     np.testing.assert_allclose(batch, singles, atol=2e-6)
@@ -161,10 +157,10 @@ def test_paraphrases_closer_than_unrelated(embedders: tuple[Embedder, Embedder],
     assert cosine(a, b) > max(sims[i, 3] for i in range(3))
 
 
-def test_deterministic_and_cached(minilm: MiniLMEmbedder) -> None:
-    fresh = MiniLMEmbedder(minilm.model_dir, cache_size=3)
+def test_the_cache_is_bounded_and_gives_the_models_vectors(minilm: MiniLMEmbedder) -> None:
+    fresh = CachedEmbedder(minilm, 3)
     first = fresh.embed(THOUGHTS)
-    again = MiniLMEmbedder(minilm.model_dir, cache_size=0).embed(THOUGHTS)
+    again = minilm.embed(THOUGHTS)
     assert np.array_equal(first, again)
     assert fresh.cache_len == 3  # bounded: 6 distinct texts, 3 kept
     cached = fresh.embed(THOUGHTS[-3:])
@@ -175,9 +171,19 @@ def test_deterministic_and_cached(minilm: MiniLMEmbedder) -> None:
     assert np.array_equal(dup[0], dup[1]) and np.array_equal(dup[0], dup[3])
 
 
-def test_embed_rejects_a_bare_string(minilm: MiniLMEmbedder) -> None:
-    with pytest.raises(TypeError):
-        minilm.embed("session timeout")
+def test_embed_rejects_a_bare_string(minilm: MiniLMEmbedder, static: StaticEmbedder) -> None:
+    for e in (minilm, static, models().full):
+        with pytest.raises(TypeError):
+            e.embed("session timeout")
+
+
+def test_loaded_models_sit_behind_one_cache_each_and_the_models_hold_none() -> None:
+    m = models()
+    assert isinstance(m.fast, CachedEmbedder) and isinstance(m.full, CachedEmbedder)
+    assert not isinstance(m.fast.model, CachedEmbedder) and not isinstance(m.full.model, CachedEmbedder)
+    assert m.semantics().fast_model is m.fast and m.semantics().full_model is m.full
+    m.full.embed(["a text seen once"])
+    assert m.full.cache_len >= 1
 
 
 def test_static_model_is_built_once(static: StaticEmbedder, minilm: MiniLMEmbedder) -> None:
@@ -185,7 +191,6 @@ def test_static_model_is_built_once(static: StaticEmbedder, minilm: MiniLMEmbedd
     report = build_static_model(static.model_dir, minilm)
     assert not report.built
     assert ensure_static_model(static.model_dir, minilm) == static.model_dir
-    assert get_embedders()[0] is static  # one load per process
     assert (static.model_dir / STAMP_FILE).read_text() == stamp_before
 
 
@@ -230,11 +235,11 @@ ASCII_TEXT = st.lists(
 @settings(max_examples=400, deadline=None)
 @given(text=ASCII_TEXT)
 def test_static_word_cache_gives_the_tokenizers_exact_ids(text):
-    fast, _ = get_embedders()
+    fast = models().fast.model
     assert fast.token_ids(text) == fast.tokenizer.encode(text, add_special_tokens=False).ids
 
 
 def test_static_word_cache_handles_non_ascii_through_the_tokenizer():
-    fast, _ = get_embedders()
+    fast = models().fast.model
     for text in ["naïve café", "日本語のテキスト", "Straße — ok"]:
         assert fast.token_ids(text) == fast.tokenizer.encode(text, add_special_tokens=False).ids

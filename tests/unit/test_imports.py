@@ -1,0 +1,100 @@
+"""The package's import graph has no cycle, and the pure core imports nothing above it.
+
+Every import counts, also those inside functions: a lazy import only hides a cycle until the
+function runs. `import streams` (the package itself) is not an edge: its __init__ re-exports
+lazily and imports nothing at load time.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import streams
+
+ROOT = Path(streams.__file__).parent
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports(path: Path, modules: set[str]) -> set[str]:
+    """The streams modules `path` imports (a `from pkg import name` of a submodule counts as
+    that submodule)."""
+    me = module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("streams."))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith("streams"):
+                continue
+            subs = {f"{target}.{a.name}" for a in node.names} & modules
+            out.update(subs or {target})
+    return {m for m in out if m in modules and m != me and m != "streams"}
+
+
+def graph() -> dict[str, set[str]]:
+    files = sorted(ROOT.rglob("*.py"))
+    modules = {module_name(f) for f in files}
+    return {module_name(f): imports(f, modules) for f in files}
+
+
+def cycles(g: dict[str, set[str]]) -> list[list[str]]:
+    """One example path per strongly connected component with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(g.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle_inside_the_package() -> None:
+    assert cycles(graph()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_core_imports_nothing_above_it() -> None:
+    above = {m: sorted(d for d in deps if not d.startswith("streams.core")) for m, deps in graph().items()}
+    assert {m: d for m, d in above.items() if m.startswith("streams.core") and d} == {}
