@@ -7,7 +7,7 @@ import asyncio
 from streams.core.monitors import Semantics
 from streams.core.retention import evict_request, parse_evict, version
 from tests.factories import run_finish, run_start, step
-from tests.unit.worker.harness import GatedStore, rig
+from tests.unit.worker.harness import GatedStore, Rig, rig
 
 
 def test_an_expired_run_is_asked_for_once_then_evicted_through_its_partition(sem: Semantics) -> None:
@@ -49,16 +49,22 @@ def test_eviction_respects_versions_a_run_that_moved_on_is_kept(sem: Semantics) 
     asyncio.run(go())
 
 
+async def one_idle_run(sem: Semantics) -> tuple[Rig, tuple[int, bool, int]]:
+    """A rig holding run "r" (idle timeout 60 s) and the run's version."""
+    r = rig(sem, GatedStore(), idle_s=60.0)
+    await r.feed(run_start("r"))
+    await r.drain()
+    st = r.runs.lookup("r")
+    assert st is not None
+    return r, version(st)
+
+
 def test_a_forged_or_misrouted_eviction_is_refused_and_the_run_kept(sem: Semantics) -> None:
     async def go() -> None:
-        r = rig(sem, GatedStore(), idle_s=60.0)
-        await r.feed(run_start("r"))
-        await r.drain()
-        st = r.runs.lookup("r")
-        assert st is not None
+        r, ver = await one_idle_run(sem)
         r.now[0] += 61
-        await r.feed(evict_request("r", version(st), "not-the-key"), key=b"r")
-        await r.feed(evict_request("r", version(st), "k"), key=b"other")
+        await r.feed(evict_request("r", ver, "not-the-key"), key=b"r")
+        await r.feed(evict_request("r", ver, "k"), key=b"other")
         assert r.runs.lookup("r") is not None
         assert [d["reason"] for d in r.deadletters] == ["invalid_control", "invalid_control"]
 
@@ -67,12 +73,8 @@ def test_a_forged_or_misrouted_eviction_is_refused_and_the_run_kept(sem: Semanti
 
 def test_a_run_that_is_not_expired_is_not_evicted_by_a_valid_request(sem: Semantics) -> None:
     async def go() -> None:
-        r = rig(sem, GatedStore(), idle_s=60.0)
-        await r.feed(run_start("r"))
-        await r.drain()
-        st = r.runs.lookup("r")
-        assert st is not None
-        await r.feed(evict_request("r", version(st), "k"), key=b"r")  # signed, but too early
+        r, ver = await one_idle_run(sem)
+        await r.feed(evict_request("r", ver, "k"), key=b"r")  # signed, but too early
         assert r.runs.lookup("r") is not None
         assert [d["reason"] for d in r.deadletters] == ["invalid_control"]
 
