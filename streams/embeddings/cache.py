@@ -32,6 +32,12 @@ class CachedEmbedder:
     def embed(self, texts: Sequence[str]) -> FloatArray:
         if isinstance(texts, str):  # a bare str is a Sequence[str] too: almost always a bug
             raise TypeError("embed() takes a sequence of texts, not a single str")
+        if len(texts) == 1:  # the monitors' case: one text per call, usually cached
+            with self._lock:
+                hit = self._cache.get(texts[0])
+                if hit is not None:
+                    self._cache.move_to_end(texts[0])
+                    return hit[None, :].copy()
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         missing: dict[str, list[int]] = {}
         with self._lock:
