@@ -91,7 +91,7 @@ class Replayer:
 
 
 def replay_file(
-    src: BinaryIO,
+    src: Iterable[bytes],
     out: BinaryIO,
     deadletters: BinaryIO | None = None,
     limits: Limits | None = None,

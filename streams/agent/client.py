@@ -24,7 +24,7 @@ from ..core.events import SCHEMA_VERSION
 from ..kafka import wire
 from ..kafka.security import KafkaAuthError as KafkaAuthError
 from ..kafka.security import client_kwargs, diagnose
-from ..settings import Settings
+from ..settings import ClientSettings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -168,14 +168,14 @@ class SteeringClient:
 
     def __init__(
         self,
-        settings: Settings | None = None,
+        settings: ClientSettings | None = None,
         *,
         bootstrap_servers: str | None = None,
         topic_prefix: str | None = None,
         deadline_ms: int | None = None,
         client_id: str | None = None,
     ) -> None:
-        s = settings or Settings.from_env()
+        s = settings or ClientSettings.from_env()
         self.settings = s
         self.bootstrap_servers = bootstrap_servers or s.bootstrap_servers
         self.steps_topic = f"{topic_prefix or s.topic_prefix}.steps"

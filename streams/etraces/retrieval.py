@@ -164,7 +164,7 @@ def open_store(settings: Any, embedder: Embedder) -> QdrantPatternStore:
         return QdrantPatternStore(
             embedder,
             url=settings.qdrant_url,
-            api_key=settings.qdrant_api_key,
+            api_key=settings.qdrant_api_key.get_secret_value() or None,
             timeout_s=settings.etrace_timeout_ms / 1000,
         )
     return QdrantPatternStore(embedder, path=settings.patterns_dir)

@@ -6,24 +6,26 @@ from __future__ import annotations
 import ssl
 from typing import Any
 
-from ..settings import Settings
+from ..settings import KafkaSettings
 
 
 class KafkaAuthError(RuntimeError):
     """The broker rejected our credentials or TLS handshake; retrying will not help."""
 
 
-def ssl_context(s: Settings) -> ssl.SSLContext | None:
+def ssl_context(s: KafkaSettings) -> ssl.SSLContext | None:
     if not s.kafka_security.endswith("SSL"):
         return None
     ctx = ssl.create_default_context(cafile=s.ssl_cafile or None)
     ctx.check_hostname = s.ssl_check_hostname
     if s.ssl_certfile:
-        ctx.load_cert_chain(s.ssl_certfile, s.ssl_keyfile or None, s.ssl_key_password or None)
+        ctx.load_cert_chain(
+            s.ssl_certfile, s.ssl_keyfile or None, s.ssl_key_password.get_secret_value() or None
+        )
     return ctx
 
 
-def client_kwargs(s: Settings) -> dict[str, Any]:
+def client_kwargs(s: KafkaSettings) -> dict[str, Any]:
     """aiokafka producer/consumer/admin keyword arguments."""
     kw: dict[str, Any] = {"security_protocol": s.kafka_security}
     ctx = ssl_context(s)
@@ -33,12 +35,12 @@ def client_kwargs(s: Settings) -> dict[str, Any]:
         kw.update(
             sasl_mechanism=s.sasl_mechanism,
             sasl_plain_username=s.sasl_username,
-            sasl_plain_password=s.sasl_password,
+            sasl_plain_password=s.sasl_password.get_secret_value(),
         )
     return kw
 
 
-def faust_credentials(s: Settings) -> Any:
+def faust_credentials(s: KafkaSettings) -> Any:
     """`broker_credentials` for faust.App (None for PLAINTEXT)."""
     import faust
 
@@ -49,19 +51,19 @@ def faust_credentials(s: Settings) -> Any:
         return faust.SSLCredentials(ssl_context(s))
     return faust.SASLCredentials(
         username=s.sasl_username,
-        password=s.sasl_password,
+        password=s.sasl_password.get_secret_value(),
         mechanism=s.sasl_mechanism,
         ssl_context=ssl_context(s),
     )
 
 
-def describe(s: Settings) -> str:
+def describe(s: KafkaSettings) -> str:
     if s.sasl_mechanism:
         return f"{s.kafka_security} {s.sasl_mechanism} as {s.sasl_username!r}"
     return s.kafka_security
 
 
-async def diagnose(s: Settings, timeout_s: float = 10.0) -> None:
+async def diagnose(s: KafkaSettings, timeout_s: float = 10.0) -> None:
     """Open one connection per bootstrap address; raise KafkaAuthError if the broker turns
     our credentials or certificate down. Plain unreachability is left to the caller."""
     from aiokafka.conn import create_conn

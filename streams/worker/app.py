@@ -104,7 +104,7 @@ class Worker:
             finished_retention_s=s.finished_retention_s,
             idle_timeout_s=s.idle_timeout_s,
             evict_interval_s=s.evict_interval_s,
-            control_key=s.control_key,
+            control_key=s.control_key.get_secret_value(),
         )
         self.processor = Processor(
             runs=self.runs,
@@ -123,7 +123,15 @@ class Worker:
         self.app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]  # stubs: a plain fn
         self.app.timer(1.0, name="rb-gauges")(self._update_gauges)
         self.app.timer(s.evict_interval_s, name="rb-evict")(self._sweep)
-        views.install(self.app, self.table, self.runs.lookup, metrics, s.web_token, self.ready, self.stalled)
+        views.install(
+            self.app,
+            self.table,
+            self.runs.lookup,
+            metrics,
+            s.web_token.get_secret_value(),
+            self.ready,
+            self.stalled,
+        )
 
     # -- outputs ------------------------------------------------------------
     def _steering_partition(self, run_id: str) -> int:

@@ -143,3 +143,82 @@ def test_run_cap_stall_threshold_and_control_key_settings():
         Settings.from_env({"RB_MAX_RUNS_PER_ORG": "-1"})
     with pytest.raises(SettingsError, match="RB_STALL_THRESHOLD_S"):
         Settings.from_env({"RB_STALL_THRESHOLD_S": "0"})
+
+
+def test_secrets_are_secretstr_and_never_shown_by_repr():
+    s = Settings.from_env({"RB_WEB_TOKEN": "t0k3n", "RB_CONTROL_KEY": "c0ntrol"})
+    assert s.web_token.get_secret_value() == "t0k3n"
+    assert "t0k3n" not in repr(s) and "c0ntrol" not in str(s)
+
+
+def test_secrets_are_read_from_files_named_by_a_file_variable(tmp_path):
+    pw = tmp_path / "pw"
+    pw.write_text("s3cret\n")
+    env = {"RB_SASL_MECHANISM": "PLAIN", "RB_SASL_USERNAME": "u", "RB_SASL_PASSWORD_FILE": str(pw)}
+    s = Settings.from_env(env)
+    assert s.sasl_password.get_secret_value() == "s3cret"  # the trailing newline dropped
+    assert (
+        Settings.from_env({**env, "RB_SASL_PASSWORD": "direct"}).sasl_password.get_secret_value() == "direct"
+    )
+
+
+def test_secrets_are_read_from_a_secrets_directory(tmp_path):
+    (tmp_path / "RB_WEB_TOKEN").write_text("from-dir")
+    s = Settings.from_env({"RB_SECRETS_DIR": str(tmp_path)})
+    assert s.web_token.get_secret_value() == "from-dir"
+    assert s.as_dict(mask_secrets=True)["web_token"] == "****"
+
+
+def test_an_unreadable_secret_file_names_the_variable(tmp_path):
+    with pytest.raises(SettingsError, match="RB_CONTROL_KEY_FILE"):
+        Settings.from_env({"RB_CONTROL_KEY_FILE": str(tmp_path / "missing")})
+
+
+def test_the_error_names_the_variable_and_the_bad_value():
+    with pytest.raises(SettingsError) as e:
+        Settings.from_env({"RB_WEB_PORT": "70000"})
+    assert str(e.value).startswith("RB_WEB_PORT: '70000' is not valid")
+    with pytest.raises(SettingsError) as e:
+        Settings.from_env({"RB_LOG_LEVEL": "loud"})
+    assert "'loud'" in str(e.value) and "'debug'" in str(e.value)  # the allowed values are listed
+    with pytest.raises(SettingsError, match="RB_HEARTBEAT_INTERVAL_S"):
+        Settings.from_env({"RB_HEARTBEAT_INTERVAL_S": "20"})
+
+
+def test_a_bad_secret_value_is_not_echoed():
+    with pytest.raises(SettingsError) as e:
+        Settings.from_env({"RB_SASL_PASSWORD": "hunter2", "RB_SASL_MECHANISM": "PLAIN"})
+    assert "hunter2" not in str(e.value)
+
+
+def test_the_agent_side_settings_ignore_worker_only_fields():
+    from streams.settings import ClientSettings, KafkaSettings
+
+    env = {
+        "RB_PARTITIONS": "zero",
+        "RB_STORE": "redis://",
+        "RB_BROKER": "k:1",
+        "RB_CLIENT_DEADLINE_MS": "500",
+    }
+    c = ClientSettings.from_env(env)
+    assert c.bootstrap_servers == "k:1" and c.client_deadline_ms == 500
+    assert KafkaSettings.from_env(env).steps_topic == "rb.steps"
+    with pytest.raises(SettingsError, match="RB_PARTITIONS"):
+        Settings.from_env(env)
+
+
+def test_with_revalidates_and_does_not_reread_the_environment(monkeypatch):
+    s = Settings.from_env({})
+    monkeypatch.setenv("RB_PARTITIONS", "9")
+    assert s.with_(topic_prefix="x").partitions == 8
+    with pytest.raises(SettingsError, match="RB_PARTITIONS"):
+        s.with_(partitions=0)
+
+
+def test_qdrant_url_is_also_read_from_qdrant_url():
+    assert Settings.from_env({"QDRANT_URL": "http://q:6333"}).qdrant_url == "http://q:6333"
+    assert (
+        Settings.from_env({"QDRANT_URL": "http://q", "RB_QDRANT_URL": "https://r"}).qdrant_url == "https://r"
+    )
+    with pytest.raises(SettingsError, match="RB_QDRANT_URL"):
+        Settings.from_env({"RB_QDRANT_URL": "q:6333"})

@@ -4,7 +4,6 @@ on the CI machines) and kept in lockstep with the settings object."""
 from __future__ import annotations
 
 import re
-from dataclasses import fields
 from typing import Any
 
 import pytest
@@ -16,7 +15,7 @@ from tests.unit.deploy._support import ROOT
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES: dict[str, Any] = COMPOSE["services"]
 WORKERS = sorted(n for n in SERVICES if n.startswith("worker-"))
-SETTING_ENV = {Settings.env_name(f.name) for f in fields(Settings)}
+SETTING_ENV = {Settings.env_name(n) for n in Settings.field_names()}
 K8S_DIR = ROOT / "deploy" / "k8s"
 
 
@@ -53,7 +52,7 @@ def test_workers_are_replicas_of_our_image_in_one_consumer_group():
         svc = SERVICES[name]
         assert svc["build"]["dockerfile"] == "deploy/Dockerfile"
         assert svc["image"] == SERVICES["demo-agent"]["image"] == "rb-streams:latest"
-    app_ids = {env_of(SERVICES[n]).get("RB_APP_ID", Settings.app_id) for n in WORKERS}
+    app_ids = {env_of(SERVICES[n]).get("RB_APP_ID", Settings.default("app_id")) for n in WORKERS}
     assert len(app_ids) == 1
     urls = [env_of(SERVICES[n])["RB_WEB_ADVERTISED_URL"] for n in WORKERS]
     assert urls == [f"http://{n}:6066" for n in WORKERS]

@@ -208,6 +208,8 @@ def test_cli_load_list_delete_stats(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["patterns", "delete", "a", *where]) == 0
     assert main(["patterns", "delete", "a", *where]) == 1  # already gone
     capsys.readouterr()
-    assert main(["patterns", "stats", *where]) == 0
+    assert main(["patterns", "stats", "--json", *where]) == 0
     stats = orjson.loads(capsys.readouterr().out)
+    assert main(["patterns", "stats", *where]) == 0
+    assert "patterns_by_tier\t{'e3': 1}" in capsys.readouterr().out
     assert stats["patterns_by_tier"] == {"e3": 1} and stats["mode"] == "local"

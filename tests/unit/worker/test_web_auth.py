@@ -43,7 +43,7 @@ def test_guard_answers_401_with_a_challenge_or_calls_through():
 
 def test_the_token_is_a_secret_masked_by_config():
     s = Settings.from_env({"RB_WEB_TOKEN": "t0k"})
-    assert s.web_token == "t0k" and s.as_dict(mask_secrets=True)["web_token"] == "****"
+    assert s.web_token.get_secret_value() == "t0k" and s.as_dict(mask_secrets=True)["web_token"] == "****"
 
 
 def test_the_scheme_is_case_insensitive():

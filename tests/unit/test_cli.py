@@ -1,0 +1,148 @@
+"""The command line: a user's mistake gets one line and an exit code, never a traceback."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from streams import __version__
+from streams.cli import build_parser, main
+from tests.factories import b, run_start, step
+
+
+def one_line(err: str) -> str:
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_version_prints_and_exits_0() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "streams", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0 and out.stdout.strip() == f"rb-streams {__version__}"
+
+
+def test_replay_of_a_missing_file_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", "/nonexistent.jsonl"]) == 1
+    assert one_line(capsys.readouterr().err) == "rb-streams: /nonexistent.jsonl: No such file or directory"
+
+
+def test_patterns_load_of_a_missing_file_is_one_line_and_exit_1(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["patterns", "load", "/nonexistent.jsonl", "--data-dir", str(tmp_path)]) == 1
+    assert one_line(capsys.readouterr().err) == "rb-streams: /nonexistent.jsonl: no such file"
+
+
+def test_kafka_status_without_a_broker_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "streams", "kafka", "status", "--port", str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert proc.stdout.strip() == "not running"
+
+
+def test_a_replay_whose_every_line_is_invalid_fails(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    src = tmp_path / "bad.jsonl"
+    src.write_text("{broken\nnot json either\n")
+    assert main(["replay", str(src), "-o", str(tmp_path / "out.jsonl")]) == 1
+    assert "0 decisions, 2 dead-letters" in capsys.readouterr().err
+
+
+def test_replay_strict_fails_on_any_dead_letter(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    src = tmp_path / "mixed.jsonl"
+    src.write_bytes(b(run_start("r")) + b"\n" + b(step("r", 1)) + b"\n{broken\n")
+    out = str(tmp_path / "out.jsonl")
+    assert main(["replay", str(src), "-o", out]) == 0
+    assert main(["replay", str(src), "-o", out, "--strict", "--json"]) == 1
+    assert orjson.loads(capsys.readouterr().err.splitlines()[-1]) == {"decisions": 2, "deadletters": 1}
+
+
+def test_a_bad_setting_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RB_PARTITIONS", "many")
+    assert main(["config"]) == 2
+    assert one_line(capsys.readouterr().err).startswith(
+        "rb-streams: invalid configuration: RB_PARTITIONS: 'many'"
+    )
+
+
+def test_a_bad_flag_is_a_usage_error() -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["config", "--partitions", "three"])
+    assert e.value.code == 2
+
+
+def test_secrets_are_not_flags() -> None:
+    for argv in (
+        ["config", "--sasl-password", "x"],
+        ["worker", "--web-token", "x"],
+        ["config", "--control-key", "k"],
+    ):
+        with pytest.raises(SystemExit) as e:
+            build_parser().parse_args(argv)
+        assert e.value.code == 2
+
+
+def test_pattern_commands_are_subcommands_with_only_their_own_flags() -> None:
+    p = build_parser()
+    assert p.parse_args(["patterns", "list", "--tier", "e2", "--json"]).tier == "e2"
+    assert p.parse_args(["patterns", "delete", "a", "b"]).ids == ["a", "b"]
+    for argv in (["patterns", "stats", "--partitions", "3"], ["patterns", "load"], ["patterns", "list", "x"]):
+        with pytest.raises(SystemExit) as e:
+            p.parse_args(argv)
+        assert e.value.code == 2
+
+
+def test_config_prints_json_with_secrets_masked(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RB_WEB_TOKEN", "hunter2")
+    assert main(["config", "--json", "--partitions", "3"]) == 0
+    shown = orjson.loads(capsys.readouterr().out)
+    assert shown["partitions"] == 3 and shown["web_token"] == "****"
+    assert main(["config"]) == 0
+    text = capsys.readouterr().out
+    assert "RB_PARTITIONS" in text and "hunter2" not in text
+
+
+def test_an_internal_error_is_one_line_unless_debugging(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import streams.cli as cli
+
+    def broken(args: object) -> int:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(cli, "cmd_config", broken)
+    monkeypatch.delenv("RB_DEBUG", raising=False)
+    assert main(["config"]) == 1
+    assert (
+        one_line(capsys.readouterr().err)
+        == "rb-streams: internal error: RuntimeError: boom (set RB_DEBUG=1 for the traceback)"
+    )
