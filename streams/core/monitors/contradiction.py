@@ -100,12 +100,28 @@ ANTONYMS = {
 }
 WORD = re.compile(r"[A-Za-z']+|[^A-Za-z']+")
 
-TEXT, POLARITY, IS_CAUSE, STEP, CAUSE_TEXT = range(5)
+
+@dataclass(slots=True)
+class Claim:
+    """A conclusion the agent stated. Stored flattened: [text, polarity, is_cause, step, cause]."""
+
+    text: str  # the topic, negations folded into `polarity`
+    polarity: int
+    is_cause: bool
+    step: int
+    cause_text: str  # what a root-cause claim names ("" otherwise)
+
+    def encode(self) -> list[Any]:
+        return [self.text, self.polarity, self.is_cause, self.step, self.cause_text]
+
+    @classmethod
+    def decode(cls, c: list[Any]) -> Claim:
+        return cls(*c)
 
 
 @dataclass
 class ContradictionState:
-    claims: list[list[Any]] = field(default_factory=list)  # [topic, polarity, is_cause, step, cause]
+    claims: list[list[Any]] = field(default_factory=list)  # flattened `Claim`s, oldest first
 
 
 def claims_of(thought: str) -> list[tuple[str, int, bool, str]]:
@@ -165,51 +181,47 @@ def evaluate(st: ContradictionState, f: StepFeatures, sem: Semantics) -> tuple[C
         return st, NOTHING
     revised = bool(REVISION.search(f.thought))
     best = NOTHING
-    claims = list(st.claims)
+    claims = [Claim.decode(c) for c in st.claims]
     for topic, polarity, is_cause, sentence in found:
         if claims:
-            sims = sem.matches(topic, [c[TEXT] for c in claims], FAST_HI, FAST_LO)
+            sims = sem.matches(topic, [c.text for c in claims], FAST_HI, FAST_LO)
             for c, sim in zip(claims, sims, strict=True):
                 # Opposite claims about the same subject: the code names must agree ("the main
                 # parser has X" and "the subparser has not X" are about two things).
-                if (
-                    sim >= SAME_TOPIC
-                    and c[POLARITY] != polarity
-                    and identifiers(topic) == identifiers(c[TEXT])
-                ):
+                if sim >= SAME_TOPIC and c.polarity != polarity and identifiers(topic) == identifiers(c.text):
                     score = 0.4 if revised else 0.85 if sim >= 0.85 else 0.7
                     text = (
                         f'You now conclude "{quote(sentence, 100)}", which contradicts your earlier '
-                        f'conclusion at step {c[STEP]} ("{quote(c[TEXT], 80)}"). Do not build on '
+                        f'conclusion at step {c.step} ("{quote(c.text, 80)}"). Do not build on '
                         "either until you have settled it: name the evidence for each and run one "
                         "check that tells them apart."
                     )
                     if score > best.score:
                         best = Finding(score, text)
             if is_cause:
-                earlier = [c for c in claims if c[IS_CAUSE] and c[STEP] != f.step]
+                earlier = [c for c in claims if c.is_cause and c.step != f.step]
                 if earlier:
                     mine = _cause_of(sentence)[:TEXT_KEPT]
-                    cause_sims = sem.full_sims(mine, [c[CAUSE_TEXT] for c in earlier])
+                    cause_sims = sem.full_sims(mine, [c.cause_text for c in earlier])
                     worst = min(range(len(earlier)), key=lambda i: cause_sims[i])
                     refines = bool(REFINEMENT.search(sentence)) or bool(
-                        identifiers(mine) & identifiers(earlier[worst][CAUSE_TEXT])
+                        identifiers(mine) & identifiers(earlier[worst].cause_text)
                     )
                     if cause_sims[worst] < DIFFERENT_CAUSE and not refines:
                         c = earlier[worst]
                         score = 0.3 if revised else 0.7
                         text = (
-                            f'You now name the root cause as "{quote(mine, 80)}" but at step {c[STEP]} '
-                            f'you concluded it was "{quote(c[CAUSE_TEXT], 80)}", and you have not '
+                            f'You now name the root cause as "{quote(mine, 80)}" but at step {c.step} '
+                            f'you concluded it was "{quote(c.cause_text, 80)}", and you have not '
                             "said why that was wrong. Only one can be the cause: find the evidence that "
                             "rules one out before changing code."
                         )
                         if score > best.score:
                             best = Finding(score, text)
         cause = _cause_of(sentence)[:TEXT_KEPT] if is_cause else ""
-        claims = [*claims, [topic, polarity, is_cause, f.step, cause]][-MAX_CLAIMS:]
+        claims = [*claims, Claim(topic, polarity, is_cause, f.step, cause)][-MAX_CLAIMS:]
     if revised:
         # An acknowledged revision replaces what it revises: keep only the newest root cause.
-        newest_cause = next((c for c in reversed(claims) if c[IS_CAUSE]), None)
-        claims = [c for c in claims if not c[IS_CAUSE] or c is newest_cause]
-    return ContradictionState(claims=claims), best
+        newest_cause = next((c for c in reversed(claims) if c.is_cause), None)
+        claims = [c for c in claims if not c.is_cause or c is newest_cause]
+    return ContradictionState(claims=[c.encode() for c in claims]), best
