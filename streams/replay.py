@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO
 
+from .core.decision import Decision
 from .core.engine import NO_KEY, complete, handle, seal
 from .core.events import Limits, Rejected, deadletter_bytes, deadletter_record
 from .core.monitors import Semantics
@@ -54,7 +55,7 @@ class Replayer:
 
     def feed(
         self, raw: bytes | str | None, key: object = NO_KEY
-    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    ) -> tuple[Decision | None, dict[str, Any] | None]:
         """One input -> (decision or None, dead-letter record or None). `key`: the message key,
         when replaying records read from Kafka (checked as the worker checks it)."""
         req = parse_evict(raw)
@@ -83,7 +84,7 @@ class Replayer:
             return None, deadletter_record(raw, result.rejection, self.limits, now)
         return result.decision, None
 
-    def run(self, lines: Iterable[bytes]) -> Iterator[tuple[dict[str, Any] | None, dict[str, Any] | None]]:
+    def run(self, lines: Iterable[bytes]) -> Iterator[tuple[Decision | None, dict[str, Any] | None]]:
         for line in lines:
             if not line.strip():
                 continue

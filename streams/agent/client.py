@@ -231,7 +231,7 @@ class SteeringClient:
         for _ in range(100):
             if parts:
                 break
-            await self._consumer._client.force_metadata_update()
+            await self._consumer.topics()  # public API: fetches fresh cluster metadata
             parts = self._consumer.partitions_for_topic(self.steering_topic)
             await asyncio.sleep(0.05)
         if not parts:

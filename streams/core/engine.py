@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from . import etraces
+from .decision import Decision, DifficultySource, Injection, MonitorsWire
 from .difficulty import DEFAULT_SCORER, clamp01, get_step_scorer
 from .events import SCHEMA_VERSION, TOKENS_MAX, Limits, Rejected, decode
 from .fsm import FSMState, get_transition, validate_params
@@ -35,7 +36,7 @@ class Result:
 
     run_id: str | None
     state: TraceState | None = None  # new state to store (None: store unchanged)
-    decision: dict[str, Any] | None = None
+    decision: Decision | None = None
     rejection: Rejected | None = None
     duplicate: bool = False
     event_type: str | None = None
@@ -124,7 +125,7 @@ def _failed_from(result: Result, stage: str, exc: BaseException) -> Result:
     return failed(stage, exc, result.run_id, result.prior, result.step, result.event_type, result.now)
 
 
-def empty_monitors() -> dict[str, Any]:
+def empty_monitors() -> MonitorsWire:
     return {"scores": {}, "fired": [], "composite": 0.0, "failure_type": None}
 
 
@@ -133,11 +134,12 @@ def _decision(
     step: int,
     previous: str | None,
     difficulty: float | None,
-    source: str | None,
+    source: DifficultySource | None,
     event_ts: float | None,
     now: float,
     skipped_reason: str | None,
-) -> dict[str, Any]:
+) -> Decision:
+    """The one place a decision is built: every field, with what this step leaves unset."""
     state = st.state
     model = st.config.model_routing.get(state) if state in STATES_WITH_ROUTING else None
     return {
@@ -164,7 +166,7 @@ def _decision(
     }
 
 
-def log_entry(d: dict[str, Any]) -> list[Any]:
+def log_entry(d: Decision) -> list[Any]:
     return [
         d["step"],
         d["fsm_state"],
@@ -177,7 +179,7 @@ def log_entry(d: dict[str, Any]) -> list[Any]:
     ]
 
 
-def _with_log(st: TraceState, decision: dict[str, Any], kept: int) -> TraceState:
+def _with_log(st: TraceState, decision: Decision, kept: int) -> TraceState:
     tail = st.step_log[-(kept - 1) :] if kept > 1 else []
     st.step_log = [*tail, log_entry(decision)] if kept > 0 else []
     return st
@@ -288,6 +290,7 @@ def apply_step(
     supplied = ev.get("difficulty")
     # The scorer sees every step, so its memory is current when an agent stops supplying one.
     scored, scorer_state = get_step_scorer(cfg.scorer)(ev, st.scorer_state, limits.max_thought_chars)
+    source: DifficultySource
     if supplied is not None:
         difficulty, source = clamp01(float(supplied)), "agent"
     else:
@@ -333,7 +336,7 @@ def apply_step(
 
 
 def _plan_etraces(
-    st: TraceState, ev: dict[str, Any], decision: dict[str, Any], fired_before: list[list[str]]
+    st: TraceState, ev: dict[str, Any], decision: Decision, fired_before: list[list[str]]
 ) -> etraces.Plan:
     """Keep the thought window while a tier may still be called, and plan this step's queries."""
     cfg = st.config
@@ -375,7 +378,7 @@ def _complete(result: Result, answers: list[etraces.Answer]) -> Result:
     by_tier = {a.tier: a for a in answers}
     errors: dict[str, str] = {}
     outcomes: dict[str, str] = {}
-    added: list[dict[str, Any]] = []
+    added: list[Injection] = []
     for q in plan.queries:
         a = by_tier.get(q.tier)
         if a is None or a.error is not None:
@@ -407,7 +410,7 @@ def _complete(result: Result, answers: list[etraces.Answer]) -> Result:
 
 
 def _run_monitors(
-    st: TraceState, ev: dict[str, Any], decision: dict[str, Any], limits: Limits, sem: Semantics | None
+    st: TraceState, ev: dict[str, Any], decision: Decision, limits: Limits, sem: Semantics | None
 ) -> None:
     """Monitors, then the injection guardrails; updates `st` (a fresh copy) and `decision`."""
     if sem is None:
@@ -438,7 +441,7 @@ def _run_monitors(
         **st.injections_by_source,
         "monitor": st.injections_by_source.get("monitor", 0) + 1,
     }
-    injection = {"source": "monitor", "text": res.text, "pattern_id": None, "similarity": None}
+    injection: Injection = {"source": "monitor", "text": res.text, "pattern_id": None, "similarity": None}
     decision["injections"] = [*decision["injections"], injection]
     decision["inject"] = True
     decision["injection_text"] = render_block(decision["injections"])

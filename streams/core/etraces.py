@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
+
+from .decision import Injection, InjectionSource
 
 TIERS = ("e1", "e2", "e3")
 E1_MIN_SIMILARITY = 0.8
@@ -252,10 +254,11 @@ def _attr(s: str) -> str:
     return s.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
 
 
-def injections_for(query: Query, chosen: Sequence[Hit], family: str) -> list[dict[str, Any]]:
+def injections_for(query: Query, chosen: Sequence[Hit], family: str) -> list[Injection]:
+    source = cast(InjectionSource, query.tier)  # a Query's tier is one of e1, e2, e3
     return [
         {
-            "source": query.tier,
+            "source": source,
             "text": render_pattern(query.tier, h.payload, family),
             "pattern_id": h.pattern_id,
             "similarity": None if h.similarity is None else round(float(h.similarity), 6),

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+
+from .decision import Injection
 
 MARKER = "[REASONBLOCKS]"
 
 
-def render_block(injections: Sequence[dict[str, Any]]) -> str | None:
+def render_block(injections: Sequence[Injection]) -> str | None:
     """All injections of a decision, joined with blank lines under the marker line."""
     texts = [i["text"].strip() for i in injections if i.get("text") and i["text"].strip()]
     if not texts:

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import orjson
+from jsonschema import Draft202012Validator, ValidationError
+from jsonschema.exceptions import best_match
 
-from ..core.etraces import TIERS
 from ..core.monitors import FAILURE_TYPES
 
 FAILURE_TYPE_VALUES = tuple(sorted(set(FAILURE_TYPES.values())))
-MAX_ID_CHARS = 200
-MAX_TEXT_CHARS = 4000
 _KNOWN = {
     "id",
     "tier",
@@ -68,75 +67,61 @@ class Pattern:
         return cls(**d)
 
 
-def _text(rec: dict[str, Any], name: str, required: bool) -> str | None:
-    v = rec.get(name)
-    if v is None or (isinstance(v, str) and not v.strip()):
-        if required:
-            raise PatternError(f"{name}: required")
-        return None
-    if not isinstance(v, str):
-        raise PatternError(f"{name}: must be a string, got {type(v).__name__}")
-    if len(v) > MAX_TEXT_CHARS:
-        raise PatternError(f"{name}: longer than {MAX_TEXT_CHARS} characters")
-    return v.strip()
+def _validator() -> Draft202012Validator:
+    schema = orjson.loads(resources.files("streams.schemas").joinpath("pattern.schema.json").read_bytes())
+    return Draft202012Validator(schema)
+
+
+_VALIDATOR = _validator()
+_PROPERTIES: dict[str, Any] = _VALIDATOR.schema["properties"]
+
+
+def _explain(err: ValidationError) -> str:
+    """The schema's violation as one line naming the field (its `x-error` says what is wanted)."""
+    if err.validator == "additionalProperties":
+        unknown = sorted(set(err.instance) - set(_PROPERTIES))
+        return f"unknown field(s): {', '.join(unknown)}"
+    if err.validator == "required":
+        missing = next(n for n in err.validator_value if n not in err.instance)
+        return f"{missing}: required"
+    path = list(err.absolute_path)
+    if err.validator == "type" and not path:
+        return f"a pattern must be a JSON object, got {type(err.instance).__name__}"
+    field = str(path[0])
+    why = err.schema.get("x-error") if isinstance(err.schema, dict) and len(path) == 1 else None
+    why = why or _PROPERTIES.get(field, {}).get("x-error") or err.message
+    value = err.instance if len(path) == 1 else None
+    shown = "" if why.startswith("required") or value is None else f", got {value!r}"
+    return f"{field}: {why}{shown}"
+
+
+def _strip(v: Any) -> str | None:
+    return v.strip() or None if isinstance(v, str) else None
 
 
 def parse_pattern(rec: Any) -> Pattern:
-    """Validate one record. E1 needs an org_id; E1/E2 need the situation they are matched on."""
-    if not isinstance(rec, dict):
-        raise PatternError(f"a pattern must be a JSON object, got {type(rec).__name__}")
-    unknown = sorted(set(rec) - _KNOWN)
-    if unknown:
-        raise PatternError(f"unknown field(s): {', '.join(unknown)}")
-    pid = rec.get("id")
-    if not isinstance(pid, str) or not pid.strip():
-        raise PatternError("id: required, a non-empty string")
-    if len(pid) > MAX_ID_CHARS:
-        raise PatternError(f"id: longer than {MAX_ID_CHARS} characters")
-    tier = rec.get("tier")
-    if tier not in TIERS:
-        raise PatternError(f"tier: must be one of {', '.join(TIERS)}, got {tier!r}")
-    org = _text(rec, "org_id", tier == "e1")
-    if tier != "e1" and org is not None:
-        raise PatternError("org_id: only E1 patterns are org-scoped")
-    ft = rec.get("failure_type")
-    if ft is not None and ft not in FAILURE_TYPE_VALUES:
-        raise PatternError(
-            f"failure_type: must be one of {', '.join(FAILURE_TYPE_VALUES)} or null, got {ft!r}"
-        )
+    """Validate one record against schemas/pattern.schema.json, then normalise it (stripped
+    text, dead ends as a list, model family in lower case)."""
+    err = best_match(_VALIDATOR.iter_errors(rec))
+    if err is not None:
+        raise PatternError(_explain(err))
     dead = rec.get("dead_ends")
-    if dead is None:
-        dead_list: list[str] = []
-    elif isinstance(dead, str):
-        dead_list = [dead.strip()] if dead.strip() else []
-    elif isinstance(dead, list) and all(isinstance(x, str) for x in dead):
-        dead_list = [x.strip() for x in dead if x.strip()]
-    else:
-        raise PatternError("dead_ends: must be a string or a list of strings")
+    dead_list = [dead.strip()] if isinstance(dead, str) else [x.strip() for x in dead or []]
     gate = rec.get("gate_threshold")
-    if gate is not None:
-        if (
-            isinstance(gate, bool)
-            or not isinstance(gate, (int, float))
-            or not math.isfinite(gate)
-            or not 0 <= gate <= 1
-        ):
-            raise PatternError(f"gate_threshold: must be a number in [0, 1], got {gate!r}")
-        gate = float(gate)
-    fam = _text(rec, "model_family", False)
+    fam = _strip(rec.get("model_family"))
     return Pattern(
-        id=pid.strip(),
-        tier=tier,
-        title=_text(rec, "title", True) or "",
-        guidance=_text(rec, "guidance", True) or "",
-        org_id=org,
-        failure_type=ft,
-        situation=_text(rec, "situation", tier in ("e1", "e2")),
-        dead_ends=dead_list,
-        unlock=_text(rec, "unlock", False),
-        gate_threshold=gate,
+        id=rec["id"].strip(),
+        tier=rec["tier"],
+        title=rec["title"].strip(),
+        guidance=rec["guidance"].strip(),
+        org_id=_strip(rec.get("org_id")),
+        failure_type=rec.get("failure_type"),
+        situation=_strip(rec.get("situation")),
+        dead_ends=[x for x in dead_list if x],
+        unlock=_strip(rec.get("unlock")),
+        gate_threshold=None if gate is None else float(gate),
         model_family=fam.lower() if fam else None,
-        source_run_id=_text(rec, "source_run_id", False),
+        source_run_id=_strip(rec.get("source_run_id")),
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..decision import Suppressed
+
 MAX_MONITOR_INJECTIONS = 5
 COOLDOWN = {"FAST": 5, "NORMAL": 3, "SLOW": 2, "SKIP": 2}
 
@@ -14,7 +16,7 @@ def hold_back(
     last_step: int | None,
     last_text: str | None,
     final: bool = False,
-) -> str | None:
+) -> Suppressed | None:
     """Which guardrail holds a proposed monitor injection back, or None to let it through.
     A finding on a step that finishes the run (finish/submit, final answer) is reported but not
     injected: no model call follows to read it (verification_skip repeats it if the run goes on)."""

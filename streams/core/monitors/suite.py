@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..decision import MonitorsWire
 from . import compression, contradiction, drift, loop, sprawl, verification
 from .base import FIRE_AT, Finding
 from .features import StepFeatures
@@ -45,7 +46,7 @@ class MonitorResult:
     text: str | None  # steering text of every fired monitor, strongest first
     final: bool = False  # the step finished the run: nothing reads an injection
 
-    def as_wire(self) -> dict[str, Any]:
+    def as_wire(self) -> MonitorsWire:
         return {
             "scores": self.scores,
             "fired": self.fired,
