@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.errors import KafkaConnectionError
+from aiokafka.errors import KafkaConnectionError, KafkaError
 
 from ..core.events import SCHEMA_VERSION
 from ..kafka import wire
@@ -227,13 +227,10 @@ class SteeringClient:
             fetch_max_wait_ms=50,
         )
         await self._consumer.start()
-        parts = self._consumer.partitions_for_topic(self.steering_topic)
-        for _ in range(100):
-            if parts:
-                break
-            await self._consumer.topics()  # public API: fetches fresh cluster metadata
-            parts = self._consumer.partitions_for_topic(self.steering_topic)
-            await asyncio.sleep(0.05)
+        try:  # aiokafka's public way to wait for a topic's metadata
+            parts = await asyncio.wait_for(self._producer.partitions_for(self.steering_topic), 10.0)
+        except (TimeoutError, KafkaError):
+            parts = None
         if not parts:
             raise RuntimeError(f"topic {self.steering_topic} does not exist: start the worker first")
         self._partitions = len(parts)
