@@ -185,3 +185,130 @@ def test_async_use_and_a_failing_run_is_finished_with_the_exception_type(lc_work
             break
         time.sleep(0.1)
     assert summary["outcome"] == "failure: ValueError", summary
+
+
+# -- concurrency, threads, retries (per-invocation state) ------------------------------------
+
+
+class ConversationModel(ScriptedModel):
+    """Replies from the conversation itself, so concurrent invocations do not share a script:
+    two tool calls (the first a pair, both reported), then a final answer; fails once first
+    when `fail_first` is set (a transient connection error)."""
+
+    fail_first: bool = False
+
+    def _generate(self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kw: Any) -> Any:
+        from langchain_core.messages import HumanMessage, ToolMessage
+        from langchain_core.outputs import ChatGeneration, ChatResult
+
+        self.script.calls.append((self.model_id, list(messages)))
+        if self.fail_first and len(self.script.calls) == 1:
+            raise ConnectionError("connection reset by peer")
+        last_human = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
+        tools_since = sum(1 for m in messages[last_human:] if isinstance(m, ToolMessage))
+        if tools_since == 0:
+            reply = AIMessage(
+                content="Read both.",
+                tool_calls=[call("read_file", 0, path="a.py"), call("read_file", 1, path="b.py")],
+            )
+        elif tools_since == 2:
+            reply = AIMessage(content="Run the tests.", tool_calls=[call("run_tests", 2, path="tests")])
+        else:
+            reply = AIMessage(content="Done.")
+        reply = reply.model_copy(update={"response_metadata": {"model_name": self.model_id}})
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def conversation_agent(
+    client: SyncSteeringClient, script: Script, middleware: list[Any] | None = None, **kw: Any
+) -> tuple[Any, SteeringMiddleware]:
+    model = ConversationModel(script=script, model_id="claude-sonnet-4-5", **kw)
+    mw = SteeringMiddleware(client, model="claude-sonnet-4-5", model_factory=lambda _id: model, org_id="acme")
+    return create_agent(
+        model, [read_file, run_tests], system_prompt=BASE, middleware=[*(middleware or []), mw], **{}
+    ), mw
+
+
+def events_by_run(w: WorkerProcess) -> dict[str, list[dict[str, Any]]]:
+    s = w.settings
+    out: dict[str, list[dict[str, Any]]] = {}
+    for ev in asyncio.run(read_all(s.bootstrap_servers, s.steps_topic)):
+        if ev["run_id"].startswith("lc-"):  # not the worker's readiness probes
+            out.setdefault(ev["run_id"], []).append(ev)
+    return out
+
+
+def shape(events: list[dict[str, Any]]) -> list[str]:
+    return [ev["type"] if ev["type"] != "step" else f"step {ev['step']}" for ev in events]
+
+
+def test_ten_concurrent_invocations_of_one_agent_are_ten_runs(lc_worker: WorkerProcess) -> None:
+    script = Script([])
+
+    async def scenario() -> list[Any]:
+        with SyncSteeringClient(lc_worker.settings, deadline_ms=15000) as c:
+            agent, mw = conversation_agent(c, script)
+            outs = await asyncio.gather(
+                *(
+                    agent.ainvoke({"messages": [{"role": "user", "content": f"Task {i}: read a and b."}]})
+                    for i in range(10)
+                )
+            )
+            assert mw.active_runs() == []  # every run finished
+            return outs
+
+    outs = asyncio.run(scenario())
+    assert all(o["messages"][-1].content == "Done." for o in outs)
+    runs = events_by_run(lc_worker)
+    assert len(runs) == 10, {k: shape(v) for k, v in runs.items()}
+    for evs in runs.values():
+        assert shape(evs) == ["run_start", "step 1", "step 2", "run_finish"], shape(evs)
+        assert evs[-1]["outcome"] == "success"
+        both = evs[1]  # the first step had two tool calls: both are reported
+        assert both["action"] == "read_file+read_file"
+        assert [c["args"]["path"] for c in both["action_input"]] == ["a.py", "b.py"]
+    assert sorted(evs[0]["task"] for evs in runs.values()) == sorted(
+        f"Task {i}: read a and b." for i in range(10)
+    )
+
+
+def test_a_thread_is_one_run_across_its_turns(lc_worker: WorkerProcess) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    script = Script([])
+    with SyncSteeringClient(lc_worker.settings, deadline_ms=15000) as c:
+        model = ConversationModel(script=script, model_id="claude-sonnet-4-5")
+        mw = SteeringMiddleware(c, model="claude-sonnet-4-5", model_factory=lambda _id: model, org_id="acme")
+        agent = create_agent(
+            model, [read_file, run_tests], system_prompt=BASE, middleware=[mw], checkpointer=InMemorySaver()
+        )
+        cfg = {"configurable": {"thread_id": "thread-1"}}
+        agent.invoke({"messages": [{"role": "user", "content": "Turn one: read a and b."}]}, cfg)
+        run_id = mw.thread_run("thread-1")
+        assert run_id is not None
+        agent.invoke({"messages": [{"role": "user", "content": "Turn two: now b again."}]}, cfg)
+        assert mw.thread_run("thread-1") == run_id  # the same run
+        mw.end_thread("thread-1")
+        assert mw.thread_run("thread-1") is None
+    evs = events_by_run(lc_worker)[run_id]
+    # turn 1: calls 1-3; turn 2: calls 4-6 continue the numbering; one start, one finish
+    assert shape(evs) == ["run_start", *(f"step {k}" for k in range(1, 6)), "run_finish"], shape(evs)
+    assert evs[0]["task"] == "Turn one: read a and b."
+
+
+def test_a_retried_model_call_neither_ends_the_run_nor_publishes_a_step_twice(
+    lc_worker: WorkerProcess,
+) -> None:
+    from langchain.agents.middleware import ModelRetryMiddleware
+
+    script = Script([])
+    retry = ModelRetryMiddleware(max_retries=2, initial_delay=0.01, jitter=False)
+    with SyncSteeringClient(lc_worker.settings, deadline_ms=15000) as c:
+        agent, mw = conversation_agent(c, script, [retry], fail_first=True)
+        out = agent.invoke({"messages": [{"role": "user", "content": "Read a and b."}]})
+        run_id = mw.run_id
+    assert out["messages"][-1].content == "Done."
+    assert len(script.calls) == 4  # the failed call, then the three of the conversation
+    evs = events_by_run(lc_worker)[run_id]
+    assert shape(evs) == ["run_start", "step 1", "step 2", "run_finish"], shape(evs)
+    assert evs[-1]["outcome"] == "success"

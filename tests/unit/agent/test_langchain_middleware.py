@@ -68,3 +68,32 @@ def test_failure_outcome_names_the_exception_type() -> None:
 def test_previous_step_names_the_agent_of_a_named_message() -> None:
     history = [HumanMessage("q"), AIMessage("Next, ask the researcher.", name="supervisor")]
     assert previous_step(history) == {"thought": "Next, ask the researcher.", "agent": "supervisor"}
+
+
+def test_previous_step_reports_every_tool_call_of_the_message() -> None:
+    history = [
+        HumanMessage("look"),
+        AIMessage(
+            "Read both.",
+            tool_calls=[
+                {"name": "read_file", "args": {"path": "a.py"}, "id": "1"},
+                {"name": "grep", "args": {"q": "x"}, "id": "2"},
+            ],
+        ),
+        ToolMessage("A", tool_call_id="1"),
+        ToolMessage("B", tool_call_id="2"),
+    ]
+    got = previous_step(history)
+    assert got["action"] == "read_file+grep"
+    assert got["action_input"] == [
+        {"name": "read_file", "args": {"path": "a.py"}},
+        {"name": "grep", "args": {"q": "x"}},
+    ]
+    assert got["observation"] == "A\nB"
+
+
+def test_runs_must_be_thread_or_invocation() -> None:
+    from streams.agent.langchain_middleware import SteeringMiddleware
+
+    with pytest.raises(ValueError, match="runs must be"):
+        SteeringMiddleware(object(), runs="session")  # type: ignore[arg-type]
