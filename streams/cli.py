@@ -225,6 +225,12 @@ def _store(args: argparse.Namespace) -> Iterator[Any]:
 
 
 def cmd_patterns_load(args: argparse.Namespace) -> int:
+    from .etraces.patterns import starter_library
+
+    if args.starter:
+        args.files = [*args.files, str(starter_library())]
+    if not args.files:
+        raise UserError("patterns load: name JSONL file(s), or --starter for the bundled library", 2)
     for path in args.files:  # every file is checked before the store is opened
         if not os.path.isfile(path):
             raise UserError(f"{path}: no such file")
@@ -382,7 +388,10 @@ def build_parser() -> argparse.ArgumentParser:
     pt = sub.add_parser("patterns", help="load, list, delete guidance patterns; store stats")
     psub = pt.add_subparsers(dest="action", required=True, metavar="action")
     pl = psub.add_parser("load", help="upsert patterns from JSONL file(s)")
-    pl.add_argument("files", nargs="+", metavar="FILE")
+    pl.add_argument("files", nargs="*", metavar="FILE")
+    pl.add_argument(
+        "--starter", action="store_true", help="also load the starter library that ships with rb-streams"
+    )
     pl.set_defaults(func=cmd_patterns_load)
     pd = psub.add_parser("delete", help="delete patterns by id")
     pd.add_argument("ids", nargs="+", metavar="ID")

@@ -12,6 +12,7 @@
 #   RB_KAFKA_CTRL_PORT   controller listener (default RB_KAFKA_PORT+1)
 #   RB_KAFKA_DIR         data dir, logs and pid file (default <repo>/.local/kafka-<port>)
 #   RB_KAFKA_HEAP        JVM heap (default 512m)
+#   RB_KAFKA_LIBS        where the broker jars are resolved to (default <this dir>/target/libs)
 #   RB_KAFKA_START_TIMEOUT seconds to wait for the port (default 60)
 #   RB_KAFKA_SASL_PORT   also open a SASL_PLAINTEXT listener on 127.0.0.1 here (PLAIN,
 #                        SCRAM-SHA-256, SCRAM-SHA-512); off when unset
@@ -32,7 +33,7 @@ TIMEOUT="${RB_KAFKA_START_TIMEOUT:-60}"
 SASL_PORT="${RB_KAFKA_SASL_PORT:-}"
 SASL_USERS="${RB_KAFKA_SASL_USERS:-}"
 SSL_PORT="${RB_KAFKA_SSL_PORT:-}"
-LIBS="$HERE/target/libs"
+LIBS="${RB_KAFKA_LIBS:-$HERE/target/libs}"  # where Maven puts the jars (an installed package: a user cache dir)
 PIDFILE="$DIR/kafka.pid"
 
 log() { echo "[kafka.sh] $*" >&2; }

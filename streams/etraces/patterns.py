@@ -159,3 +159,12 @@ def read_file(path: str | Path) -> tuple[list[Pattern], list[LineError]]:
         for _, item in read_jsonl(fh):
             (bad if isinstance(item, LineError) else good).append(item)  # type: ignore[arg-type]
     return good, bad
+
+
+def starter_library() -> Path:
+    """Our starter pattern library: patterns/starter.jsonl in a checkout, else the copy the
+    installed package carries (streams/data/patterns/starter.jsonl)."""
+    checkout = Path(__file__).resolve().parents[2] / "patterns" / "starter.jsonl"
+    if checkout.is_file():
+        return checkout
+    return Path(str(resources.files("streams").joinpath("data", "patterns", "starter.jsonl")))

@@ -12,12 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..agent.client import Decision, SteeringClient
+from ..etraces.patterns import starter_library
 from ..settings import Settings
-from .broker import REPO, kafka, reachable
+from .broker import kafka, reachable
 from .simulate import BEHAVIOURS, trajectory
 from .worker_process import WorkerProcess, free_port
 
-STARTER = REPO / "patterns" / "starter.jsonl"
 ROUTING = {"FAST": "claude-haiku-4-5", "SLOW": "claude-sonnet-4-6", "SKIP": "claude-sonnet-4-6"}
 
 
@@ -111,7 +111,7 @@ def main(runs: int = 7, steps: int = 30, port: int = 9092, keep_broker: bool = F
         app_id=f"rb-demo-{prefix}",
         web_port=free_port(),
         log_level="warn",
-        patterns_seed=str(STARTER) if STARTER.is_file() else "",
+        patterns_seed=str(starter_library()),
     )
     worker: WorkerProcess | None = None
     try:

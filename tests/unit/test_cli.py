@@ -113,7 +113,7 @@ def test_pattern_commands_are_subcommands_with_only_their_own_flags() -> None:
     p = build_parser()
     assert p.parse_args(["patterns", "list", "--tier", "e2", "--json"]).tier == "e2"
     assert p.parse_args(["patterns", "delete", "a", "b"]).ids == ["a", "b"]
-    for argv in (["patterns", "stats", "--partitions", "3"], ["patterns", "load"], ["patterns", "list", "x"]):
+    for argv in (["patterns", "stats", "--partitions", "3"], ["patterns", "list", "x"]):
         with pytest.raises(SystemExit) as e:
             p.parse_args(argv)
         assert e.value.code == 2

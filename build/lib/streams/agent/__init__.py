@@ -1,0 +1,1 @@
+"""The agent side: steering client, session, system-message composition, LangChain middleware."""

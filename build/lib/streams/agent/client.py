@@ -1,0 +1,488 @@
+"""Agent-side client: publish run events, await the matching steering decision.
+
+The client reads only the steering partitions its own runs hash to (the worker sends a
+run's decision to partition `partition_for(run_id)`), so an agent process reads roughly its
+share of the traffic instead of every run's decisions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaConnectionError, KafkaError
+
+from ..core.events import SCHEMA_VERSION
+from ..kafka import wire
+from ..kafka.security import KafkaAuthError as KafkaAuthError
+from ..kafka.security import client_kwargs, diagnose
+from ..settings import ClientSettings
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass
+class StepLogEntry:
+    """What happened at one model call, from the agent's side."""
+
+    step: int
+    fsm_state: str | None
+    difficulty: float | None
+    model_id: str | None
+    injections: int
+    injection_sources: list[str]
+    intervention_texts: list[str]
+    monitors_fired: list[str]
+    failure_type: str | None
+    skipped_reason: str | None
+    tokens: int | None
+    latency_ms: float
+    steered: bool = True
+    late: bool = False
+
+
+@dataclass
+class Decision:
+    """A steering decision as received (the wire dict plus convenience accessors)."""
+
+    data: dict[str, Any]
+    latency_ms: float
+
+    @property
+    def step(self) -> int:
+        return int(self.data["step"])
+
+    @property
+    def fsm_state(self) -> str:
+        return str(self.data["fsm_state"])
+
+    @property
+    def model(self) -> str | None:
+        return self.data.get("model")
+
+    @property
+    def injection_text(self) -> str | None:
+        return self.data.get("injection_text")
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+
+@dataclass
+class _Run:
+    run_id: str
+    partition: int
+    step_log: list[StepLogEntry] = field(default_factory=list)
+    last_delivered: int = -1
+    # The run's last event handed to the producer (a task until the producer took it): the
+    # next one waits for it, so a run's events keep their order even when a call gives up.
+    enqueued: asyncio.Task[Any] | None = None
+
+
+def step_event(
+    run_id: str,
+    step: int,
+    *,
+    thought: str | None = None,
+    action: str | None = None,
+    action_input: Any = None,
+    observation: str | None = None,
+    observation_is_error: bool = False,
+    tokens: int | None = None,
+    model_id: str | None = None,
+    difficulty: float | None = None,
+    agent: str | None = None,
+) -> dict[str, Any]:
+    """The step event the client publishes: this step only, never the trace so far. `agent`
+    names who spoke or acted in a multi-agent system; a step without `action` is a message."""
+    event: dict[str, Any] = {
+        "type": "step",
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "step": step,
+        "thought": thought,
+        "action": action,
+        "action_input": action_input,
+        "observation": observation,
+        "observation_is_error": observation_is_error,
+        "tokens": tokens,
+        "model_id": model_id,
+        "ts": time.time(),
+    }
+    if difficulty is not None:
+        event["difficulty"] = difficulty
+    if agent is not None:
+        event["agent"] = agent
+    return event
+
+
+def _entry(
+    step: int, d: Decision | None, tokens: int | None, latency_ms: float, model: str | None
+) -> StepLogEntry:
+    if d is None:
+        return StepLogEntry(
+            step,
+            None,
+            None,
+            model,
+            0,
+            [],
+            [],
+            [],
+            None,
+            "decision late: proceeding unsteered",
+            tokens,
+            latency_ms,
+            steered=False,
+            late=True,
+        )
+    inj = d.data.get("injections") or []
+    mon = d.data.get("monitors") or {}
+    return StepLogEntry(
+        step=step,
+        fsm_state=d.data.get("fsm_state"),
+        difficulty=d.data.get("difficulty"),
+        model_id=d.data.get("model") or model,
+        injections=len(inj),
+        injection_sources=[i.get("source") for i in inj],
+        intervention_texts=[i.get("text") for i in inj],
+        monitors_fired=list(mon.get("fired") or []),
+        failure_type=mon.get("failure_type"),
+        skipped_reason=d.data.get("skipped_reason"),
+        tokens=tokens,
+        latency_ms=latency_ms,
+    )
+
+
+class SteeringClient:
+    """Async client. Use `async with SteeringClient(...) as c:` or start()/stop()."""
+
+    def __init__(
+        self,
+        settings: ClientSettings | None = None,
+        *,
+        bootstrap_servers: str | None = None,
+        topic_prefix: str | None = None,
+        deadline_ms: int | None = None,
+        client_id: str | None = None,
+    ) -> None:
+        s = settings or ClientSettings.from_env()
+        self.settings = s
+        self.bootstrap_servers = bootstrap_servers or s.bootstrap_servers
+        self.steps_topic = f"{topic_prefix or s.topic_prefix}.steps"
+        self.steering_topic = f"{topic_prefix or s.topic_prefix}.steering"
+        self.deadline_ms = deadline_ms if deadline_ms is not None else s.client_deadline_ms
+        self.client_id = client_id or f"rb-client-{uuid.uuid4().hex[:8]}"
+        self._producer: AIOKafkaProducer | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._partitions = 0
+        self._assigned: set[TopicPartition] = set()
+        self._lock = asyncio.Lock()
+        self._waiters: dict[tuple[str, int], asyncio.Future[Decision]] = {}
+        self._sent_at: dict[tuple[str, int], float] = {}
+        self._runs: dict[str, _Run] = {}
+        self._task: asyncio.Task[None] | None = None
+        self.late_decisions = 0
+        self.duplicate_decisions = 0
+        self.failed_sends = 0  # events the producer gave up on (broker away past its timeout)
+
+    # -- lifecycle ----------------------------------------------------------
+    async def start(self) -> None:
+        """Connect. Raises KafkaAuthError when the broker rejects the credentials."""
+        try:
+            await self._start()
+        except KafkaConnectionError:
+            await self.stop()
+            await diagnose(self.settings.with_(broker=self.bootstrap_servers))
+            raise
+
+    async def _start(self) -> None:
+        auth = client_kwargs(self.settings)
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap_servers,
+            client_id=self.client_id,
+            acks="all",
+            enable_idempotence=True,
+            linger_ms=0,
+            **auth,
+        )
+        await self._producer.start()
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap_servers,
+            client_id=self.client_id,
+            **auth,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="latest",
+            isolation_level="read_committed",
+            fetch_max_wait_ms=50,
+        )
+        await self._consumer.start()
+        try:  # aiokafka's public way to wait for a topic's metadata
+            parts = await asyncio.wait_for(self._producer.partitions_for(self.steering_topic), 10.0)
+        except (TimeoutError, KafkaError):
+            parts = None
+        if not parts:
+            raise RuntimeError(f"topic {self.steering_topic} does not exist: start the worker first")
+        self._partitions = len(parts)
+        self._task = asyncio.create_task(self._consume(), name="rb-client-consume")
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        for part in (self._consumer, self._producer):
+            if part is not None:
+                with contextlib.suppress(Exception):
+                    await part.stop()
+        self._consumer = self._producer = None
+
+    async def __aenter__(self) -> SteeringClient:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # -- subscription -------------------------------------------------------
+    async def _watch(self, partition: int) -> None:
+        """Add a steering partition to the assignment, positioned at its end, before the
+        first event of a run on it is published (so its decision cannot be missed)."""
+        tp = TopicPartition(self.steering_topic, partition)
+        if tp in self._assigned:
+            return
+        assert self._consumer is not None
+        async with self._lock:
+            if tp in self._assigned:
+                return
+            positions = {p: await self._consumer.position(p) for p in self._assigned}
+            self._consumer.assign(list(self._assigned | {tp}))
+            for p, pos in positions.items():
+                self._consumer.seek(p, pos)
+            await self._consumer.seek_to_end(tp)
+            await self._consumer.position(tp)
+            self._assigned.add(tp)
+
+    async def _consume(self) -> None:
+        assert self._consumer is not None
+        while True:
+            if not self._assigned:
+                await asyncio.sleep(0.01)
+                continue
+            async with self._lock:
+                batches = await self._consumer.getmany(timeout_ms=20, max_records=1000)
+            now = time.perf_counter()
+            for records in batches.values():
+                for rec in records:
+                    try:
+                        self._deliver(wire.loads(rec.value), now)
+                    except Exception:
+                        log.exception("bad decision record at offset %s", rec.offset)
+
+    def _deliver(self, data: dict[str, Any], now: float) -> None:
+        run = self._runs.get(data.get("run_id", ""))
+        if run is None:
+            return  # another process's run on a shared partition
+        step = data["step"]
+        if step <= run.last_delivered:
+            self.duplicate_decisions += 1
+            return
+        run.last_delivered = step
+        key = (run.run_id, step)
+        fut = self._waiters.pop(key, None)
+        sent = self._sent_at.pop(key, now)
+        if fut is not None and not fut.done():
+            fut.set_result(Decision(data, (now - sent) * 1000.0))
+        else:
+            self.late_decisions += 1
+
+    # -- publishing ---------------------------------------------------------
+    async def _publish_and_wait(
+        self, run: _Run, step: int, event: dict[str, Any], wait: bool
+    ) -> Decision | None:
+        assert self._producer is not None
+        key = (run.run_id, step)
+        fut: asyncio.Future[Decision] | None = None
+        if wait:
+            fut = asyncio.get_running_loop().create_future()
+            self._waiters[key] = fut
+            self._sent_at[key] = time.perf_counter()
+        t0 = time.perf_counter()
+        # The agent never waits past its deadline, not even for Kafka itself: while the broker
+        # is away the producer keeps the event (in order with the run's later ones) and retries,
+        # and this call reports an unsteered step.
+        enqueue = asyncio.ensure_future(self._enqueue(run.enqueued, wire.dumps(event), run.run_id))
+        enqueue.add_done_callback(self._on_sent)
+        run.enqueued = enqueue
+        deadline = self.deadline_ms / 1000.0
+
+        def left() -> float:
+            return max(0.0, deadline - (time.perf_counter() - t0))
+
+        try:
+            sent = await asyncio.wait_for(asyncio.shield(enqueue), left())
+            await asyncio.wait_for(asyncio.shield(sent), left())
+            if fut is None:
+                return None
+            return await asyncio.wait_for(asyncio.shield(fut), left())
+        except TimeoutError:
+            self._waiters.pop(key, None)
+            self._sent_at.pop(key, None)
+            return None
+
+    async def _enqueue(
+        self, prev: asyncio.Task[Any] | None, value: bytes, run_id: str
+    ) -> asyncio.Future[Any]:
+        """Hand the event to the producer after the run's previous one (metadata waits can
+        hold a send while the broker is away)."""
+        assert self._producer is not None
+        if prev is not None and not prev.done():
+            await asyncio.wait([prev])
+        sent: asyncio.Future[Any] = await self._producer.send(
+            self.steps_topic, value, key=run_id.encode("utf-8")
+        )
+        sent.add_done_callback(self._on_sent)
+        return sent
+
+    def _on_sent(self, sent: asyncio.Future[Any]) -> None:
+        if not sent.cancelled() and sent.exception() is not None:
+            self.failed_sends += 1
+            log.error("an event could not be published: %s", sent.exception())
+
+    async def start_run(self, run_id: str, **fields: Any) -> Decision | None:
+        """Publish run_start and wait for decision 0 (which applies to the first call)."""
+        if run_id in self._runs:
+            raise ValueError(f"run {run_id!r} already started by this client")
+        run = _Run(run_id, wire.partition_for(run_id, self._partitions))
+        self._runs[run_id] = run
+        await self._watch(run.partition)
+        event = {"type": "run_start", "schema_version": SCHEMA_VERSION, "run_id": run_id, "ts": time.time()}
+        event.update({k: v for k, v in fields.items() if v is not None})
+        t0 = time.perf_counter()
+        d = await self._publish_and_wait(run, 0, event, True)
+        run.step_log.append(_entry(0, d, None, (time.perf_counter() - t0) * 1000, fields.get("model")))
+        return d
+
+    async def step(
+        self,
+        run_id: str,
+        step: int,
+        *,
+        thought: str | None = None,
+        action: str | None = None,
+        action_input: Any = None,
+        observation: str | None = None,
+        observation_is_error: bool = False,
+        tokens: int | None = None,
+        model_id: str | None = None,
+        difficulty: float | None = None,
+        agent: str | None = None,
+    ) -> Decision | None:
+        """Publish step `step` and wait for its decision (None if it missed the deadline)."""
+        run = self._runs[run_id]
+        event = step_event(
+            run_id,
+            step,
+            thought=thought,
+            action=action,
+            action_input=action_input,
+            observation=observation,
+            observation_is_error=observation_is_error,
+            tokens=tokens,
+            model_id=model_id,
+            difficulty=difficulty,
+            agent=agent,
+        )
+        t0 = time.perf_counter()
+        d = await self._publish_and_wait(run, step, event, True)
+        run.step_log.append(_entry(step, d, tokens, (time.perf_counter() - t0) * 1000, model_id))
+        return d
+
+    async def finish_run(self, run_id: str, outcome: str = "success") -> None:
+        run = self._runs[run_id]
+        event = {
+            "type": "run_finish",
+            "schema_version": SCHEMA_VERSION,
+            "run_id": run_id,
+            "outcome": outcome,
+            "ts": time.time(),
+        }
+        await self._publish_and_wait(run, -1, event, False)
+
+    async def send_raw(self, value: bytes, key: bytes | None = None) -> None:
+        """Publish arbitrary bytes to the steps topic (tests and tooling)."""
+        assert self._producer is not None
+        await self._producer.send_and_wait(self.steps_topic, value, key=key)
+
+    def step_log(self, run_id: str) -> list[StepLogEntry]:
+        return list(self._runs[run_id].step_log)
+
+    def forget(self, run_id: str) -> None:
+        """Drop a finished run's bookkeeping (step log, duplicate filter): a long-lived client
+        serving many runs stays bounded. Late decisions for it are ignored from then on."""
+        self._runs.pop(run_id, None)
+
+
+class SyncSteeringClient:
+    """Blocking wrapper for synchronous agent loops: runs the async client on its own thread."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="rb-client", daemon=True)
+        self._thread.start()
+        self._client = SteeringClient(*args, **kwargs)
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    async def _arun(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await from another event loop (an async agent) without blocking it."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
+
+    def start(self) -> None:
+        self._run(self._client.start())
+
+    def stop(self) -> None:
+        try:
+            self._run(self._client.stop())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> SyncSteeringClient:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start_run(self, run_id: str, **fields: Any) -> Decision | None:
+        return self._run(self._client.start_run(run_id, **fields))
+
+    def step(self, run_id: str, step: int, **fields: Any) -> Decision | None:
+        return self._run(self._client.step(run_id, step, **fields))
+
+    def finish_run(self, run_id: str, outcome: str = "success") -> None:
+        self._run(self._client.finish_run(run_id, outcome))
+
+    def step_log(self, run_id: str) -> list[StepLogEntry]:
+        return self._client.step_log(run_id)
+
+    async def astart_run(self, run_id: str, **fields: Any) -> Decision | None:
+        return await self._arun(self._client.start_run(run_id, **fields))
+
+    async def astep(self, run_id: str, step: int, **fields: Any) -> Decision | None:
+        return await self._arun(self._client.step(run_id, step, **fields))
+
+    async def afinish_run(self, run_id: str, outcome: str = "success") -> None:
+        await self._arun(self._client.finish_run(run_id, outcome))

@@ -1,0 +1,384 @@
+"""LangChain 1.x `AgentMiddleware`: rb-streams steering for a `create_agent` agent in one line.
+
+    from streams.agent.langchain_middleware import SteeringMiddleware
+    steering = SteeringMiddleware(client, model_routing={"FAST": "anthropic:claude-haiku-4-5"})
+    agent = create_agent("anthropic:claude-sonnet-4-5", tools, system_prompt=BASE,
+                         middleware=[steering])
+
+Runs. The run lives in the agent's state (a private `rb_run_id`), never on the middleware, so one
+agent serves any number of concurrent invocations. With a `thread_id` (a checkpointer and
+`config={"configurable": {"thread_id": ...}}`) a thread is one run across its turns by default
+(`runs="thread"`): turn 2 continues turn 1's run, its task and its monitor history; the run ends
+with `end_thread(...)`, inside `run()`/`arun()`, or by the worker's idle timeout. Without a
+thread, or with `runs="invocation"`, every invocation is one run, finished when the agent ends.
+`org_id`/`project_id` come from `runtime.context` when it has them (else the constructor's).
+
+Steps. Before every model call but the first, the previous step (the last AI message as
+thought, its tool calls as action, the tool messages after it as observation, token usage) is
+published and its decision awaited within the client's deadline; the call then goes to the
+routed model (`init_chat_model` ids, cached per id) with the composed system message (base
+prompt with `cache_control`, plus a separate uncached `[REASONBLOCKS]` block only when
+injecting). A step with several tool calls reports them all: `action` is their names joined
+with "+", `action_input` the list of {"name", "args"}. The message history is never modified.
+A failed model call does not end the run: retry and fallback middleware call again, and the
+repeated call reuses its steering instead of publishing a step twice. run_finish goes out when
+the agent ends (`success`, or what `mark_failure` set) or, through `run()`/`arun()`, with
+`failure: <ExceptionType>` when the block raises.
+Needs the `langchain` extra (`pip install 'rb-streams[langchain]'`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, NotRequired
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
+from langchain.agents.middleware.types import PrivateStateAttr
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from . import compose
+from .client import StepLogEntry, SyncSteeringClient
+from .session import Steering, SteeringSession, failure_outcome
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(b.get("text", "")) if isinstance(b, dict) else str(b) for b in content if b
+        ).strip()
+    return str(content or "")
+
+
+def previous_step(messages: list[BaseMessage]) -> dict[str, Any]:
+    """The step event fields of the last model call, read from the history (not changed)."""
+    last_ai = max((i for i, m in enumerate(messages) if isinstance(m, AIMessage)), default=None)
+    if last_ai is None:
+        return {}
+    ai = messages[last_ai]
+    assert isinstance(ai, AIMessage)
+    fields: dict[str, Any] = {"thought": _text(ai.content) or None}
+    if ai.name:  # multi-agent graphs name each agent's messages
+        fields["agent"] = str(ai.name)
+    if ai.tool_calls:
+        if len(ai.tool_calls) == 1:
+            call = ai.tool_calls[0]
+            fields["action"] = call["name"]
+            fields["action_input"] = call.get("args") or {}
+        else:  # every call of the step, in order
+            fields["action"] = "+".join(c["name"] for c in ai.tool_calls)[:1024]
+            fields["action_input"] = [{"name": c["name"], "args": c.get("args") or {}} for c in ai.tool_calls]
+        results = [m for m in messages[last_ai + 1 :] if isinstance(m, ToolMessage)]
+        if results:
+            fields["observation"] = "\n".join(_text(m.content) for m in results)
+            fields["observation_is_error"] = any(getattr(m, "status", "success") == "error" for m in results)
+    usage = ai.usage_metadata
+    if usage:
+        fields["tokens"] = int(usage.get("total_tokens") or 0)
+    model_id = (ai.response_metadata or {}).get("model_name") or (ai.response_metadata or {}).get("model")
+    if model_id:
+        fields["model_id"] = str(model_id)
+    return fields
+
+
+def _task(messages: list[BaseMessage]) -> str | None:
+    first = next((m for m in messages if isinstance(m, HumanMessage)), None)
+    return _text(first.content)[:2000] if first is not None else None
+
+
+class SteeringState(AgentState[Any]):
+    """The middleware's part of the agent state: which run this invocation (or thread) is."""
+
+    rb_run_id: NotRequired[Annotated[str, PrivateStateAttr]]
+
+
+@dataclass
+class _Live:
+    """A run in progress in this process: its session and what has been published of it."""
+
+    session: SteeringSession
+    thread: str | None
+    ai_seen: int = -1  # AI messages in the history at the last model call (-1: none yet)
+    steering: Steering | None = None  # the last call's steering (a retried call reuses it)
+    failure: str | None = None
+
+
+# The runs started inside the innermost `run()`/`arun()` block of this context.
+_BLOCK: ContextVar[list[str] | None] = ContextVar("rb_langchain_block", default=None)
+
+
+class SteeringMiddleware(AgentMiddleware[SteeringState, Any, Any]):
+    """rb-streams steering for a LangChain agent; see the module docstring."""
+
+    state_schema = SteeringState
+
+    def __init__(
+        self,
+        client: SyncSteeringClient,
+        *,
+        model: str | None = None,
+        model_routing: dict[str, str] | None = None,
+        model_factory: Callable[[str], BaseChatModel] | None = None,
+        run_id_prefix: str = "lc",
+        runs: Literal["thread", "invocation"] = "thread",
+        **run_fields: Any,
+    ) -> None:
+        super().__init__()
+        if runs not in ("thread", "invocation"):
+            raise ValueError(f"runs must be 'thread' or 'invocation', got {runs!r}")
+        self.client = client
+        self.model = model
+        self.model_routing = model_routing
+        self.run_fields = run_fields
+        self.run_id_prefix = run_id_prefix
+        self.runs = runs
+        self._factory = model_factory
+        self._models: dict[str, BaseChatModel] = {}
+        self._lock = threading.Lock()
+        self._live: dict[str, _Live] = {}  # run id -> run in progress
+        self._threads: dict[str, str] = {}  # thread id -> its run in progress
+        self._last: SteeringSession | None = None
+
+    # -- public -------------------------------------------------------------
+    @property
+    def session(self) -> SteeringSession | None:
+        """The session of the run this middleware started last (sequential use, tests)."""
+        return self._last
+
+    @property
+    def run_id(self) -> str | None:
+        return self._last.run_id if self._last else None
+
+    @property
+    def step_log(self) -> list[StepLogEntry]:
+        return self._last.step_log if self._last else []
+
+    def session_of(self, run_id: str) -> SteeringSession | None:
+        with self._lock:
+            live = self._live.get(run_id)
+        return live.session if live else None
+
+    def thread_run(self, thread_id: str) -> str | None:
+        """The run a thread is steered as (thread mode), while it is in progress."""
+        with self._lock:
+            return self._threads.get(thread_id)
+
+    def active_runs(self) -> list[str]:
+        with self._lock:
+            return list(self._live)
+
+    def mark_failure(self, reason: str = "failure", run_id: str | None = None) -> None:
+        """The outcome of `run_id` (default: the run started last) when it ends."""
+        target = run_id or self.run_id
+        with self._lock:
+            live = self._live.get(target or "")
+        if live is not None:
+            live.failure = reason if reason.startswith("failure") else f"failure: {reason}"
+
+    def end_thread(self, thread_id: str, outcome: str = "success") -> None:
+        """Finish the run of a thread (thread mode): the conversation is over."""
+        run_id = self.thread_run(thread_id)
+        if run_id is not None:
+            self._end(run_id, outcome)
+
+    async def aend_thread(self, thread_id: str, outcome: str = "success") -> None:
+        run_id = self.thread_run(thread_id)
+        if run_id is not None:
+            await self._aend(run_id, outcome)
+
+    @contextlib.contextmanager
+    def run(self) -> Iterator[SteeringMiddleware]:
+        """Ends every run started in the block: with `failure: <Type>` if the block raises
+        (the agent never reached its end), else as the agent's end would."""
+        started: list[str] = []
+        token = _BLOCK.set(started)
+        try:
+            yield self
+        except BaseException as exc:
+            for rid in started:
+                self._end(rid, failure_outcome(type(exc)))
+            raise
+        else:
+            for rid in started:
+                self._end(rid, None)
+        finally:
+            _BLOCK.reset(token)
+
+    @contextlib.asynccontextmanager
+    async def arun(self) -> AsyncIterator[SteeringMiddleware]:
+        started: list[str] = []
+        token = _BLOCK.set(started)
+        try:
+            yield self
+        except BaseException as exc:
+            for rid in started:
+                await self._aend(rid, failure_outcome(type(exc)))
+            raise
+        else:
+            for rid in started:
+                await self._aend(rid, None)
+        finally:
+            _BLOCK.reset(token)
+
+    # -- runs -----------------------------------------------------------------
+    def _thread_of(self, runtime: Any) -> str | None:
+        info = getattr(runtime, "execution_info", None)
+        thread = getattr(info, "thread_id", None)
+        return str(thread) if thread and self.runs == "thread" else None
+
+    def _context_fields(self, runtime: Any) -> dict[str, Any]:
+        ctx = getattr(runtime, "context", None)
+        out: dict[str, Any] = {}
+        for name in ("org_id", "project_id"):
+            v = ctx.get(name) if isinstance(ctx, Mapping) else getattr(ctx, name, None)
+            if v:
+                out[name] = str(v)
+        return out
+
+    def _open(self, state: Any, runtime: Any) -> tuple[_Live, bool]:
+        """The run this invocation continues (its thread's) or a new one (True: start it)."""
+        thread = self._thread_of(runtime)
+        with self._lock:
+            if thread is not None:
+                rid = self._threads.get(thread)
+                live = self._live.get(rid or "")
+                if live is not None and not live.session.finished:
+                    return live, False
+            fields = {
+                "model_routing": self.model_routing,
+                "framework": "langchain",
+                **self.run_fields,
+                **self._context_fields(runtime),
+            }
+            fields.setdefault("task", _task(list(state.get("messages", []))))
+            session = SteeringSession(
+                self.client, f"{self.run_id_prefix}-{uuid.uuid4().hex[:12]}", model=self.model, **fields
+            )
+            live = _Live(session, thread)
+            self._live[session.run_id] = live
+            if thread is not None:
+                self._threads[thread] = session.run_id
+            self._last = session
+        block = _BLOCK.get()
+        if block is not None:
+            block.append(session.run_id)
+        return live, True
+
+    def _close(self, run_id: str) -> _Live | None:
+        with self._lock:
+            live = self._live.pop(run_id, None)
+            if live is not None and live.thread is not None and self._threads.get(live.thread) == run_id:
+                del self._threads[live.thread]
+        return live
+
+    def _end(self, run_id: str, outcome: str | None) -> None:
+        live = self._close(run_id)
+        if live is not None:
+            live.session.finish(outcome or live.failure or "success")
+
+    async def _aend(self, run_id: str, outcome: str | None) -> None:
+        live = self._close(run_id)
+        if live is not None:
+            await live.session.afinish(outcome or live.failure or "success")
+
+    def _live_of(self, state: Any) -> _Live:
+        rid = state.get("rb_run_id") if isinstance(state, Mapping) else None
+        with self._lock:
+            live = self._live.get(rid or "")
+        if live is None or live.session.finished:
+            raise RuntimeError(
+                "SteeringMiddleware: no run in progress for this invocation (before_agent did not run)"
+            )
+        return live
+
+    # -- hooks --------------------------------------------------------------
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        live, new = self._open(state, runtime)
+        if new:
+            live.session.start()
+        return {"rb_run_id": live.session.run_id}
+
+    async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        live, new = self._open(state, runtime)
+        if new:
+            await live.session.astart()
+        return {"rb_run_id": live.session.run_id}
+
+    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        live = self._after(state)
+        if live is not None:
+            self._end(live.session.run_id, None)
+        return None
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        live = self._after(state)
+        if live is not None:
+            await self._aend(live.session.run_id, None)
+        return None
+
+    def _after(self, state: Any) -> _Live | None:
+        """The run to finish at the agent's end: an invocation's; a thread's goes on."""
+        rid = state.get("rb_run_id") if isinstance(state, Mapping) else None
+        with self._lock:
+            live = self._live.get(rid or "")
+        return None if live is None or live.thread is not None else live
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
+        live = self._live_of(request.state)
+        s = live.session
+        ai = _ai_count(request.messages)
+        if live.steering is None or ai != live.ai_seen:  # a new call, not a retry of the last
+            if s.calls > 0:
+                s.end_step(**previous_step(list(request.messages)))
+            live.steering, live.ai_seen = s.begin_step(), ai
+        return handler(self._steer(request, live.steering))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[Any]],
+    ) -> Any:
+        live = self._live_of(request.state)
+        s = live.session
+        ai = _ai_count(request.messages)
+        if live.steering is None or ai != live.ai_seen:
+            if s.calls > 0:
+                await s.aend_step(**previous_step(list(request.messages)))
+            live.steering, live.ai_seen = s.begin_step(), ai
+        return await handler(self._steer(request, live.steering))
+
+    # -- steering -------------------------------------------------------------
+    def _steer(self, request: ModelRequest, steer: Steering) -> ModelRequest:
+        overrides: dict[str, Any] = {}
+        routed = compose.model_of(steer.decision)
+        if routed:
+            overrides["model"] = self._model(routed)
+        base: Any = request.system_message.content if request.system_message is not None else ""
+        blocks = compose.anthropic_system(base, steer.decision)
+        if blocks:
+            overrides["system_message"] = SystemMessage(content=blocks)  # type: ignore[arg-type]
+        return request.override(**overrides) if overrides else request
+
+    def _model(self, model_id: str) -> BaseChatModel:
+        with self._lock:
+            m = self._models.get(model_id)
+            if m is None:
+                if self._factory is not None:
+                    m = self._factory(model_id)
+                else:
+                    from langchain.chat_models import init_chat_model
+
+                    m = init_chat_model(model_id)
+                self._models[model_id] = m
+            return m
+
+
+def _ai_count(messages: Any) -> int:
+    return sum(1 for m in messages if isinstance(m, AIMessage))

@@ -1,0 +1,171 @@
+"""A framework-agnostic steering session for custom agent loops (the hosted product's
+SteeringSession): `begin_step()` before each model call, `end_step(...)` after it (and after
+its tool ran).
+
+Decision 0 (from run_start) steers call 1; the step event for call k, published by
+`end_step`, is answered by decision k, which steers call k+1. A decision that misses the
+client's deadline leaves that call unsteered (recorded in `step_log` as late).
+
+    with SyncSteeringClient(settings) as client:
+        s = SteeringSession(client, task="fix the login bug", model="claude-sonnet-4-5",
+                            model_routing={"FAST": "claude-haiku-4-5"})
+        s.start()
+        while not done:
+            steer = s.begin_step()
+            resp = anthropic.messages.create(**steer.request(base_request))
+            ... run the tool ...
+            s.end_step(thought=text, action=tool, action_input=args, observation=out, tokens=n)
+        s.finish("success")
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from . import compose
+from .client import Decision, StepLogEntry, SyncSteeringClient
+
+
+@dataclass(frozen=True)
+class Steering:
+    """How to make the next model call: the decision (None if late) applied to a request."""
+
+    step: int  # the model call this applies to (1 = first call)
+    decision: Decision | None
+    default_model: str | None
+
+    @property
+    def model(self) -> str | None:
+        """The routed model id, or the run's default model."""
+        return compose.model_of(self.decision) or self.default_model
+
+    @property
+    def injection_text(self) -> str | None:
+        return compose.injection_of(self.decision)
+
+    def anthropic_system(self, base: compose.Base) -> list[dict[str, Any]]:
+        return compose.anthropic_system(base, self.decision)
+
+    def plain_system(self, base: str) -> str:
+        return compose.plain_system(base, self.decision)
+
+    def request(self, anthropic_request: dict[str, Any]) -> dict[str, Any]:
+        """An Anthropic-style request with the system composed and the model routed."""
+        return compose.anthropic_request(anthropic_request, self.decision)
+
+    def messages(self, messages: list[dict[str, Any]], base: str | None = None) -> list[dict[str, Any]]:
+        """An OpenAI-style message list with the system message composed (history untouched)."""
+        return compose.with_system(messages, self.decision, base=base)
+
+
+class SteeringSession:
+    """One run of one agent on a shared (thread-backed) client; sync and async calls."""
+
+    def __init__(
+        self,
+        client: SyncSteeringClient,
+        run_id: str | None = None,
+        *,
+        model: str | None = None,
+        **run_fields: Any,
+    ) -> None:
+        self.client = client
+        self.run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
+        self.model = model
+        self.run_fields = {k: v for k, v in run_fields.items() if v is not None}
+        self._pending: Decision | None = None
+        self._step = 0  # model calls begun
+        self._ended = 0  # steps published
+        self._started = False
+        self._finished = False
+        self.outcome: str | None = None
+
+    # -- lifecycle ----------------------------------------------------------
+    def start(self) -> Decision | None:
+        self._pending = self.client.start_run(self.run_id, model=self.model, **self.run_fields)
+        self._started = True
+        return self._pending
+
+    async def astart(self) -> Decision | None:
+        self._pending = await self.client.astart_run(self.run_id, model=self.model, **self.run_fields)
+        self._started = True
+        return self._pending
+
+    def finish(self, outcome: str = "success") -> None:
+        if self._started and not self._finished:
+            self._finished = True
+            self.outcome = outcome
+            self.client.finish_run(self.run_id, outcome)
+
+    async def afinish(self, outcome: str = "success") -> None:
+        if self._started and not self._finished:
+            self._finished = True
+            self.outcome = outcome
+            await self.client.afinish_run(self.run_id, outcome)
+
+    def __enter__(self) -> SteeringSession:
+        if not self._started:
+            self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        self.finish(failure_outcome(exc_type) if exc_type else "success")
+
+    async def __aenter__(self) -> SteeringSession:
+        if not self._started:
+            await self.astart()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        await self.afinish(failure_outcome(exc_type) if exc_type else "success")
+
+    # -- steps --------------------------------------------------------------
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    @property
+    def calls(self) -> int:
+        return self._step
+
+    def begin_step(self) -> Steering:
+        """Steering for the next model call (from the latest decision received)."""
+        if not self._started:
+            raise RuntimeError("start() the session before its first step")
+        if self._step > self._ended:
+            raise RuntimeError(f"end_step() for call {self._step} before beginning another")
+        self._step += 1
+        return Steering(self._step, self._pending, self.model)
+
+    def _event(self, fields: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if self._ended >= self._step:
+            raise RuntimeError("begin_step() before end_step()")
+        self._ended = self._step
+        return self._step, fields
+
+    def end_step(self, **fields: Any) -> Decision | None:
+        """Publish the step (thought, action, action_input, observation, observation_is_error,
+        tokens, model_id, difficulty, agent) and wait for its decision (None if late). In a
+        multi-agent loop pass the speaking agent as `agent`; leave `action` out for a message."""
+        k, ev = self._event(fields)
+        self._pending = self.client.step(self.run_id, k, **ev)
+        return self._pending
+
+    async def aend_step(self, **fields: Any) -> Decision | None:
+        k, ev = self._event(fields)
+        self._pending = await self.client.astep(self.run_id, k, **ev)
+        return self._pending
+
+    @property
+    def step_log(self) -> list[StepLogEntry]:
+        return self.client.step_log(self.run_id)
+
+
+def failure_outcome(exc_type: type[BaseException]) -> str:
+    return f"failure: {exc_type.__name__}"

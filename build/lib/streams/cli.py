@@ -1,0 +1,470 @@
+"""The `rb-streams` command: worker, replay, demo, simulate, config, kafka, models, patterns.
+
+A user's mistake gets one line on stderr and an exit code, never a traceback: 2 for a usage or
+configuration error, 1 for a failure (a missing file, an unreachable broker, invalid records).
+Secrets are read only from the environment or from files (RB_<NAME>_FILE, RB_SECRETS_DIR),
+never from flags: a command line is visible to every user of the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from . import __version__
+from .kafka.security import KafkaAuthError
+from .settings import Settings, SettingsError
+
+# Settings that are never flags: secrets, and what `replay` does not use.
+_NO_FLAG = set(Settings.SECRETS)
+# The settings the pattern commands use: where the store is.
+_STORE_FLAGS = ("data_dir", "patterns_path", "qdrant_url", "etrace_timeout_ms", "log_level")
+DEBUG_ENV = "RB_DEBUG"  # set to show tracebacks of internal errors
+
+
+class UserError(Exception):
+    """One line for the user; `code` 2 for usage, 1 for failure."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _add_settings_flags(p: argparse.ArgumentParser, only: Sequence[str] | None = None) -> None:
+    names = only if only is not None else Settings.field_names()
+    for name in names:
+        if name in _NO_FLAG:
+            continue
+        p.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=name,
+            default=None,
+            type=_flag_type(name),
+            help=f"(env {Settings.env_name(name)}, default {Settings.default(name)!r})",
+        )
+
+
+def _flag_type(name: str) -> Any:
+    def parse(raw: str) -> Any:
+        try:
+            return Settings.parse_value(name, raw)
+        except SettingsError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return Settings.from_env(
+        **{n: getattr(args, n, None) for n in Settings.field_names() if n not in _NO_FLAG}
+    )
+
+
+def _progress(total: int | None, desc: str, unit: str) -> Any:
+    """A progress bar on stderr, only when stderr is a terminal."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, disable=None, file=sys.stderr, leave=False)
+
+
+class _Bar:
+    """A `progress(done, total)` callback drawing a bar (made on the first call, when the
+    total is known)."""
+
+    def __init__(self, desc: str, unit: str) -> None:
+        self.desc, self.unit = desc, unit
+        self.bar: Any = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            self.bar = _progress(total, self.desc, self.unit)
+        self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+# -- commands ---------------------------------------------------------------------------------
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    import faust
+
+    from .kafka.topics import ensure_topics
+    from .worker.assemble import assemble
+
+    s = _settings(args)
+    s.data_path.mkdir(parents=True, exist_ok=True)
+    loop = asyncio.new_event_loop()
+    try:
+        counts = loop.run_until_complete(ensure_topics(s))
+    finally:
+        loop.close()
+    asyncio.set_event_loop(asyncio.new_event_loop())
+    w = assemble(s, counts[s.steering_topic])
+    worker = faust.Worker(w.app, loglevel=s.log_level, quiet=True)
+    # Faust's terminal spinner hooks the root logger at DEBUG so it can spin on every record,
+    # which makes every library debug() call format a record: ~10% of the hot path.
+    worker.spinner = None
+    worker.execute_from_commandline()
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """The worker's decisions for a file of wire events, from the same settings object."""
+    from .core.monitors import load_profiles
+    from .embeddings.models import load_models
+    from .replay import replay_file
+
+    s = _settings(args)
+    if s.monitor_profiles:
+        load_profiles(s.monitor_profiles)
+    with contextlib.ExitStack() as stack:
+        src = sys.stdin.buffer if args.file == "-" else stack.enter_context(open(args.file, "rb"))
+        out = (
+            sys.stdout.buffer if args.output in (None, "-") else stack.enter_context(open(args.output, "wb"))
+        )
+        dl = stack.enter_context(open(args.deadletter, "wb")) if args.deadletter else None
+        models = load_models()  # once: the monitors and the pattern store share them
+        retriever = _replay_retriever(args, s, models.full)
+        if retriever is not None:
+            stack.callback(retriever.close)
+        bar = stack.enter_context(_progress(None, "replay", " events"))
+        n_dec, n_dl = replay_file(
+            _counted(src, bar),
+            out,
+            dl,
+            s.limits,
+            sem=models.semantics(),
+            retriever=retriever,
+            max_runs_per_org=s.max_runs_per_org,
+            partitions=s.partitions,
+            control_key=s.control_key.get_secret_value(),
+        )
+    summary = {"decisions": n_dec, "deadletters": n_dl}
+    if args.json:
+        from .kafka import wire
+
+        sys.stderr.buffer.write(wire.dumps(summary) + b"\n")
+    else:
+        print(f"replay: {n_dec} decisions, {n_dl} dead-letters", file=sys.stderr)
+    if n_dl and (args.strict or not n_dec):
+        return 1  # --strict: anything dead-lettered fails; without it, a file with no valid event does
+    return 0
+
+
+def _counted(src: Any, bar: Any) -> Iterator[bytes]:
+    for line in src:
+        bar.update(1)
+        yield line
+
+
+def _replay_retriever(args: argparse.Namespace, s: Settings, embedder: Any) -> Any:
+    """The pattern store replay queries: a server, a local store dir, or a seed file loaded
+    into memory; None (E-traces answered "no pattern store configured") without any."""
+    from .etraces.pattern_store import QdrantPatternStore
+    from .etraces.retrieval import Retriever
+
+    if not (args.patterns or s.qdrant_url or s.patterns_seed):
+        return None
+    if s.qdrant_url:
+        store = QdrantPatternStore(
+            embedder, url=s.qdrant_url, api_key=s.qdrant_api_key.get_secret_value() or None
+        )
+    else:
+        store = QdrantPatternStore(embedder, path=args.patterns)  # None: in memory
+    if s.patterns_seed:
+        _load_file(store, s.patterns_seed, quiet=True)
+    return Retriever(store)
+
+
+def _load_file(store: Any, path: str, quiet: bool = False) -> tuple[int, int]:
+    """Upsert the valid records of a JSONL file; print per-line errors. -> (loaded, bad)."""
+    from .etraces.patterns import read_file
+
+    if not os.path.isfile(path):
+        raise UserError(f"{path}: no such file")
+    good, errors = read_file(path)
+    for err in errors:
+        print(f"{path}: {err}", file=sys.stderr)
+    if not good:
+        return 0, len(errors)
+    if quiet:
+        return store.upsert(good), len(errors)
+    with contextlib.closing(_Bar("patterns", " patterns")) as bar:
+        n = store.upsert(good, progress=bar)
+    return n, len(errors)
+
+
+@contextlib.contextmanager
+def _store(args: argparse.Namespace) -> Iterator[Any]:
+    from .embeddings.models import load_models
+    from .etraces.pattern_store import QdrantPatternStore, StoreInUse
+
+    s = _settings(args)
+    try:
+        if s.qdrant_url:
+            store = QdrantPatternStore(
+                load_models().full, url=s.qdrant_url, api_key=s.qdrant_api_key.get_secret_value() or None
+            )
+        else:
+            store = QdrantPatternStore(load_models().full, path=s.patterns_dir)
+    except StoreInUse as exc:
+        raise UserError(str(exc)) from None
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def cmd_patterns_load(args: argparse.Namespace) -> int:
+    from .etraces.patterns import starter_library
+
+    if args.starter:
+        args.files = [*args.files, str(starter_library())]
+    if not args.files:
+        raise UserError("patterns load: name JSONL file(s), or --starter for the bundled library", 2)
+    for path in args.files:  # every file is checked before the store is opened
+        if not os.path.isfile(path):
+            raise UserError(f"{path}: no such file")
+    total_bad = 0
+    report = []
+    with _store(args) as store:
+        for path in args.files:
+            n, bad = _load_file(store, path)
+            total_bad += bad
+            report.append({"file": path, "loaded": n, "bad_lines": bad, "store": str(store.location)})
+            if not args.json:
+                print(
+                    f"patterns: {n} loaded from {path} into {store.location}, {bad} bad line(s)",
+                    file=sys.stderr,
+                )
+    if args.json:
+        _print_json(report)
+    return 1 if total_bad else 0
+
+
+def cmd_patterns_delete(args: argparse.Namespace) -> int:
+    with _store(args) as store:
+        n = store.delete(args.ids)
+    if args.json:
+        _print_json({"deleted": n, "asked": len(args.ids)})
+    else:
+        print(f"patterns: deleted {n} of {len(args.ids)}", file=sys.stderr)
+    return 0 if n == len(args.ids) else 1
+
+
+def cmd_patterns_list(args: argparse.Namespace) -> int:
+    from .kafka import wire
+
+    with _store(args) as store:
+        for p in sorted(store.iter_patterns(), key=lambda p: (p.tier, p.org_id or "", p.id)):
+            if args.tier and p.tier != args.tier:
+                continue
+            if args.org and p.org_id != args.org:
+                continue
+            if args.json:
+                sys.stdout.buffer.write(wire.dumps(p.payload()) + b"\n")
+            else:
+                scope = p.org_id or p.failure_type or "-"
+                print(f"{p.tier}\t{p.id}\t{scope}\t{p.title}")
+    return 0
+
+
+def cmd_patterns_stats(args: argparse.Namespace) -> int:
+    with _store(args) as store:
+        stats = store.stats()
+    if args.json:
+        _print_json(stats)
+    else:
+        for k, v in stats.items():
+            print(f"{k}\t{v}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .local.demo import main as demo_main
+
+    return demo_main(runs=args.runs, steps=args.steps, port=args.port, keep_broker=args.keep_broker)
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from .local.demo import simulate
+
+    return simulate(_settings(args), args.runs, args.steps, args.forever)
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    shown = _settings(args).as_dict(mask_secrets=True)
+    if args.json:
+        _print_json(shown)
+    else:
+        width = max(len(Settings.env_name(k)) for k in shown)
+        for k, v in shown.items():
+            print(f"{Settings.env_name(k):<{width}}  {v}")
+    return 0
+
+
+def cmd_kafka(args: argparse.Namespace) -> int:
+    from .local.broker import kafka
+
+    try:
+        kafka(args.action, args.port, args.data_dir)
+    except subprocess.CalledProcessError as exc:
+        # The script has said what went wrong (e.g. "not running"); only the exit code is left.
+        return 1 if exc.returncode else 0
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .embeddings.model_build import STATIC_MODEL_NAME, build_static_model
+    from .embeddings.paths import ModelNotAvailable, default_models_dir
+
+    out = Path(args.out) if args.out else default_models_dir() / STATIC_MODEL_NAME
+    try:
+        with contextlib.closing(_Bar("models: distilling", " tokens")) as bar:
+            r = build_static_model(out, force=args.force, progress=bar)
+    except ModelNotAvailable as exc:
+        raise UserError(str(exc), 2) from None
+    if r.built:
+        print(
+            f"models: built {r.path} ({r.tokens} tokens x {r.dim} dims, "
+            f"explained variance {r.explained_variance_ratio:.3f}) in {r.seconds:.1f}s",
+            file=sys.stderr,
+        )
+    else:
+        print(f"models: {r.path} is up to date", file=sys.stderr)
+    return 0
+
+
+def _print_json(data: Any) -> None:
+    from .kafka import wire
+
+    sys.stdout.buffer.write(wire.dumps(data) + b"\n")
+
+
+# -- parser -----------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rb-streams", description=__doc__.split("\n")[0])
+    p.add_argument("--version", action="version", version=f"rb-streams {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="command")
+
+    w = sub.add_parser("worker", help="run the Faust worker")
+    _add_settings_flags(w)
+    w.set_defaults(func=cmd_worker)
+
+    r = sub.add_parser("replay", help="run wire events (JSONL) through the core, write decisions (JSONL)")
+    r.add_argument("file", help="input JSONL, one wire event per line ('-' for stdin)")
+    r.add_argument("-o", "--output", help="output JSONL (default stdout)")
+    r.add_argument("--deadletter", help="write dead-letter records here (JSONL)")
+    r.add_argument("--strict", action="store_true", help="exit 1 when any event was dead-lettered")
+    r.add_argument("--json", action="store_true", help="print the summary as JSON (on stderr)")
+    r.add_argument("--patterns", default=None, help="local pattern store directory to query (read-only use)")
+    _add_settings_flags(
+        r,
+        (
+            "max_event_bytes",
+            "max_thought_chars",
+            "max_runs_per_org",
+            "partitions",
+            "monitor_profiles",
+            "qdrant_url",
+            "patterns_seed",
+        ),
+    )
+    r.set_defaults(func=cmd_replay)
+
+    pt = sub.add_parser("patterns", help="load, list, delete guidance patterns; store stats")
+    psub = pt.add_subparsers(dest="action", required=True, metavar="action")
+    pl = psub.add_parser("load", help="upsert patterns from JSONL file(s)")
+    pl.add_argument("files", nargs="*", metavar="FILE")
+    pl.add_argument(
+        "--starter", action="store_true", help="also load the starter library that ships with rb-streams"
+    )
+    pl.set_defaults(func=cmd_patterns_load)
+    pd = psub.add_parser("delete", help="delete patterns by id")
+    pd.add_argument("ids", nargs="+", metavar="ID")
+    pd.set_defaults(func=cmd_patterns_delete)
+    pls = psub.add_parser("list", help="list the stored patterns")
+    pls.add_argument("--tier", choices=["e1", "e2", "e3"], help="only this tier")
+    pls.add_argument("--org", help="only this org's E1 patterns")
+    pls.set_defaults(func=cmd_patterns_list)
+    ps = psub.add_parser("stats", help="collections and counts")
+    ps.set_defaults(func=cmd_patterns_stats)
+    for sp in (pl, pd, pls, ps):
+        sp.add_argument("--json", action="store_true", help="machine-readable output")
+        _add_settings_flags(sp, _STORE_FLAGS)
+
+    d = sub.add_parser("demo", help="local broker + worker + simulated agents, live view")
+    d.add_argument("--runs", type=int, default=7)
+    d.add_argument("--steps", type=int, default=30)
+    d.add_argument("--port", type=int, default=9092)
+    d.add_argument("--keep-broker", action="store_true", help="leave a broker the demo started running")
+    d.set_defaults(func=cmd_demo)
+
+    sim = sub.add_parser("simulate", help="publish simulated agent runs to the configured broker")
+    sim.add_argument("--runs", type=int, default=7, help="concurrent agents")
+    sim.add_argument("--steps", type=int, default=30, help="steps per run")
+    sim.add_argument("--forever", action="store_true", help="each agent starts a new run when one ends")
+    _add_settings_flags(sim)
+    sim.set_defaults(func=cmd_simulate)
+
+    c = sub.add_parser("config", help="print the effective configuration (secrets masked)")
+    c.add_argument("--json", action="store_true", help="one JSON object")
+    _add_settings_flags(c)
+    c.set_defaults(func=cmd_config)
+
+    k = sub.add_parser("kafka", help="start/stop/status of the local Maven-resolved broker")
+    k.add_argument("action", choices=["install", "start", "stop", "restart", "status"])
+    k.add_argument("--port", type=int, default=9092)
+    k.add_argument("--data-dir", default=None)
+    k.set_defaults(func=cmd_kafka)
+
+    m = sub.add_parser("models", help="build the embedding model artifacts the monitors use")
+    m.add_argument("action", choices=["build"])
+    m.add_argument(
+        "--out",
+        default=None,
+        help="artifact dir (default: $RB_MODELS_DIR or <python prefix>/share/rb-streams/models, + /static-minilm-256)",
+    )
+    m.add_argument("--force", action="store_true", help="rebuild even if a valid artifact exists")
+    m.set_defaults(func=cmd_models)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)  # usage errors: argparse prints one line, exits 2
+    try:
+        rc: Any = args.func(args)
+    except SettingsError as exc:
+        return _fail(f"invalid configuration: {exc}", 2)
+    except UserError as exc:
+        return _fail(str(exc), exc.code)
+    except KafkaAuthError as exc:
+        return _fail(str(exc), 2)
+    except OSError as exc:  # a file the user named: missing, a directory, not readable...
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _fail(f"{where}{exc.strerror or exc}", 1)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a bug: one line, the traceback only when asked for
+        if os.environ.get(DEBUG_ENV):
+            raise
+        return _fail(f"internal error: {type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 for the traceback)", 1)
+    return int(rc or 0)
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"rb-streams: {message}", file=sys.stderr)
+    return code

@@ -1,0 +1,51 @@
+"""The decision record, typed: what the worker publishes for every model call.
+
+`decision.schema.json` is the wire contract; these TypedDicts are the same shape for the type
+checker, and `new_decision` in core.engine is the one place a decision is built. TypedDicts (not
+dataclasses) because the decision is a JSON object end to end: orjson writes it as is.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypedDict
+
+InjectionSource = Literal["monitor", "e1", "e2", "e3"]
+Suppressed = Literal["cooldown", "cap", "duplicate", "final_step"]
+DifficultySource = Literal["agent", "scorer"]
+
+
+class Injection(TypedDict):
+    source: InjectionSource
+    text: str
+    pattern_id: str | None
+    similarity: float | None
+
+
+class MonitorsWire(TypedDict):
+    scores: dict[str, float]
+    fired: list[str]
+    composite: float
+    failure_type: str | None
+
+
+class Decision(TypedDict):
+    type: Literal["decision"]
+    schema_version: int
+    run_id: str
+    step: int
+    fsm_state: str
+    previous_state: str | None
+    difficulty: float | None
+    difficulty_source: DifficultySource | None
+    model: str | None
+    inject: bool
+    injection_text: str | None
+    injections: list[Injection]
+    monitors: MonitorsWire
+    suppressed: Suppressed | None
+    skipped_reason: str | None
+    tokens_used: int
+    token_budget: int | None
+    budget_used: float | None
+    event_ts: float | None
+    processed_ts: float

@@ -1,0 +1,210 @@
+"""Wire events in: size limit, JSON decoding, schema validation. Pure (no I/O).
+
+Integers are exact: a float (even `1.0`, or an integer too large for orjson, which it reads
+as a float) in an integer field is a schema violation, and every integer field has a stated
+maximum, so nothing downstream (sums, the encoders) can meet an integer it cannot hold.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import fastjsonschema
+import orjson
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import best_match
+
+SCHEMA_VERSION = 1
+EVENT_TYPES = ("run_start", "step", "run_finish")
+# Maxima of the wire's integer fields (the schemas state the same numbers; a test checks).
+STEP_MAX = 2**31 - 1
+TOKENS_MAX = 2**53  # per step, per budget, and where a run's token sum saturates
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Input limits; the worker takes them from settings."""
+
+    max_event_bytes: int = 256 * 1024
+    max_thought_chars: int = 20_000
+    max_deadletter_original_bytes: int = 64 * 1024
+    step_log_kept: int = 20  # step log entries kept per run (the HTTP view's history)
+
+
+class Rejected(Exception):
+    """An input that goes to the dead-letter topic. `reason` is machine-readable."""
+
+    def __init__(self, reason: str, detail: str, run_id: str | None = None, step: int | None = None):
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+        self.run_id = run_id
+        self.step = step
+
+
+@cache
+def load_schema(name: str) -> dict[str, Any]:
+    text = resources.files("streams.schemas").joinpath(f"{name}.schema.json").read_text("utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+# JSON Schema counts 1.0 as an integer; on our wire an integer field takes integers only.
+StrictValidator = validators.extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", lambda _c, v: type(v) is int),
+)
+# fastjsonschema's generated check lets integral floats through the "integer" type: removed.
+_FLOAT_AS_INT = re.compile(r" and not \(isinstance\((\w+), float\) and \1\.is_integer\(\)\)")
+
+
+@cache
+def validator(name: str) -> Any:
+    """Reference validator with exact integers: explains a failure precisely (slow path only)."""
+    return StrictValidator(load_schema(name))
+
+
+@cache
+def fast_validator(name: str) -> Any:
+    """The same schema compiled to Python (~30x faster): the hot path's yes/no check, with
+    the same exact integers as the reference validator."""
+    code = _FLOAT_AS_INT.sub("", fastjsonschema.compile_to_code(load_schema(name)))
+    if ".is_integer()" in code:  # a fastjsonschema release generates it differently: fail loudly
+        raise RuntimeError(f"could not make {name}'s integer checks exact")
+    func = re.search(r"^def (\w+)\(", code, re.M)
+    assert func is not None
+    namespace: dict[str, Any] = {}
+    exec(compile(code, f"<{name}.schema.json>", "exec"), namespace)
+    return namespace[func.group(1)]
+
+
+def decode(raw: bytes | str | None, limits: Limits) -> dict[str, Any]:
+    """Bytes -> validated event dict, or Rejected."""
+    if raw is None:
+        raise Rejected("invalid_json", "empty message (null value)")
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogatepass")
+    if len(raw) > limits.max_event_bytes:
+        raise Rejected("too_large", f"{len(raw)} bytes > limit {limits.max_event_bytes}")
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise Rejected("invalid_json", str(exc)[:300]) from None
+    if not isinstance(obj, dict):
+        raise Rejected("not_an_object", f"top-level JSON is {type(obj).__name__}, expected object")
+    run_id = obj.get("run_id") if isinstance(obj.get("run_id"), str) else None
+    step = _int_or_none(obj.get("step"))
+    version = obj.get("schema_version")
+    if type(version) is float and version == SCHEMA_VERSION:
+        raise Rejected(
+            "schema_violation", f"schema_version must be the integer {SCHEMA_VERSION}", run_id, step
+        )
+    if type(version) is not int or version != SCHEMA_VERSION:
+        raise Rejected(
+            "unsupported_schema_version",
+            f"schema_version {version!r} is not supported (expected {SCHEMA_VERSION})",
+            run_id,
+            step,
+        )
+    etype = obj.get("type")
+    if etype not in EVENT_TYPES:
+        raise Rejected(
+            "schema_violation", f"type {etype!r} is not one of {', '.join(EVENT_TYPES)}", run_id, step
+        )
+    try:
+        fast_validator(etype)(obj)
+    except fastjsonschema.JsonSchemaValueException as exc:
+        if _deeper_than(obj, EXPLAIN_MAX_DEPTH):
+            # The reference validator's messages repr the values; on deeply nested input that
+            # recursion would fail or not depending on the caller's stack (worker vs replay).
+            raise Rejected("schema_violation", f"{etype}: {exc.message[:300]}", run_id, step) from None
+        err = best_match(validator(etype).iter_errors(obj))
+        msg = exc.message if err is None else err.message
+        where = "(root)" if err is None else "/".join(str(p) for p in err.absolute_path) or "(root)"
+        raise Rejected("schema_violation", f"{etype} at {where}: {msg[:300]}", run_id, step) from None
+    d = obj.get("difficulty")
+    if d is not None and not math.isfinite(d):
+        raise Rejected("schema_violation", "difficulty must be a finite number", run_id, step)
+    return obj
+
+
+EXPLAIN_MAX_DEPTH = 32  # deeper events are explained by the fast validator's own message
+
+
+def _deeper_than(obj: Any, limit: int) -> bool:
+    """Whether JSON nests past `limit` levels (iterative: no recursion on hostile input)."""
+    stack = [(obj, 0)]
+    while stack:
+        v, d = stack.pop()
+        if d > limit:
+            return True
+        if isinstance(v, dict):
+            stack.extend((x, d + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, d + 1) for x in v)
+    return False
+
+
+def _int_or_none(v: Any) -> int | None:
+    """An integer a dead-letter record can carry (any JSON reader holds it exactly)."""
+    return v if type(v) is int and -TOKENS_MAX <= v <= TOKENS_MAX else None
+
+
+def _clean(text: str | None) -> str | None:
+    """Text any encoder takes (a lone surrogate from an exception message would not)."""
+    return None if text is None else text.encode("utf-8", "replace").decode("utf-8")
+
+
+def deadletter_record(
+    raw: bytes | str | None,
+    rej: Rejected,
+    limits: Limits,
+    processed_ts: float,
+    source: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    if raw is None:
+        raw = b""
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogatepass")
+    cut = raw[: limits.max_deadletter_original_bytes]
+    return {
+        "type": "deadletter",
+        "schema_version": SCHEMA_VERSION,
+        "reason": rej.reason,
+        "detail": _clean(rej.detail),
+        "run_id": _clean(rej.run_id),
+        "step": _int_or_none(rej.step),
+        "original": cut.decode("utf-8", "replace"),
+        "original_bytes": len(raw),
+        "truncated": len(cut) < len(raw),
+        "source": source,
+        "processed_ts": processed_ts,
+    }
+
+
+def deadletter_bytes(rec: dict[str, Any]) -> bytes:
+    """The record on the wire; never raises (a record that will not encode is reduced to
+    what always does, so a dead-letter can never fail for its content)."""
+    try:
+        return orjson.dumps(rec)
+    except (TypeError, ValueError) as exc:
+        return orjson.dumps(
+            {
+                **{
+                    k: rec.get(k) for k in ("type", "schema_version", "reason", "original_bytes", "truncated")
+                },
+                "detail": f"{_clean(str(rec.get('detail')))} (record reduced: {type(exc).__name__})",
+                "run_id": None,
+                "step": None,
+                "original": "",
+                "source": None,
+                "processed_ts": rec.get("processed_ts"),
+            },
+            default=str,
+        )

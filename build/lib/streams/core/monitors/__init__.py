@@ -1,0 +1,39 @@
+"""The six trajectory-health monitors (SPEC section 6), guardrails (section 7) and profiles."""
+
+from .base import FIRE_AT, Finding
+from .features import StepFeatures, extract
+from .guardrails import COOLDOWN, MAX_MONITOR_INJECTIONS, hold_back
+from .profiles import (
+    FAILURE_TYPES,
+    MONITORS,
+    clean_weights,
+    composite,
+    load_profiles,
+    profile_names,
+    register_profile,
+    resolve_weights,
+)
+from .semantics import Semantics
+from .suite import MonitorResult, MonitorState, evaluate
+
+__all__ = [
+    "COOLDOWN",
+    "FAILURE_TYPES",
+    "FIRE_AT",
+    "MAX_MONITOR_INJECTIONS",
+    "MONITORS",
+    "Finding",
+    "MonitorResult",
+    "MonitorState",
+    "Semantics",
+    "StepFeatures",
+    "clean_weights",
+    "composite",
+    "evaluate",
+    "extract",
+    "hold_back",
+    "load_profiles",
+    "profile_names",
+    "register_profile",
+    "resolve_weights",
+]

@@ -1,0 +1,149 @@
+"""silent_topic_drift: the agent wanders off the original task without saying so.
+
+Every CHECK_EVERY steps (past the early phase) the last few step texts are compared with the
+task and with the run's early focus. The static embedder screens every checkpoint; MiniLM
+only confirms when the screen shows a clear drop, both in absolute terms and against this
+run's own first checkpoint (runs differ in how alike their on-task steps look to the static
+model), and at most once per FULL_EVERY steps while the run stays on topic. So the expensive
+model runs on a small fraction of checkpoints of a healthy run. A thought that acknowledges a
+change of direction ("switching to", "first I need to", "the user now wants") makes the new
+direction the focus instead of a drift.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+from .base import NOTHING, Finding, clip01, quote
+from .features import StepFeatures, topic_text
+from .semantics import Semantics
+
+FOCUS_STEPS = 5
+RECENT_STEPS = 5
+CHECK_EVERY = 5
+START_AFTER = 8
+FAST_ON_TOPIC = 0.75  # static-model cosine above which the recent steps are clearly on topic
+FAST_DROP = 0.1  # ... or less than this below the run's first checkpoint: no clear drop
+FULL_EVERY = 15  # steps between MiniLM confirmations
+LOW_CHECKS = 1  # checkpoints a drop must hold before MiniLM is asked (more: fewer calls, later alerts)
+FAST_MOVED = 0.05  # ... and only once the static screen has moved this far since the last one
+CONFIRM_STEPS = 3  # recent / early steps whose text MiniLM compares
+CONFIRM_CHARS = 80  # chars of each
+TASK_CHARS = 200
+# MiniLM cosine of the recent steps to task/focus: on-topic work sits well above ON_TOPIC,
+# unrelated work near 0; the score ramps between the two.
+ON_TOPIC = 0.4
+OFF_TOPIC = 0.12
+ACK = re.compile(
+    r"\b(switch(ing)? (to|focus|over)|instead,? (i|we)(?:'ll| will| should)|change (of )?(plan|direction|approach)|"
+    r"new approach|pivot(ing)?|the user (now )?(asked|wants|requested)|moving on to|(first|before that),? "
+    r"(i|we) (need|have|must) to|as a (prerequisite|side note)|let me (now )?(turn|move) to|detour|"
+    r"to unblock|this is needed (for|because)|in order to (fix|finish|complete))\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass
+class DriftState:
+    focus: list[str] = field(default_factory=list)
+    recent: list[str] = field(default_factory=list)
+    steps: int = 0
+    score: float = 0.0
+    text: str | None = None
+    baseline: float | None = None  # static-model similarity at the run's first checkpoint
+    last_full: int = -FULL_EVERY  # step of the last MiniLM confirmation
+    full_fast: float | None = None  # the static screen's value at that confirmation
+    low: int = 0  # consecutive checkpoints with a clear drop
+    areas: list[str] = field(default_factory=list)  # folders the run worked in before the check
+    recent_areas: list[str] = field(default_factory=list)  # folders of the recent steps
+    recent_names: bool = False  # a recent step named something the task names
+
+
+MIN_THOUGHT = 20
+MAX_AREAS = 24
+IDENT = re.compile(
+    r"`([^`\s]{3,60})`|\b([A-Za-z_]+[A-Z_][A-Za-z0-9_]*|[a-z]+_[a-z0-9_]+|[\w-]+\.[a-z]{1,4})\b"
+)
+
+
+def step_text(f: StepFeatures) -> str:
+    # A condensation restates the run and a routing message ("Next speaker: Coder") moves no
+    # topic; a step without a thought (a bare tool call) says nothing of where the run is going.
+    if f.condenses or f.coordination or len(f.thought.strip()) < MIN_THOUGHT:
+        return ""
+    return topic_text(f)
+
+
+def names_in(text: str) -> set[str]:
+    """Code names and file names a text mentions: what ties a step to the task."""
+    return {(a or b).lower().strip(".") for a, b in IDENT.findall(text[:2000])}
+
+
+def _areas(f: StepFeatures) -> list[str]:
+    return [p.rsplit("/", 1)[0] if "/" in p else "" for p in f.paths]
+
+
+def evaluate(st: DriftState, f: StepFeatures, sem: Semantics, task: str | None) -> tuple[DriftState, Finding]:
+    text = step_text(f)
+    steps = st.steps + 1
+    keep = replace(st, steps=steps)
+    if not text:
+        return keep, Finding(st.score, st.text)
+    if ACK.search(f.thought):
+        # An announced change of direction: the new direction is the focus from here on.
+        return DriftState(focus=[text], recent=[text], steps=steps), NOTHING
+    keep.recent = [*st.recent, text][-RECENT_STEPS:]
+    here = [a for a in _areas(f) if a]
+    keep.recent_areas = [*st.recent_areas, here[0] if here else ""][-RECENT_STEPS:]  # one per step
+    if len(st.focus) < FOCUS_STEPS:  # the folders of the run's opening steps are its own
+        keep.areas = list(dict.fromkeys([*st.areas, *here]))[-MAX_AREAS:]
+    tied = bool(task) and bool(names_in(f.thought + " " + " ".join(f.paths)) & names_in(task or ""))
+    keep.recent_names = tied if len(keep.recent) == 1 else (st.recent_names or tied)
+    if len(st.focus) < FOCUS_STEPS:
+        keep.focus = [*st.focus, text]
+    if steps < START_AFTER or steps % CHECK_EVERY or len(keep.focus) < FOCUS_STEPS:
+        return keep, Finding(st.score, st.text)
+
+    fast = max(sem.fast_centroid_sims(keep.recent, [keep.focus] + ([[task]] if task else [])))
+    baseline = fast if st.baseline is None else st.baseline
+    # Work in a folder the run already worked in, or on names the task itself mentions (the tests
+    # of the function to fix), is on the task however unlike the issue's prose it reads.
+    if keep.recent_names or any(a and a in keep.areas for a in keep.recent_areas):
+        keep.recent_names = False
+        return replace(keep, score=0.0, text=None, baseline=baseline, low=0), NOTHING
+    if fast >= FAST_ON_TOPIC or fast >= baseline - FAST_DROP:
+        # on topic: the folders of these steps are the run's own from now on
+        keep.areas = list(dict.fromkeys([*keep.areas, *(a for a in keep.recent_areas if a)]))[-MAX_AREAS:]
+        return replace(keep, score=0.0, text=None, baseline=baseline, full_fast=None, low=0), NOTHING
+    low = st.low + 1
+    if (
+        low < LOW_CHECKS
+        or steps - st.last_full < FULL_EVERY
+        or (
+            st.full_fast is not None
+            and abs(fast - st.full_fast) < FAST_MOVED
+            and not 0.3 <= st.score < 0.6  # an inconclusive verdict is looked at again
+        )
+    ):
+        # Still low, and MiniLM was asked recently or the screen has not moved since: its
+        # verdict stands until the evidence changes.
+        return replace(keep, baseline=baseline, low=low), Finding(st.score, st.text)
+    # MiniLM on compact texts: its cost grows with tokens (~0.4 ms each on 2 cores).
+    # The task when there is one (short, and shared by the runs of a fleet, so usually cached),
+    # else the run's early focus.
+    now = " ".join(t[:CONFIRM_CHARS] for t in keep.recent[-CONFIRM_STEPS:])
+    refs = [task[:TASK_CHARS]] if task else [" ".join(t[:CONFIRM_CHARS] for t in keep.focus[:CONFIRM_STEPS])]
+    on_topic = max(sem.full_sims(now, refs))
+    score = round(clip01((ON_TOPIC - on_topic) / (ON_TOPIC - OFF_TOPIC)), 4)
+    message = None
+    if score >= 0.6:
+        goal = f'the task ("{quote(task, 120)}")' if task else "what you set out to do"
+        message = (
+            f'Your recent steps ("{quote(keep.recent[-1], 80)}") have moved away from {goal} and you '
+            "have not said why. Return to the task, or state explicitly why this detour is needed "
+            "for it before continuing."
+        )
+    return replace(
+        keep, score=score, text=message, baseline=baseline, last_full=steps, full_fast=fast, low=low
+    ), Finding(score, message)

@@ -1,0 +1,391 @@
+"""What the monitors read from one step, computed once per step.
+
+Agents name their tools in many ways (OpenHands' `execute_bash`, Claude Code's `Bash`/`Edit`,
+SWE-agent's `str_replace_editor`, LangChain tools, QA/review agents' `search`/`read_file`). This
+module maps a step onto a few kinds (modify, verify, read, finish, condense, shell) and pulls
+out the specifics the steering text names: the command, the files touched, the error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from .shell import analyse, could_not_run, is_file_path, is_shell_program, normalise_path
+
+TEXT_KEPT = 200  # chars of an action / claim / thought kept in run state
+OBS_HASHED = 4000  # chars of an observation that feed its fingerprint
+SKETCH_WORDS = 300  # words of it that feed its sketch
+
+FINISH_ACTIONS = frozenset(
+    {
+        "finish",
+        "submit",
+        "final_answer",
+        "finalanswer",
+        "attempt_completion",
+        "complete",
+        "complete_task",
+        "task_complete",
+        "done",
+        "answer",
+        "submit_answer",
+        "submit_review",
+        "approve",
+    }
+)
+EDIT_ACTIONS = frozenset(
+    {
+        "edit",
+        "edit_file",
+        "write",
+        "write_file",
+        "write_to_file",
+        "create",
+        "create_file",
+        "str_replace",
+        "apply_patch",
+        "patch",
+        "insert",
+        "replace",
+        "replace_in_file",
+        "multiedit",
+        "multi_edit",
+        "notebookedit",
+        "update_file",
+        "delete_file",
+        "file_write",
+        "file_edit",
+        "modify_file",
+    }
+)
+READ_ACTIONS = frozenset(
+    {"read", "read_file", "view", "view_file", "open", "open_file", "cat", "file_read", "show_file"}
+)
+SHELL_ACTIONS = frozenset(
+    {
+        "bash",
+        "shell",
+        "run",
+        "execute",
+        "execute_command",
+        "execute_bash",
+        "terminal",
+        "run_command",
+        "run_shell_command",
+        "cmd",
+        "exec",
+        "cmdrun",
+        "run_terminal_cmd",
+        "ipython",
+        "python",
+        "execute_ipython_cell",
+    }
+)
+CONDENSE_ACTIONS = frozenset(
+    {
+        "condense",
+        "condensation",
+        "summarize",
+        "summarize_context",
+        "compact",
+        "compress",
+        "compress_context",
+        "condense_context",
+        "memory_compress",
+        "context_summary",
+    }
+)
+EDITOR_ACTIONS = frozenset({"str_replace_editor", "editor", "file_editor", "text_editor"})
+EDITOR_MODIFY_COMMANDS = frozenset({"create", "str_replace", "insert", "undo_edit", "write", "edit"})
+
+PATH_KEYS = ("path", "file", "file_path", "filename", "target_file", "filepath", "notebook_path")
+CMD_KEYS = ("command", "cmd", "script", "code", "input")
+
+# Normalised away before fingerprinting an observation: what changes on every run of the same
+# command without meaning progress (durations, clocks, addresses, pids).
+VOLATILE = re.compile(
+    # the lookahead lets the scan skip positions that cannot start a match (2x faster)
+    r"(?=[\dp])(?:\d+(\.\d+)?\s?(ms|s|sec|seconds)\b|\d{1,2}:\d{2}:\d{2}(\.\d+)?|0x[0-9a-fA-F]+|"
+    r"\bpid[ =:]\d+|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2})"
+)
+NO_RESULT = re.compile(
+    r"^\s*(no (matches|results|files?|output)( found)?|nothing found|0 (results|matches)|not found|\[\]|\{\}|none)\.?\s*$",
+    re.IGNORECASE,
+)
+
+
+def short_hash(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=8).hexdigest()
+
+
+def input_text(action_input: Any) -> str:
+    if action_input is None:
+        return ""
+    if isinstance(action_input, str):
+        return action_input
+    try:
+        return orjson.dumps(action_input, option=orjson.OPT_SORT_KEYS).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        # orjson refuses nesting deeper than 254 levels; str() would recurse past Python's
+        # limit on deeper input. A flat, bounded rendering is enough to compare steps.
+        return _flat_text(action_input)
+
+
+def _flat_text(value: Any, limit: int = 4000) -> str:
+    """Leaf values of any nesting depth, iteratively (no recursion), up to `limit` chars."""
+    out: list[str] = []
+    size = 0
+    stack: list[Any] = [value]
+    while stack and size < limit:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(reversed([x for kv in sorted(v.items(), key=lambda kv: str(kv[0])) for x in kv]))
+        elif isinstance(v, list | tuple):
+            stack.extend(reversed(v))
+        else:
+            t = str(v)[:limit]
+            out.append(t)
+            size += len(t) + 1
+    return " ".join(out)[:limit]
+
+
+def _command(action_input: Any) -> str:
+    if isinstance(action_input, str):
+        return action_input
+    if isinstance(action_input, dict):
+        for k in CMD_KEYS:
+            v = action_input.get(k)
+            if isinstance(v, str):
+                return v
+    return ""
+
+
+def _paths(action_input: Any, first_line_only: bool) -> list[str]:
+    """Files a tool call names: its path arguments, or file-shaped tokens of a string input
+    (only its first line for edit tools, whose body is code, not file names)."""
+    found: list[str] = []
+    if isinstance(action_input, dict):
+        for k in PATH_KEYS:
+            v = action_input.get(k)
+            if isinstance(v, str) and v:
+                found.append(v)
+            elif isinstance(v, list):
+                found.extend(x for x in v if isinstance(x, str))
+    elif isinstance(action_input, str) and action_input:
+        text = action_input[:1000]
+        if first_line_only:
+            text = text.split("\n", 1)[0]
+        found = [t for t in text.split() if is_file_path(t)][:4]
+    seen: list[str] = []
+    for p in found:
+        p = normalise_path(p.strip())
+        if p and p not in seen:
+            seen.append(p)
+    return seen[:4]
+
+
+def normalise_obs(obs: str) -> str:
+    return " ".join(VOLATILE.sub("#", obs[:OBS_HASHED]).split())
+
+
+def obs_sketch(norm_obs: str, k: int = 8) -> list[int]:
+    """Bottom-k sketch of word 3-shingles of a normalised observation: a k-int summary whose
+    overlap estimates Jaccard similarity. crc32 keeps it cheap and the same in every process."""
+    words = norm_obs.lower().split()[:SKETCH_WORDS]
+    if len(words) < 3:
+        shingles = {" ".join(words)} if words else set()
+    else:
+        shingles = {" ".join(words[i : i + 3]) for i in range(len(words) - 2)}
+    return sorted(zlib.crc32(s.encode()) for s in shingles)[:k]
+
+
+def sketch_similarity(a: list[int], b: list[int]) -> float:
+    if not a and not b:
+        return 1.0
+    if not a or not b:
+        return 0.0
+    k = max(len(a), len(b))
+    union = sorted(set(a) | set(b))[:k]
+    both = set(a) & set(b)
+    return sum(1 for h in union if h in both) / len(union)
+
+
+@dataclass(frozen=True, slots=True)
+class StepFeatures:
+    """One step, reduced to what the monitors compare."""
+
+    step: int
+    thought: str
+    action: str | None  # lower-cased tool name
+    action_label: str  # the tool name as the agent spelled it, for steering text
+    act_text: str  # "tool: input", truncated: what loops are matched on
+    sig: str  # exact action signature (tool + full input)
+    command: str
+    paths: tuple[str, ...]
+    observation: str
+    obs_hash: str
+    obs_norm: str  # volatile parts masked: what fingerprints and sketches are computed on
+    obs_empty: bool  # no output or an explicit "no results"
+    is_error: bool
+    error_line: str  # the observation's most telling line when it is an error
+    modifies: bool
+    verifies: bool
+    reads: bool
+    finishes: bool
+    condenses: bool
+    empty: bool  # no thought and no action: an empty model response
+    agent: str = ""  # who spoke or acted (multi-agent systems); "" for a single agent
+    message: bool = False  # no tool ran: a message to the user or to other agents
+    coordination: bool = False  # speaker routing, ledger/status updates, "TERMINATE"
+    changed: tuple[str, ...] = ()  # files this step modified
+    could_not_run: bool = False  # a verification attempt whose program or script was missing
+    current_file_edit: bool = False  # an edit that names no file: it changes the open file
+
+
+EXCEPTION_LINE = re.compile(r"\b\w*(Error|Exception|Fault)\b:?|^E\s|\berror:", re.IGNORECASE)
+ERROR_WORDS = re.compile(r"(error|exception|failed|traceback|cannot|denied|not found)", re.IGNORECASE)
+
+
+def _error_line(obs: str) -> str:
+    """The line that says what went wrong: an exception or compiler error line over a summary
+    ("1 failed in 0.8s"), with durations, times and addresses masked so reruns compare equal."""
+    lines = [ln.strip() for ln in obs.strip().splitlines() if ln.strip()][-30:]
+    for pattern in (EXCEPTION_LINE, ERROR_WORDS):
+        for ln in reversed(lines):
+            if pattern.search(ln):
+                return normalise_obs(ln)[:160]
+    # no error words: a framework's complaint leads with what went wrong
+    return normalise_obs(lines[0])[:160] if lines else ""
+
+
+COORDINATION = re.compile(
+    r"^\W*(next speaker\b|terminate\W*$|\{?\s*\"?(is_request_satisfied|next_speaker|instruction_or_question|"
+    r"is_in_loop|is_progress_being_made)\b|(updated |initial )?(ledger|plan|fact sheet)\s*:|"
+    r"(please )?(continue|proceed|go ahead)\W*$)|group chat manager|let other participants?\b",
+    re.IGNORECASE,
+)
+FINAL_ANSWER = re.compile(r"^\W*(final answer|final_answer)\b", re.IGNORECASE)
+
+
+def is_coordination(text: str) -> bool:
+    """A message that routes the conversation instead of doing work: "Next speaker: Coder",
+    "TERMINATE", an orchestrator ledger, the executor's "no code to run, let others continue"."""
+    t = text.strip()
+    return bool(t) and (
+        bool(COORDINATION.search(t[:400])) or (len(t) <= 40 and t.upper() == t and "TERMINATE" in t)
+    )
+
+
+def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
+    thought = ev.get("thought") or ""
+    if not isinstance(thought, str):
+        thought = str(thought)
+    thought = thought[:max_chars]
+    raw_agent = ev.get("agent")
+    agent = raw_agent.strip() if isinstance(raw_agent, str) else ""
+    raw_action = ev.get("action")
+    label = raw_action.strip() if isinstance(raw_action, str) and raw_action.strip() else None
+    action = label.lower().replace("-", "_") if label else None
+    raw_input = ev.get("action_input")
+    raw_obs = ev.get("observation")
+    if (
+        label is not None
+        and not agent
+        and raw_input is None
+        and raw_obs is None
+        and action not in FINISH_ACTIONS
+        and not is_shell_program(label)
+    ):
+        # A multi-agent transcript without the `agent` field: the speaker's name in `action`,
+        # no input, no result. It is a message, not a tool call.
+        agent, label, action = label, None, None
+    itext = input_text(raw_input)[:max_chars]
+    obs = raw_obs or ""
+    if not isinstance(obs, str):
+        obs = input_text(obs)
+    obs = obs[:max_chars]
+    is_error = bool(ev.get("observation_is_error"))
+
+    command = ""
+    if action in SHELL_ACTIONS:
+        command = _command(raw_input)
+    elif label is not None and is_shell_program(label) and isinstance(raw_input, str | None):
+        command = f"{label} {raw_input or ''}".strip()  # SWE-agent: program in action, rest in input
+    editor_cmd = raw_input.get("command") if isinstance(raw_input, dict) else None
+    modifies = verifies = reads = submits = False
+    changed: tuple[str, ...] = ()
+    if command:
+        facts = analyse(command)
+        verifies, modifies, reads, submits = facts.verifies, facts.modifies, facts.reads, facts.submits
+        paths = tuple(dict.fromkeys([*facts.modify_paths, *facts.verify_paths, *facts.read_paths]))[:4]
+        changed = facts.modify_paths
+    else:
+        first = raw_input.split(None, 1)[0] if isinstance(raw_input, str) and raw_input.strip() else ""
+        if isinstance(raw_input, str) and first and is_shell_program(first):  # a command line: its files
+            f0 = analyse(raw_input)
+            paths = tuple(dict.fromkeys([*f0.modify_paths, *f0.verify_paths, *f0.read_paths]))[:4]
+        else:
+            paths = tuple(_paths(raw_input, first_line_only=action in EDIT_ACTIONS))
+        if action in EDIT_ACTIONS:
+            modifies = True
+        elif action in EDITOR_ACTIONS:
+            modifies = editor_cmd in EDITOR_MODIFY_COMMANDS
+            reads = not modifies
+        elif action in READ_ACTIONS:
+            reads = True
+        elif action is not None and re.search(r"(test|lint|check|verify|validate|typecheck)", action):
+            verifies = True
+        changed = paths if modifies else ()
+    not_run = verifies and could_not_run(obs)
+    if not_run:
+        verifies = False
+    message = action is None
+    finishes = action in FINISH_ACTIONS or submits or (message and bool(FINAL_ANSWER.match(thought)))
+    condenses = action in CONDENSE_ACTIONS
+    act_text = f"{label}: {itext}"[:TEXT_KEPT] if label else ""
+    norm_obs = normalise_obs(obs)
+    return StepFeatures(
+        step=int(ev.get("step") or 0),
+        thought=thought,
+        action=action,
+        action_label=label or "",
+        act_text=act_text,
+        sig=short_hash(f"{action}\x00{itext}") if action else "",
+        command=command[:TEXT_KEPT],
+        paths=paths,
+        observation=obs,
+        obs_hash=short_hash(norm_obs),
+        obs_norm=norm_obs,
+        obs_empty=not norm_obs or bool(NO_RESULT.match(norm_obs)),
+        is_error=is_error,
+        error_line=_error_line(obs) if is_error else "",
+        modifies=modifies,
+        verifies=verifies,
+        reads=reads,
+        finishes=finishes,
+        condenses=condenses,
+        empty=not thought.strip() and action is None,
+        agent=agent,
+        message=message,
+        coordination=message and is_coordination(thought),
+        changed=changed,
+        could_not_run=not_run,
+        current_file_edit=modifies and not changed and action in EDIT_ACTIONS,
+    )
+
+
+TOPIC_CHARS = 160
+
+
+def topic_text(f: StepFeatures) -> str:
+    """What a step is about: the thought plus the command or files it touched (the action's
+    raw JSON input would add the same tool vocabulary to every step and blur the topic).
+    Drift and sprawl embed this same text, so each step costs one fast embedding."""
+    about = f.command or " ".join(f.paths) or (f.act_text.split(":", 1)[-1] if f.act_text else "")
+    return " ".join(" ".join(p for p in (f.thought.strip(), about) if p).split())[:TOPIC_CHARS]

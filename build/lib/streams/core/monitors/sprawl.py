@@ -1,0 +1,126 @@
+"""late_sprawl: deep into a run, new tools, files and topics keep appearing instead of converging.
+
+Healthy runs explore early and narrow down; a run that is lost keeps opening new fronts. Per
+step we count what is new (a tool never used, a file never touched, a thought unlike any topic
+so far, judged by the static embedder against a few topic anchors), and compare the novelty
+rate of the last 10 steps with the 10 before and with the early phase. Everything is bounded:
+recently seen tools/files (LRU), 12 topic anchors, 20 counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .base import NOTHING, Finding, clip01, quote
+from .features import StepFeatures, short_hash, topic_text
+from .semantics import Semantics
+
+EARLY = 10
+RECENT = 10
+MAX_SEEN = 128
+MAX_ANCHORS = 12
+FIXED_ANCHORS = 4  # the run's first topics are never evicted: they are what "converging" means
+NEW_TOPIC_BELOW = 0.5  # fast-model cosine to every anchor below this: a new topic
+MIN_THOUGHT = 40
+
+
+@dataclass
+class SprawlState:
+    steps: int = 0
+    tools: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)  # hashed paths, most recent last
+    anchors: list[str] = field(default_factory=list)
+    early_novelty: int = 0
+    counts: list[int] = field(default_factory=list)  # novelty per step, last 2 * RECENT steps
+    recent_new: list[str] = field(default_factory=list)  # names of recent novelties, for the text
+
+
+def stem_of(path: str) -> str:
+    """A file's name without folder, extension and test affixes: `tests/test_store.py`,
+    `src/store.py` and `StoreTest.java` share the stem `store`."""
+    name = path.rstrip("/").rsplit("/", 1)[-1].split(".", 1)[0].lower()
+    for affix in ("test_", "_test", "tests_", "_tests", "test", "tests", "spec_", "_spec"):
+        if len(name) > len(affix) + 2:
+            name = (
+                name.removeprefix(affix)
+                if affix.endswith("_") or (affix in ("test", "tests") and name.startswith(affix))
+                else name.removesuffix(affix)
+            )
+    return name
+
+
+def _touch(seen: list[str], item: str) -> tuple[list[str], bool]:
+    if item in seen:
+        seen = [x for x in seen if x != item]
+        return [*seen, item], False
+    return [*seen, item][-MAX_SEEN:], True
+
+
+def evaluate(
+    st: SprawlState, f: StepFeatures, sem: Semantics, task: str | None
+) -> tuple[SprawlState, Finding, int]:
+    """Also returns how many new files this step touched (progress, for cyclic_compression)."""
+    novelties: list[str] = []
+    tools = st.tools
+    if f.action and f.action not in ("finish", "submit"):
+        tools, new_tool = _touch(tools, f.action)
+        if new_tool and st.steps > 0:
+            novelties.append(f"tool `{f.action_label}`")
+    files = st.files
+    new_files = 0
+    for p in f.paths:
+        files, is_new = _touch(files, short_hash(p)[:10])  # hashes: paths can be long
+        stem = stem_of(p)
+        files, new_stem = _touch(files, "s:" + short_hash(stem)[:10])
+        if is_new:
+            new_files += 1
+            # The tests of a module already opened (`test_store.py` after `store.py`) or a file
+            # the task names are the same front, not a new one.
+            related = not new_stem or bool(task and stem and stem in task.lower())
+            if not related and st.steps > 0 and len([x for x in novelties if x.startswith("file")]) < 2:
+                novelties.append(f"file `{p}`")
+    anchors = st.anchors
+    topic = topic_text(f)
+    if len(f.thought.strip()) >= MIN_THOUGHT and not f.coordination:
+        if not anchors:
+            anchors = [topic]
+        elif max(sem.fast_sims(topic, anchors)) < NEW_TOPIC_BELOW:
+            novelties.append(f'topic "{quote(topic, 40)}"')
+            anchors = [*anchors, topic]
+            if len(anchors) > MAX_ANCHORS:
+                anchors = anchors[:FIXED_ANCHORS] + anchors[FIXED_ANCHORS + 1 :]
+    n = len(novelties)
+    steps = st.steps + 1
+    counts = [*st.counts, n][-2 * RECENT :]
+    new = SprawlState(
+        steps=steps,
+        tools=tools,
+        files=files,
+        anchors=anchors,
+        early_novelty=st.early_novelty + (n if steps <= EARLY else 0),
+        counts=counts,
+        recent_new=[*st.recent_new, *novelties][-6:] if n else st.recent_new,
+    )
+    if steps <= 2 * EARLY or len(counts) < 2 * RECENT:
+        return new, NOTHING, new_files
+    recent = sum(counts[-RECENT:]) / RECENT
+    before = sum(counts[:RECENT]) / RECENT
+    early = st.early_novelty / EARLY
+    level = clip01((recent - 0.4) / 0.5)
+    rising = 1.0 if recent > before else 0.7
+    not_converging = 1.0 if recent >= 0.6 * early else 0.6
+    score = round(level * rising * not_converging, 4)
+    if score < 0.6:
+        return new, Finding(score), new_files
+    where = f" Refocus on the task: {quote(task, 120)}." if task else ""
+    return (
+        new,
+        Finding(
+            score,
+            f"At step {f.step} you are still opening new fronts: {sum(counts[-RECENT:])} new tools, "
+            f"files or topics in the last {RECENT} steps ({', '.join(st.recent_new[-3:] + novelties)[:200]}), "
+            f"more than earlier in the run.{where} Finish the current line of work before starting "
+            "new ones.",
+        ),
+        new_files,
+    )

@@ -1,0 +1,167 @@
+"""When a run's state may leave the table, and the control record that removes it.
+
+Finished runs stay for a retention period (late duplicates are still recognised and
+/runs/{id} still answers); unfinished runs that go quiet are dropped after an idle timeout.
+The clock is the worker time of the last event applied (`TraceState.updated_ts`), never the
+agent's `ts`, so a skewed agent clock cannot evict a live run.
+
+Faust only writes a table (and its changelog) from inside a stream event, so the worker asks
+for an eviction by publishing an `rb.evict` record to the steps topic under the run's key: it
+arrives in order with the run's own events, and the run is removed only if nothing happened
+to it since the request (its `version` still matches: every event applied to a run changes
+last_step, finished or duplicates). The removal is a changelog tombstone, so a worker
+recovering the table does not bring the run back. `replay` of a recorded steps topic applies
+the same records by version alone, so it evicts exactly what the worker evicted.
+
+Any producer can write to the steps topic, so a control record is verified before it acts:
+with `RB_CONTROL_KEY` set, workers sign their requests (HMAC-SHA256) and worker and replay
+apply only records whose signature checks; without a key the worker still refuses a record
+for a run that is not expired. Refused records are dead-lettered `invalid_control`.
+
+The table is also bounded per org (`RunsHeld`): an org may hold at most `RB_MAX_RUNS_PER_ORG`
+runs (unfinished, and finished ones within their retention), counted per partition so that
+it follows from the partition's own event order, the same for the worker and replay.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import orjson
+
+from .state import TraceState
+
+EVICT_TYPE = "rb.evict"
+# Why a control record is refused (dead-letter detail, the same from worker and replay).
+NOT_KEYED = "control record not keyed by its run_id"
+BAD_SIGNATURE = "control record signature missing or wrong (RB_CONTROL_KEY)"
+DEFAULT_MAX_RUNS_PER_ORG = 10_000
+_PREFIX = b'{"type":"rb.evict"'
+
+
+@dataclass(frozen=True)
+class EvictRequest:
+    run_id: str
+    version: tuple[int, bool, int]
+    mac: str | None = None  # HMAC-SHA256 of (type, run_id, version) under RB_CONTROL_KEY
+
+
+def version(st: TraceState) -> tuple[int, bool, int]:
+    """Changes with every event applied to the run."""
+    return (st.last_step, st.finished, st.duplicates)
+
+
+def retention_clock(st: TraceState) -> float | None:
+    return st.updated_ts if st.updated_ts is not None else st.last_event_ts
+
+
+def expiry(
+    finished: bool, seen_ts: float | None, now: float, finished_retention_s: float, idle_timeout_s: float
+) -> str | None:
+    """'finished' or 'idle' when the run may be evicted now; 0 disables either rule."""
+    if seen_ts is None:
+        return None
+    age = now - seen_ts
+    if finished:
+        return "finished" if finished_retention_s > 0 and age >= finished_retention_s else None
+    return "idle" if idle_timeout_s > 0 and age >= idle_timeout_s else None
+
+
+def _mac(key: str, run_id: str, ver: tuple[int, bool, int]) -> str:
+    msg = orjson.dumps([EVICT_TYPE, run_id, list(ver)])
+    return hmac.new(key.encode("utf-8"), msg, hashlib.sha256).hexdigest()
+
+
+def evict_request(run_id: str, ver: tuple[int, bool, int], key: str = "") -> bytes:
+    """The control record; signed when a control key is configured."""
+    d: dict[str, object] = {"type": EVICT_TYPE, "run_id": run_id, "version": list(ver)}
+    if key:
+        d["mac"] = _mac(key, run_id, ver)
+    return orjson.dumps(d)
+
+
+def verified(req: EvictRequest, key: str) -> bool:
+    """Without a key every record passes this check (the worker's expiry check remains)."""
+    if not key:
+        return True
+    return req.mac is not None and hmac.compare_digest(req.mac, _mac(key, req.run_id, req.version))
+
+
+def parse_evict(raw: bytes | str | None) -> EvictRequest | None:
+    """The request if `raw` is one (a prefix test first: cheap for every other event).
+    A malformed one is None: it is then judged as an event (schema_violation)."""
+    if raw is None:
+        return None
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    if not data.startswith(_PREFIX):
+        return None
+    try:
+        d = orjson.loads(data)
+        step, finished, dups = d["version"]
+        run_id, mac = d["run_id"], d.get("mac")
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+    if not (isinstance(run_id, str) and type(step) is int and type(finished) is bool and type(dups) is int):
+        return None
+    return EvictRequest(run_id, (step, finished, dups), mac if isinstance(mac, str) else None)
+
+
+class RunsHeld:
+    """How many runs each org holds in the table, per partition, and the cap on them.
+
+    A run counts from its accepted run_start until it is evicted (finished runs count during
+    their retention: they take table space too). Counting per partition makes the count a
+    function of the partition's event order, which worker and replay share: runs are added
+    when their run_start is evaluated (a new run's run_start never waits behind another
+    event) and removed when an eviction is applied (in order with the run's events). The cap
+    is split evenly: ceil(max_runs_per_org / partitions) per partition.
+    """
+
+    def __init__(self, max_runs_per_org: int, partition_of: Callable[[str], int], partitions: int) -> None:
+        self.max_runs_per_org = max_runs_per_org
+        self.per_partition = -(-max_runs_per_org // max(1, partitions)) if max_runs_per_org > 0 else 0
+        self._partition_of = partition_of
+        self._runs: dict[str, tuple[int, str]] = {}  # run_id -> (partition, org)
+        self._counts: Counter[tuple[int, str]] = Counter()
+
+    def refusal(self, org: str, run_id: str) -> str | None:
+        """Why a new run of `org` is refused (its partition's share is full), or None."""
+        if not self.per_partition:
+            return None
+        held = self._counts[(self._partition_of(run_id), org)]
+        if held < self.per_partition:
+            return None
+        return (
+            f"org {org[:100]!r} already holds {held} runs on this run's partition: the cap is "
+            f"{self.max_runs_per_org} runs per org (RB_MAX_RUNS_PER_ORG), {self.per_partition} per "
+            f"partition; runs leave when evicted (finished: after RB_FINISHED_RETENTION_S)"
+        )
+
+    def add(self, run_id: str, org: str) -> None:
+        if run_id in self._runs:
+            return
+        where = (self._partition_of(run_id), org)
+        self._runs[run_id] = where
+        self._counts[where] += 1
+
+    def remove(self, run_id: str) -> None:
+        where = self._runs.pop(run_id, None)
+        if where is None:
+            return
+        self._counts[where] -= 1
+        if self._counts[where] <= 0:
+            del self._counts[where]
+
+    def reset(self, runs: dict[str, str]) -> None:
+        """Rebuild from the table (run_id -> org), after a recovery."""
+        self._runs.clear()
+        self._counts.clear()
+        for run_id, org in runs.items():
+            self.add(run_id, org)
+
+    def held(self, org: str) -> int:
+        return sum(n for (_, o), n in self._counts.items() if o == org)

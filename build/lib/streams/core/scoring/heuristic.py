@@ -1,0 +1,101 @@
+"""The product's four-signal heuristic (SPEC section 4): how hard a step looks from its wording.
+
+Kept exactly as documented so runs that select `heuristic` score as they always did; the
+`trajectory` scorer uses it as one of its inputs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+HEDGE_WORDS = frozenset(
+    [
+        "maybe",
+        "perhaps",
+        "might",
+        "possibly",
+        "probably",
+        "unsure",
+        "unclear",
+        "hmm",
+        "hm",
+        "reconsider",
+        "guess",
+        "seems",
+        "seem",
+        "apparently",
+        "presumably",
+        "wonder",
+        "confused",
+        "confusing",
+        "uncertain",
+    ]
+)
+HEDGE_PHRASES = ("not sure", "not certain", "i think", "could be", "let me rethink", "on second thought")
+ERROR_WORDS = frozenset(
+    [
+        "error",
+        "errors",
+        "exception",
+        "exceptions",
+        "traceback",
+        "failed",
+        "fail",
+        "fails",
+        "failing",
+        "failure",
+        "crash",
+        "crashed",
+        "crashes",
+        "panic",
+        "segfault",
+        "fatal",
+        "broken",
+        "bug",
+        "timeout",
+        "denied",
+        "undefined",
+        "refused",
+    ]
+)
+_WORD = re.compile(r"[A-Za-z0-9_']+")
+# File paths (a/b.c, ./x, /x/y), dotted identifiers (pkg.mod.fn), quoted strings.
+_ENTITY = re.compile(
+    r"""(?:[\w.-]*/[\w./-]+)|(?:\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b)|(?:"[^"\n]{1,200}")|(?:'[^'\n]{2,200}')|(?:`[^`\n]{1,200}`)"""
+)
+
+W_HEDGE, W_LENGTH, W_ERROR, W_ENTITY = 0.30, 0.25, 0.25, 0.20
+LENGTH_CAP = 500
+ENTITY_CAP = 10
+ERROR_CAP = 3
+HEDGE_DENSITY_FULL = 0.10  # one hedge every ten words saturates the signal
+# Scoring cost must not depend on how much text an agent sends.
+MAX_SCORED_CHARS = 20_000
+
+
+def signals(text: str) -> dict[str, float]:
+    """The four normalised signals in [0, 1]."""
+    text = text[:MAX_SCORED_CHARS]
+    lower = text.lower()
+    words = _WORD.findall(lower)
+    n = len(words)
+    hedges = sum(1 for w in words if w in HEDGE_WORDS)
+    hedges += sum(lower.count(p) for p in HEDGE_PHRASES)
+    errors = sum(1 for w in words if w in ERROR_WORDS)
+    entities = len(_ENTITY.findall(text))
+    return {
+        "hedging": min(1.0, (hedges / max(n, 1)) / HEDGE_DENSITY_FULL),
+        "length": min(n, LENGTH_CAP) / LENGTH_CAP,
+        "error": min(errors, ERROR_CAP) / ERROR_CAP,
+        "entity": min(entities, ENTITY_CAP) / ENTITY_CAP,
+    }
+
+
+def heuristic_score(text: str | None) -> float:
+    """Hedging 0.30, length 0.25, error language 0.25, entities 0.20, squashed; empty text 0.5."""
+    if not text or not text.strip() or not _WORD.search(text):
+        return 0.5
+    s = signals(text)
+    raw = W_HEDGE * s["hedging"] + W_LENGTH * s["length"] + W_ERROR * s["error"] + W_ENTITY * s["entity"]
+    return 1.0 / (1.0 + math.exp(-6.0 * (raw - 0.5)))

@@ -1,0 +1,227 @@
+"""What a tool result says about its step: did it fail, how badly, which tests, which error.
+
+The patterns are the ones tools print whatever the agent (shell, Python, JVM compilers and
+builds, the common test runners), matched on a bounded head and tail of the text: the cost of
+reading an observation does not grow with its size, and summaries sit at the end. Plain
+substring tests come first and the few regular expressions run only where those found a
+candidate, which keeps a step's reading to tens of microseconds.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass
+
+HEAD_CHARS = 4000
+TAIL_CHARS = 4000
+EXIT_CHARS = 300  # where a wrapper reports the exit status: the first or last few lines
+NOT_FOUND_CHARS = 600  # "nothing found" is a short message; a long output found something
+
+# Severity of a failed step, 0 (fine) .. 1 (worst). Why each level: a timeout or a missing
+# command blocks the agent whatever it tries next; a crash or a build error says the code is
+# wrong; tool misuse and a bare non-zero exit say less; a search that found nothing is often
+# just the answer ("not used anywhere"), so it is mild and not a failure.
+SEV_TIMEOUT = 1.0
+SEV_MISSING = 1.0
+SEV_CRASH = 0.9
+SEV_FLAGGED = 0.8  # the agent's framework says it failed, nothing more specific is visible
+SEV_USAGE = 0.7
+SEV_EXIT = 0.6
+SEV_TESTS = 0.6  # one failing test; each further failing test adds SEV_PER_TEST up to 1.0
+SEV_PER_TEST = 0.1
+SEV_NOT_FOUND = 0.25
+
+_M = re.MULTILINE
+# Looked for in the lower-cased text.
+_TIMEOUT = ("timed out", "timeouterror", "timeoutexpired", "deadline exceeded", "time limit exceeded")
+# Substrings that make a line-anchored look worthwhile (the text itself may just be a file or
+# search result that mentions them: only a message in a tool's own format counts).
+_MISSING_HINTS = ("not found", "no module named", "modulenotfounderror", "importerror", "not recognized")
+_CRASH_HINTS = (
+    "syntax error",
+    "permission denied",
+    "segmentation fault",
+    "core dumped",
+    "can't open",
+    "build fail",
+)
+_NOT_FOUND = (
+    "no matches found",
+    "no match found",
+    "no matches for",
+    "no results",
+    "found 0 matches",
+    "0 matches",
+    "not found",
+    "no such file or directory",
+    "does not exist",
+    "could not find",
+    "cannot find",
+    "cannot access",
+)
+# Line-anchored, case-sensitive: what tools print at the start of a line when something broke.
+# "bash: line 3: ", "sh: 1: ", "[INFO] ", "bash: line 1: 4242 ": one way to read each part (no backtracking blow-up)
+_PREFIX = r"(?:\[\w+\] |[^\s:]+: |line \d+: )*(?:\d+ )?"
+_MISSING_LINE = re.compile(
+    rf"^(?:ModuleNotFoundError: |ImportError: |{_PREFIX}No module named |{_PREFIX}[^\s:]+: (?:command )?not found$"
+    r"|\S+: command not found: |.* is not recognized as an internal or external command)",
+    _M,
+)
+_SHELL_ERROR = re.compile(
+    rf"^{_PREFIX}(?:syntax error|segmentation fault|aborted \(core dumped\)|can't open file|build fail(?:ure|ed))"
+    r"|: permission denied\s*$",
+    _M | re.IGNORECASE,
+)
+_CRASH_LINE = re.compile(
+    r"^(?:Traceback \(most recent call last\):|Exception in thread |\s*Caused by: [\w.$]+"
+    r"|(?:E\s+)?(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Failure)\b(?::|$)"
+    r"|[^\s:]+:\d+(?::\d+)?: (?:fatal )?error\b|(?:fatal )?error(?:\[\w+\])?: |\[ERROR\]"
+    r"|FAILURE: Build failed|npm ERR!|fatal: |Killed$)",
+    _M,
+)
+_USAGE = re.compile(r"\A\s*usage: ", re.IGNORECASE)
+_BAD_OPTION = re.compile(r"^\w[\w -]*: (?:invalid|unrecognized) (?:option|argument)", _M)
+_TOOL_ERROR = re.compile(r"\A\s*(?:(?:Error|ERROR|error)\b[:!]|\{\s*\"error\"\s*:)")
+# An exit status as wrappers print it: at the start of a line, or "finished with exit code N".
+_EXIT = re.compile(
+    r"^\s*\[?(?:<returncode>|exit ?code:?|exit status:?|return ?code:?)\s*(-?\d+)"
+    r"|(?:finished|exited|terminated) with (?:exit )?(?:code|status):? (-?\d+)",
+    _M | re.IGNORECASE,
+)
+_MARKUP = re.compile(
+    r"<returncode>.*?</returncode>|</?\w+>|\bexit ?code:?\s*-?\d+(?: \([^)]*\))?", re.IGNORECASE
+)
+
+# Test runner summaries: (failed, passed). The last match wins (the final summary).
+_PYTEST = re.compile(r"^=*\s*(\d+ [a-z]+(?:, \d+ [a-z]+)*) in [\d.]+s\b.*$", _M)
+_PYTEST_PART = re.compile(r"(\d+) (failed|passed|errors?)\b")
+_UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in ", _M)
+_UNITTEST_END = re.compile(r"^(OK|FAILED)\b(?: \(([^)]*)\))?", _M)
+_UNITTEST_BAD = re.compile(r"(?:failures|errors)=(\d+)")
+_JUNIT = re.compile(r"Tests run: (\d+), Failures: (\d+), Errors: (\d+)")
+_JEST = re.compile(r"^Tests:\s+(?:(\d+) failed, )?(?:\d+ skipped, )?(?:(\d+) passed, )?\d+ total", _M)
+_CARGO = re.compile(r"test result: \w+\. (\d+) passed; (\d+) failed")
+_MOCHA = re.compile(r"^\s*(\d+) (passing|failing)\b", _M)
+_GO_FAIL = re.compile(r"^--- FAIL: ", _M)
+
+_ERROR_LINE = re.compile(
+    r"^(?:E\s+)?(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b.*$|^.*(?:command not found|error: |Error: ).*$",
+    _M,
+)
+_DIGITS_TO_HASH = str.maketrans("0123456789", "##########")
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One observation, read."""
+
+    failed: bool
+    severity: float
+    kind: str  # ok | timeout | missing | crash | tests | usage | exit | flagged | not_found
+    tests: tuple[int, int] | None = None  # (failed, passed) when a test summary is visible
+    fingerprint: int | None = None  # the normalised error line, hashed: same error, same value
+
+
+OK = Outcome(False, 0.0, "ok")
+
+
+def window(text: str) -> str:
+    """Head and tail of a long text (errors show up first, summaries last)."""
+    if len(text) <= HEAD_CHARS + TAIL_CHARS:
+        return text
+    return text[:HEAD_CHARS] + "\n" + text[-TAIL_CHARS:]
+
+
+def digest(text: str) -> int:
+    """A stable hash of text with digits masked and whitespace collapsed (line numbers, timings
+    and addresses vary between otherwise identical outputs)."""
+    norm = " ".join(text.translate(_DIGITS_TO_HASH).lower().split())
+    return zlib.crc32(norm.encode("utf-8", "replace"))
+
+
+def exit_code(text: str) -> int | None:
+    """The exit status a tool wrapper reports (`<returncode>1</returncode>`, `exitcode: 1`, ...)."""
+    for part in (text[:EXIT_CHARS], text[-EXIT_CHARS:]):  # wrappers put it first or last
+        if m := _EXIT.search(part):
+            return int(m.group(1) or m.group(2))
+    return None
+
+
+def test_counts(text: str) -> tuple[int, int] | None:
+    """(failed, passed) from the last test-runner summary in the text, if any."""
+    found: tuple[int, int] | None = None
+    if " in " in text and ("passed" in text or "failed" in text or "error" in text):
+        for m in _PYTEST.finditer(text):
+            counts = {"failed": 0, "passed": 0, "error": 0}
+            for n, word in _PYTEST_PART.findall(m.group(1)):
+                counts["error" if word.startswith("error") else word] += int(n)
+            if any(counts.values()):
+                found = (counts["failed"] + counts["error"], counts["passed"])
+    if "Tests run:" in text:
+        for m in _JUNIT.finditer(text):
+            run, failures, errors = (int(g) for g in m.groups())
+            found = (failures + errors, max(run - failures - errors, 0))
+    if "Ran " in text:
+        ran, end = _UNITTEST_RAN.findall(text), _UNITTEST_END.findall(text)
+        if ran and end:
+            status, detail = end[-1]
+            bad = sum(int(n) for n in _UNITTEST_BAD.findall(detail)) if status == "FAILED" else 0
+            found = (bad, max(int(ran[-1]) - bad, 0))
+    if "Tests:" in text:
+        for m in _JEST.finditer(text):
+            found = (int(m.group(1) or 0), int(m.group(2) or 0))
+    if "test result:" in text:
+        for m in _CARGO.finditer(text):
+            found = (int(m.group(2)), int(m.group(1)))
+    if "passing" in text or "failing" in text:
+        mocha = {w: int(n) for n, w in _MOCHA.findall(text)}
+        if mocha:
+            found = (mocha.get("failing", 0), mocha.get("passing", 0))
+    if found is None and "--- FAIL: " in text:
+        found = (len(_GO_FAIL.findall(text)), 0)
+    return found
+
+
+def _fingerprint(text: str) -> int:
+    lines = _ERROR_LINE.findall(text)
+    return digest(lines[-1] if lines else text[:300])
+
+
+def _classify(text: str, lower: str, tests: tuple[int, int] | None, code: int | None) -> tuple[float, str]:
+    if any(p in lower for p in _TIMEOUT) or code == 124:
+        return SEV_TIMEOUT, "timeout"
+    if code == 127 or (any(p in lower for p in _MISSING_HINTS) and _MISSING_LINE.search(text)):
+        return SEV_MISSING, "missing"
+    if tests is not None and tests[0] > 0:
+        return min(1.0, SEV_TESTS + SEV_PER_TEST * (tests[0] - 1)), "tests"
+    if _CRASH_LINE.search(text) or (any(p in lower for p in _CRASH_HINTS) and _SHELL_ERROR.search(text)):
+        return SEV_CRASH, "crash"
+    if _USAGE.match(text) or _TOOL_ERROR.match(text) or ("option" in lower and _BAD_OPTION.search(text)):
+        return SEV_USAGE, "usage"
+    if code is not None and code != 0 and not (tests is not None and tests[0] == 0):
+        if code == 1 and not _MARKUP.sub("", text).strip():
+            return 0.0, "not_found"  # grep and friends: exit 1 and no output = nothing matched
+        return SEV_EXIT, "exit"
+    return 0.0, "ok"
+
+
+def read(observation: str | None, flagged: bool) -> Outcome:
+    """Read one observation. `flagged` is the step's `observation_is_error`."""
+    if not observation or not observation.strip():
+        return Outcome(True, SEV_FLAGGED, "flagged") if flagged else OK
+    text = window(observation)
+    lower = text.lower()
+    tests = test_counts(text)
+    code = exit_code(text)
+    sev, kind = _classify(text, lower, tests, code)
+    if code == 0 and not flagged and kind != "tests":
+        sev, kind = 0.0, "ok"  # the process says it succeeded: printed warnings are not failures
+    if flagged and sev < SEV_FLAGGED:
+        sev, kind = SEV_FLAGGED, "flagged" if kind in ("ok", "not_found") else kind
+    if sev == 0.0:
+        short = len(text) <= NOT_FOUND_CHARS and any(p in lower for p in _NOT_FOUND)
+        if kind == "not_found" or short:
+            return Outcome(False, SEV_NOT_FOUND, "not_found", tests)
+        return Outcome(False, 0.0, "ok", tests)
+    return Outcome(True, sev, kind, tests, _fingerprint(text))

@@ -1,0 +1,137 @@
+"""Per-run state kept in the worker's table. Bounded whatever the run length."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import orjson
+
+from .fsm import FSMParams, FSMState
+from .monitors import MonitorState
+
+# How much of the task text the run state keeps (monitors compare against it).
+TASK_CHARS_KEPT = 2000
+
+
+@dataclass
+class RunConfig:
+    """What run_start fixed for the run's lifetime."""
+
+    org_id: str = "default"
+    project_id: str | None = None
+    agent_name: str | None = None
+    task: str | None = None
+    framework: str | None = None
+    model: str | None = None
+    task_profile: str = "coding"
+    monitor_weights: dict[str, float] | None = None
+    weights: dict[str, float] = field(default_factory=dict)  # resolved at run_start
+    model_routing: dict[str, str] = field(default_factory=dict)
+    token_budget: int | None = None
+    e_traces_enabled: bool = True
+    monitors_enabled: bool = True
+    fsm: dict[str, Any] = field(default_factory=dict)
+    fsm_transition: str = "default"
+    scorer: str = "heuristic"
+
+    def fsm_params(self) -> FSMParams:
+        return FSMParams(**self.fsm) if self.fsm else FSMParams()
+
+
+@dataclass
+class TraceState:
+    """Everything the worker remembers about a run.
+
+    `history` holds only the last `max_window` scores: enough for every FSM rule, and the
+    reason per-step work and state size stay flat as runs grow.
+    """
+
+    run_id: str
+    config: RunConfig
+    state: str = FSMState.INIT.value
+    history: list[float] = field(default_factory=list)
+    # The run scorer's memory between steps (bounded; None for scorers without memory and in
+    # states written before scorers had one, which then start afresh).
+    scorer_state: dict[str, Any] | None = None
+    last_step: int = 0
+    scored_steps: int = 0
+    tokens_used: int = 0
+    monitor_injections: int = 0
+    last_monitor_injection_step: int | None = None
+    last_monitor_injection_text: str | None = None
+    recent_fired: list[list[str]] = field(default_factory=list)  # fired lists of the last 2 steps
+    monitors: MonitorState = field(default_factory=MonitorState)
+    e1_calls: int = 0
+    e2_calls: int = 0
+    e3_calls: int = 0
+    recent_thoughts: list[str] = field(default_factory=list)  # E-trace query window (<= 5)
+    injections_by_source: dict[str, int] = field(default_factory=dict)
+    duplicates: int = 0
+    # Last few decisions, compact: [step, state, difficulty, model, sources, fired, suppressed, ts]
+    step_log: list[list[Any]] = field(default_factory=list)
+    finished: bool = False
+    outcome: str | None = None
+    started_ts: float | None = None
+    last_event_ts: float | None = None
+    updated_ts: float | None = None  # worker time of the last event applied: retention's clock
+
+    @property
+    def fsm_state(self) -> FSMState:
+        return FSMState(self.state)
+
+    @property
+    def budget_used(self) -> float | None:
+        b = self.config.token_budget
+        return None if not b else self.tokens_used / b
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def encode(self) -> bytes:
+        """Table encoding. orjson serialises dataclasses natively (asdict would deep-copy)."""
+        return orjson.dumps(self)
+
+    @classmethod
+    def decode(cls, raw: bytes) -> TraceState:
+        return cls.from_dict(orjson.loads(raw))
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TraceState:
+        d = dict(d)
+        d["config"] = RunConfig(**d["config"])
+        if "monitors" in d:
+            d["monitors"] = MonitorState.from_dict(d["monitors"])
+        return cls(**d)
+
+    def step_log_entries(self) -> list[dict[str, Any]]:
+        keys = (
+            "step",
+            "fsm_state",
+            "difficulty",
+            "model",
+            "injection_sources",
+            "monitors_fired",
+            "suppressed",
+            "processed_ts",
+        )
+        return [dict(zip(keys, e, strict=True)) for e in self.step_log]
+
+    def summary(self) -> dict[str, Any]:
+        """What operators and the HTTP view want to see of a run."""
+        return {
+            "run_id": self.run_id,
+            "org_id": self.config.org_id,
+            "state": self.state,
+            "step": self.last_step,
+            "tokens_used": self.tokens_used,
+            "token_budget": self.config.token_budget,
+            "budget_used": self.budget_used,
+            "scored_steps": self.scored_steps,
+            "duplicates": self.duplicates,
+            "monitor_injections": self.monitor_injections,
+            "e_trace_calls": {"e1": self.e1_calls, "e2": self.e2_calls, "e3": self.e3_calls},
+            "injections_by_source": dict(self.injections_by_source),
+            "finished": self.finished,
+            "outcome": self.outcome,
+        }

@@ -1,0 +1,1 @@
+"""Sentence embeddings: MiniLM in numpy, the distilled static model, model loading."""

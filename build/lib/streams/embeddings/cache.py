@@ -1,0 +1,71 @@
+"""The one vector cache: a bounded LRU of text -> vector in front of any `Embedder`.
+
+The monitors re-embed the same thoughts, tool inputs and the task text on every step; a hit
+costs a dict lookup instead of a forward pass. The models themselves never cache; every
+embedder the worker, replay or the pattern store uses is wrapped once, in `models.load_models`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..core.embedding import Embedder
+from .vectors import FloatArray
+
+
+class CachedEmbedder:
+    """`model` behind a bounded LRU. Cached rows are read-only; `embed` always returns a fresh
+    array, so callers may modify it. Each distinct uncached text is computed once per call."""
+
+    def __init__(self, model: Embedder, size: int) -> None:
+        self.model = model
+        self.name = model.name
+        self.dim = model.dim
+        self._size = max(0, size)
+        self._cache: OrderedDict[str, FloatArray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> FloatArray:
+        if isinstance(texts, str):  # a bare str is a Sequence[str] too: almost always a bug
+            raise TypeError("embed() takes a sequence of texts, not a single str")
+        if len(texts) == 1:  # the monitors' case: one text per call, usually cached
+            with self._lock:
+                hit = self._cache.get(texts[0])
+                if hit is not None:
+                    self._cache.move_to_end(texts[0])
+                    return hit[None, :].copy()
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        missing: dict[str, list[int]] = {}
+        with self._lock:
+            for i, t in enumerate(texts):
+                hit = self._cache.get(t)
+                if hit is not None:
+                    self._cache.move_to_end(t)
+                    out[i] = hit
+                else:
+                    missing.setdefault(t, []).append(i)
+        if missing:
+            todo = list(missing)
+            vecs = self.model.embed(todo)
+            with self._lock:
+                for t, v in zip(todo, vecs, strict=True):
+                    out[missing[t]] = v
+                    if self._size:
+                        row = v.copy()
+                        row.setflags(write=False)
+                        self._cache[t] = row
+                while len(self._cache) > self._size:
+                    self._cache.popitem(last=False)
+        return out
+
+    def cache_clear(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+    @property
+    def cache_len(self) -> int:
+        return len(self._cache)

@@ -1,0 +1,114 @@
+"""A model2vec-style static embedder: one vector per token, a sentence is the mean of its
+token rows. Orders of magnitude cheaper than MiniLM; `streams.embeddings.model_build` distils
+ours from MiniLM with the numpy forward pass. A text with no usable token (e.g. empty) embeds
+to the zero vector.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from .paths import _read_json
+from .vectors import FloatArray, l2_normalise
+
+_ASCII_PIECE = re.compile(r"[a-z0-9]+|[^\sa-z0-9]")
+# BertNormalizer(clean_text) drops control characters; tab, newline and CR are whitespace.
+_ASCII_CONTROL = {c: None for c in [*range(0, 9), 11, 12, *range(14, 32), 127]}
+
+
+def _is_uncased_bert(tokenizer_json: Path) -> bool:
+    """Whether the tokenizer is BERT's uncased WordPiece pipeline, which `token_ids` mirrors."""
+    cfg = _read_json(tokenizer_json)
+    norm, pre, model = cfg.get("normalizer") or {}, cfg.get("pre_tokenizer") or {}, cfg.get("model") or {}
+    return (
+        norm.get("type") == "BertNormalizer"
+        and norm.get("lowercase") is True
+        and norm.get("clean_text", True) is True
+        and pre.get("type") == "BertPreTokenizer"
+        and model.get("type") == "WordPiece"
+    )
+
+
+class StaticEmbedder:
+    """A model2vec-format static model: mean of token vectors, then L2 normalisation.
+
+    Reads `model.safetensors` (tensor "embeddings", one row per token id), `tokenizer.json`
+    and `config.json` from `model_dir`, as model2vec saves them. Like model2vec, special
+    tokens are not added, [UNK] is dropped and at most `max_length` tokens count; a text with
+    no token left (e.g. empty) embeds to the zero vector.
+    """
+
+    def __init__(self, model_dir: Path | str, *, name: str | None = None, max_length: int = 512) -> None:
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
+
+        self.model_dir = Path(model_dir)
+        table = load_file(str(self.model_dir / "model.safetensors"))["embeddings"]
+        self.table: FloatArray = np.ascontiguousarray(table, dtype=np.float32)
+        self.config = _read_json(self.model_dir / "config.json")
+        self.normalize = bool(self.config.get("normalize", True))
+        self.tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
+        self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()
+        if self.tokenizer.get_vocab_size() != self.table.shape[0]:
+            raise ValueError(
+                f"{self.model_dir}: tokenizer has {self.tokenizer.get_vocab_size()} tokens, "
+                f"table has {self.table.shape[0]} rows"
+            )
+        # Ids that contribute nothing: [UNK] (model2vec drops it) and all-zero rows (tokens a
+        # distillation removed, see streams.embeddings.model_build).
+        self.usable: npt.NDArray[np.bool_] = np.asarray(self.table.any(axis=1), dtype=bool)
+        unk_id = self.tokenizer.token_to_id(str(self.config.get("unk_token", "[UNK]")))
+        if unk_id is not None:
+            self.usable[unk_id] = False
+        self.max_length = max_length
+        self._word_ids: dict[str, tuple[int, ...]] = {}
+        self._word_split = _is_uncased_bert(self.model_dir / "tokenizer.json")
+        self._added = [
+            t["content"] for t in _read_json(self.model_dir / "tokenizer.json").get("added_tokens", [])
+        ]
+        self.name = name or self.model_dir.name
+        self.dim = int(self.table.shape[1])
+
+    def token_ids(self, text: str) -> list[int]:
+        """The tokenizer's ids for `text`, through a per-word cache on the common path.
+
+        A BERT (uncased) tokenizer splits ASCII text into lower-cased runs of letters and
+        digits and single punctuation characters, then WordPiece works on each piece alone.
+        So for ASCII text the ids are the concatenation of cached per-piece ids: exactly what
+        the tokenizer returns (tests/unit/embeddings/test_embedder.py checks it), at a fraction of the
+        cost of a full call (~45 us per text, the largest part of a monitor step). Other
+        text, and tokenizers this reasoning does not hold for, go through the tokenizer."""
+        if (
+            not self._word_split
+            or not text.isascii()
+            or ("[" in text and any(a in text for a in self._added))  # "[SEP]" is one token
+        ):
+            return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
+        ids: list[int] = []
+        cache = self._word_ids
+        for piece in _ASCII_PIECE.findall(text.translate(_ASCII_CONTROL).lower()):
+            got = cache.get(piece)
+            if got is None:
+                got = tuple(self.tokenizer.encode(piece, add_special_tokens=False).ids)
+                if len(cache) < 200_000:
+                    cache[piece] = got
+            ids.extend(got)
+        return ids
+
+    def embed(self, texts: Sequence[str]) -> FloatArray:
+        """Every text computed (no cache here: see `CachedEmbedder`)."""
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts, not a single str")
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            ids = np.asarray(self.token_ids(text), dtype=np.int64)
+            ids = ids[self.usable[ids]][: self.max_length]
+            if len(ids):
+                out[row] = self.table[ids].mean(axis=0)
+        return l2_normalise(out) if self.normalize else out

@@ -1,0 +1,1 @@
+"""E-traces: pattern records, the pattern store (Qdrant) and the retriever."""

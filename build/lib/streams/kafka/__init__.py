@@ -1,0 +1,1 @@
+"""Kafka plumbing shared by worker and client: security settings, topics, wire encoding."""

@@ -1,0 +1,89 @@
+"""Kafka security (SASL PLAIN/SCRAM, TLS) for every Kafka client we open, and a clear error
+when the broker refuses the credentials instead of aiokafka's generic "unable to bootstrap"."""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+from ..settings import KafkaSettings
+
+
+class KafkaAuthError(RuntimeError):
+    """The broker rejected our credentials or TLS handshake; retrying will not help."""
+
+
+def ssl_context(s: KafkaSettings) -> ssl.SSLContext | None:
+    if not s.kafka_security.endswith("SSL"):
+        return None
+    ctx = ssl.create_default_context(cafile=s.ssl_cafile or None)
+    ctx.check_hostname = s.ssl_check_hostname
+    if s.ssl_certfile:
+        ctx.load_cert_chain(
+            s.ssl_certfile, s.ssl_keyfile or None, s.ssl_key_password.get_secret_value() or None
+        )
+    return ctx
+
+
+def client_kwargs(s: KafkaSettings) -> dict[str, Any]:
+    """aiokafka producer/consumer/admin keyword arguments."""
+    kw: dict[str, Any] = {"security_protocol": s.kafka_security}
+    ctx = ssl_context(s)
+    if ctx is not None:
+        kw["ssl_context"] = ctx
+    if s.sasl_mechanism:
+        kw.update(
+            sasl_mechanism=s.sasl_mechanism,
+            sasl_plain_username=s.sasl_username,
+            sasl_plain_password=s.sasl_password.get_secret_value(),
+        )
+    return kw
+
+
+def faust_credentials(s: KafkaSettings) -> Any:
+    """`broker_credentials` for faust.App (None for PLAINTEXT)."""
+    import faust
+
+    proto = s.kafka_security
+    if proto == "PLAINTEXT":
+        return None
+    if proto == "SSL":
+        return faust.SSLCredentials(ssl_context(s))
+    return faust.SASLCredentials(
+        username=s.sasl_username,
+        password=s.sasl_password.get_secret_value(),
+        mechanism=s.sasl_mechanism,
+        ssl_context=ssl_context(s),
+    )
+
+
+def describe(s: KafkaSettings) -> str:
+    if s.sasl_mechanism:
+        return f"{s.kafka_security} {s.sasl_mechanism} as {s.sasl_username!r}"
+    return s.kafka_security
+
+
+async def diagnose(s: KafkaSettings, timeout_s: float = 10.0) -> None:
+    """Open one connection per bootstrap address; raise KafkaAuthError if the broker turns
+    our credentials or certificate down. Plain unreachability is left to the caller."""
+    from aiokafka.conn import create_conn
+    from aiokafka.errors import KafkaError, SaslAuthenticationFailed, UnsupportedSaslMechanismError
+
+    kw = client_kwargs(s)
+    for hp in s.bootstrap_servers.split(","):
+        host, _, port = hp.rpartition(":")
+        try:
+            conn = await create_conn(host, int(port), request_timeout_ms=int(timeout_s * 1000), **kw)
+        except (SaslAuthenticationFailed, UnsupportedSaslMechanismError) as exc:
+            raise KafkaAuthError(
+                f"Kafka at {hp} rejected the credentials ({describe(s)}): {exc}. "
+                "Check RB_SASL_USERNAME, RB_SASL_PASSWORD and RB_SASL_MECHANISM."
+            ) from None
+        except ssl.SSLError as exc:
+            raise KafkaAuthError(
+                f"TLS handshake with Kafka at {hp} failed ({describe(s)}): {exc}. "
+                "Check RB_SSL_CAFILE, RB_SSL_CERTFILE, RB_SSL_KEYFILE and RB_SECURITY_PROTOCOL."
+            ) from None
+        except (KafkaError, OSError):
+            continue
+        conn.close()

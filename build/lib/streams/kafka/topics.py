@@ -1,0 +1,73 @@
+"""Create the pipeline's topics up front so producers never race the worker's start-up."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
+
+from ..settings import Settings, SettingsError
+from .security import client_kwargs, diagnose
+
+log = logging.getLogger(__name__)
+
+
+async def ensure_topics(settings: Settings, timeout_s: float = 30.0) -> dict[str, int]:
+    """Create steps/steering/deadletter if missing; return each topic's partition count."""
+    names = [settings.steps_topic, settings.steering_topic, settings.deadletter_topic]
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        admin = AIOKafkaAdminClient(
+            bootstrap_servers=settings.bootstrap_servers, request_timeout_ms=10_000, **client_kwargs(settings)
+        )
+        try:
+            await admin.start()
+            break
+        except KafkaConnectionError:
+            await admin.close()
+            await diagnose(settings)  # wrong credentials: fail now, with the reason
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+    try:
+        existing = set(await admin.list_topics())
+        new = [
+            NewTopic(n, settings.partitions, settings.replication_factor) for n in names if n not in existing
+        ]
+        if new:
+            with contextlib.suppress(TopicAlreadyExistsError):
+                await admin.create_topics(new)
+            log.info("created topics %s", [t.name for t in new])
+        counts: dict[str, int] = {}
+        for _ in range(50):
+            meta = await admin.describe_topics(names)
+            counts = {t["topic"]: len(t["partitions"]) for t in meta if not t.get("error_code")}
+            if len(counts) == len(names) and all(counts.values()):
+                break
+            await asyncio.sleep(0.1)
+        check_partitions(settings, counts)
+        return counts
+    finally:
+        await admin.close()
+
+
+def check_partitions(settings: Settings, counts: dict[str, int]) -> None:
+    """The partition count is fixed once the topics exist: a run's partition (hence its
+    state's home) is its key's hash modulo the count, and the table and its changelog are
+    laid out by it. Starting with a different RB_PARTITIONS would split the group's view."""
+    steps = counts.get(settings.steps_topic)
+    if steps is not None and steps != settings.partitions:
+        raise SettingsError(
+            f"RB_PARTITIONS={settings.partitions} but topic {settings.steps_topic} already has "
+            f"{steps} partitions; the count is fixed once the topics exist: set RB_PARTITIONS={steps} "
+            f"(or use a new RB_TOPIC_PREFIX and RB_APP_ID)"
+        )
+    steering = counts.get(settings.steering_topic)
+    if steering is not None and steering != steps:
+        raise SettingsError(
+            f"topic {settings.steps_topic} has {steps} partitions but {settings.steering_topic} has "
+            f"{steering}: they must match (RB_PARTITIONS)"
+        )

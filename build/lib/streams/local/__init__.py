@@ -1,0 +1,1 @@
+"""The local harness: demo, local broker control, local worker process, synthetic trajectories."""

@@ -1,0 +1,89 @@
+"""Run `rb-streams worker` as a child process and wait until it answers (demo, tests, bench)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import IO
+
+from ..agent.client import SteeringClient
+from ..kafka.topics import ensure_topics
+from ..settings import Settings
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class WorkerProcess:
+    def __init__(self, settings: Settings, log_path: Path, extra_env: dict[str, str] | None = None) -> None:
+        self.settings = settings
+        self.log_path = log_path
+        env = dict(os.environ)
+        env.update({Settings.env_name(k): str(v) for k, v in settings.as_dict().items()})
+        env.update(extra_env or {})
+        self._log: IO[bytes] = open(log_path, "ab")  # noqa: SIM115 (lives as long as the worker)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "streams", "worker"], env=env, stdout=self._log, stderr=subprocess.STDOUT
+        )
+
+    @classmethod
+    def start(cls, settings: Settings, log_path: Path, timeout_s: float = 120.0) -> WorkerProcess:
+        w = cls(settings, log_path)
+        try:
+            asyncio.run(w.wait_ready(timeout_s))
+        except BaseException:
+            w.stop()
+            raise
+        return w
+
+    def http_ready(self) -> bool:
+        url = f"http://127.0.0.1:{self.settings.web_port}/ready"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                return bool(r.status == 200)
+        except (OSError, urllib.error.URLError):
+            return False
+
+    async def wait_ready(self, timeout_s: float = 120.0) -> None:
+        """Ready once this worker says so on /ready and a probe run's decision 0 comes back
+        (from whichever worker owns the probe's partition)."""
+        await ensure_topics(self.settings)
+        deadline = time.monotonic() + timeout_s
+        while not await asyncio.to_thread(self.http_ready):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"worker exited with {self.proc.returncode}:\n{self.tail()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"worker not ready after {timeout_s}s:\n{self.tail()}")
+            await asyncio.sleep(0.2)
+        async with SteeringClient(self.settings, deadline_ms=1000) as c:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"worker exited with {self.proc.returncode}:\n{self.tail()}")
+                if await c.start_run(f"probe-{uuid.uuid4().hex[:8]}") is not None:
+                    return
+        raise TimeoutError(f"worker not ready after {timeout_s}s:\n{self.tail()}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 30.0) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._log.close()
+
+    def tail(self, n: int = 60) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])

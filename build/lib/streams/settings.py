@@ -1,0 +1,400 @@
+"""Typed settings on pydantic-settings, read from RB_* environment variables, secret files and
+CLI flags.
+
+Three layers, each a superset of the one before:
+
+* `KafkaSettings`: how to reach the broker (addresses, topic prefix, SASL/TLS). Shared by the
+  agent-side client, topic creation, the security helpers and the worker.
+* `ClientSettings`: what the agent side needs on top (its decision deadline). The client
+  validates only these, never the worker's fields.
+* `Settings`: the worker's (and `replay`'s) full configuration.
+
+Precedence: explicit values (CLI flags, keyword arguments) > RB_* variables > secret files
+(`RB_<NAME>_FILE`, or a file named `RB_<NAME>` in `RB_SECRETS_DIR`) > defaults. An invalid value
+fails at start-up with one line naming the variable and the value.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Self
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from .core.events import Limits
+from .core.retention import DEFAULT_MAX_RUNS_PER_ORG
+
+ENV_PREFIX = "RB_"
+SECRETS_DIR_ENV = "RB_SECRETS_DIR"
+MASK = "****"
+_TOPIC_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+SecurityProtocol = Literal["", "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+Guarantee = Literal["at_least_once", "exactly_once"]
+LogLevel = Literal["debug", "info", "warn", "error", "crit"]
+
+
+class SettingsError(ValueError):
+    """Invalid configuration; the message names the variable (and the value)."""
+
+
+# The environment a `from_env` call reads: os.environ unless a mapping is given (tests, the
+# CLI's own lookups). A context variable, so concurrent constructions do not mix.
+_ENV: ContextVar[Mapping[str, str] | None] = ContextVar("rb_settings_env", default=None)
+
+
+@contextmanager
+def _reading(env: Mapping[str, str] | None) -> Iterator[None]:
+    token = _ENV.set(env)
+    try:
+        yield
+    finally:
+        _ENV.reset(token)
+
+
+def _env() -> Mapping[str, str]:
+    env = _ENV.get()
+    return os.environ if env is None else env
+
+
+class _EnvSource(EnvSettingsSource):
+    """RB_* variables from the mapping being read (os.environ by default); empty means unset."""
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return {k.lower(): v for k, v in _env().items() if v != ""}
+
+
+class _SecretFilesSource(PydanticBaseSettingsSource):
+    """Secrets from files, so they need not sit in the environment or on a command line:
+    `RB_<NAME>_FILE=/path` or a file `RB_<NAME>` in the directory `RB_SECRETS_DIR` (the layout
+    of a mounted Kubernetes Secret). A trailing newline is dropped."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        env = _env()
+        secrets: tuple[str, ...] = getattr(self.settings_cls, "SECRETS", ())
+        out: dict[str, Any] = {}
+        folder = env.get(SECRETS_DIR_ENV, "")
+        for name in secrets:
+            var = ENV_PREFIX + name.upper()
+            path = env.get(var + "_FILE", "")
+            if not path and folder and (Path(folder) / var).is_file():
+                path = str(Path(folder) / var)
+            if not path:
+                continue
+            try:
+                out[name] = Path(path).read_text("utf-8").removesuffix("\n").removesuffix("\r")
+            except OSError as exc:
+                raise SettingsError(f"{var}_FILE: cannot read {path!r}: {exc.strerror or exc}") from None
+        return out
+
+
+class _Base(BaseSettings):
+    """The shared machinery: sources, error messages naming the variable, masking."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, frozen=True, extra="ignore", validate_default=True
+    )
+    SECRETS: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, _EnvSource(settings_cls), _SecretFilesSource(settings_cls)
+
+    # -- construction --------------------------------------------------------
+    @classmethod
+    def env_name(cls, field_name: str) -> str:
+        return ENV_PREFIX + field_name.upper()
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return list(cls.model_fields)
+
+    @classmethod
+    def default(cls, field_name: str) -> Any:
+        d = cls.model_fields[field_name].default
+        return d.get_secret_value() if isinstance(d, SecretStr) else d
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Self:
+        """Settings from `env` (default os.environ) with `overrides` (None: not given) on top."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        unknown = set(given) - set(cls.model_fields)
+        if unknown:
+            raise TypeError(f"unknown settings: {', '.join(sorted(unknown))}")
+        with _reading(env):
+            try:
+                return cls(**given)
+            except ValidationError as exc:
+                raise SettingsError(cls._explain(exc)) from None
+
+    @classmethod
+    def parse_value(cls, field_name: str, raw: str) -> Any:
+        """A setting's value from its text form (a CLI flag), validated like the variable."""
+        s = cls.from_env({cls.env_name(field_name): raw})
+        value = getattr(s, field_name)
+        return value.get_secret_value() if isinstance(value, SecretStr) else value
+
+    @classmethod
+    def _explain(cls, exc: ValidationError) -> str:
+        """One line per the first error: the variable, the value, what is wrong."""
+        err = exc.errors()[0]
+        loc = err.get("loc") or ()
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        if not loc:  # a cross-field check: its message names the variable already
+            return msg
+        name = str(loc[0])
+        value = err.get("input")
+        shown = MASK if name in cls.SECRETS else repr(value)
+        return f"{cls.env_name(name)}: {shown} is not valid: {msg}"
+
+    def with_(self, **changes: Any) -> Self:
+        """A copy with `changes`, validated again (the environment is not read again)."""
+        return type(self).from_env({}, **{**self.as_dict(), **changes})
+
+    def as_dict(self, mask_secrets: bool = False) -> dict[str, Any]:
+        """Plain values (secrets in clear unless `mask_secrets`: a worker child process gets
+        its settings this way)."""
+        out: dict[str, Any] = {}
+        for name in type(self).model_fields:
+            v = getattr(self, name)
+            if isinstance(v, SecretStr):
+                v = v.get_secret_value()
+                if mask_secrets and v:
+                    v = MASK
+            out[name] = v
+        return out
+
+    @staticmethod
+    def secret(value: SecretStr) -> str:
+        return value.get_secret_value()
+
+
+class KafkaSettings(_Base):
+    """How to reach the broker; the agent-side client, topic creation and the worker share it."""
+
+    SECRETS: ClassVar[tuple[str, ...]] = ("sasl_password", "ssl_key_password")
+
+    broker: str = "kafka://127.0.0.1:9092"
+    topic_prefix: str = "rb"
+    # Kafka security. The protocol defaults to what the other settings imply: SASL_* with a
+    # mechanism, SSL with a CA file.
+    security_protocol: SecurityProtocol = ""
+    sasl_mechanism: SaslMechanism = ""
+    sasl_username: str = ""
+    sasl_password: SecretStr = SecretStr("")
+    ssl_cafile: str = ""  # CA bundle (PEM) that signed the brokers' certificates
+    ssl_certfile: str = ""  # client certificate (PEM), for mutual TLS
+    ssl_keyfile: str = ""  # its private key (PEM)
+    ssl_key_password: SecretStr = SecretStr("")
+    ssl_check_hostname: bool = True
+
+    @field_validator("broker")
+    @classmethod
+    def _broker_given(cls, v: str) -> str:
+        if not _host_ports(v):
+            raise ValueError("no broker address given")
+        return v
+
+    @field_validator("topic_prefix")
+    @classmethod
+    def _topic_prefix_valid(cls, v: str) -> str:
+        if not v or any(c not in _TOPIC_CHARS for c in v):
+            raise ValueError("not a valid Kafka topic prefix (letters, digits, '.', '_', '-')")
+        return v
+
+    @field_validator("ssl_cafile", "ssl_certfile", "ssl_keyfile")
+    @classmethod
+    def _file_exists(cls, v: str) -> str:
+        if v and not Path(v).is_file():
+            raise ValueError("not a file")
+        return v
+
+    @model_validator(mode="after")
+    def _security_consistent(self) -> Self:
+        proto = self.kafka_security
+        if proto.startswith("SASL_"):
+            if not self.sasl_mechanism:
+                raise ValueError(f"RB_SASL_MECHANISM: required with security protocol {proto}")
+            if not self.sasl_username:
+                raise ValueError(f"RB_SASL_USERNAME: required with SASL mechanism {self.sasl_mechanism}")
+            if not self.sasl_password.get_secret_value():
+                raise ValueError(
+                    f"RB_SASL_PASSWORD: required with SASL mechanism {self.sasl_mechanism} "
+                    "(or RB_SASL_PASSWORD_FILE)"
+                )
+        elif self.sasl_mechanism:
+            raise ValueError(f"RB_SASL_MECHANISM: set, but the security protocol is {proto}")
+        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+            if getattr(self, name) and not proto.endswith("SSL"):
+                raise ValueError(f"{self.env_name(name)}: set, but the security protocol is {proto}")
+        if self.ssl_keyfile and not self.ssl_certfile:
+            raise ValueError("RB_SSL_CERTFILE: required with RB_SSL_KEYFILE")
+        return self
+
+    # -- derived -------------------------------------------------------------
+    @property
+    def bootstrap_servers(self) -> str:
+        """aiokafka form: host:port[,host:port] without the kafka:// scheme."""
+        return ",".join(_host_ports(self.broker))
+
+    @property
+    def faust_broker(self) -> str:
+        return ";".join(f"kafka://{hp}" for hp in self.bootstrap_servers.split(","))
+
+    @property
+    def steps_topic(self) -> str:
+        return f"{self.topic_prefix}.steps"
+
+    @property
+    def steering_topic(self) -> str:
+        return f"{self.topic_prefix}.steering"
+
+    @property
+    def deadletter_topic(self) -> str:
+        return f"{self.topic_prefix}.deadletter"
+
+    @property
+    def kafka_security(self) -> str:
+        if self.security_protocol:
+            return self.security_protocol
+        tls = bool(self.ssl_cafile or self.ssl_certfile)
+        if self.sasl_mechanism:
+            return "SASL_SSL" if tls else "SASL_PLAINTEXT"
+        return "SSL" if tls else "PLAINTEXT"
+
+
+class ClientSettings(KafkaSettings):
+    """The agent side: the broker, plus how long an agent waits for a decision."""
+
+    client_deadline_ms: int = Field(250, ge=1)
+
+
+class Settings(ClientSettings):
+    """The worker's and `replay`'s configuration."""
+
+    SECRETS: ClassVar[tuple[str, ...]] = (
+        "sasl_password",
+        "ssl_key_password",
+        "qdrant_api_key",
+        "web_token",
+        "control_key",
+    )
+
+    partitions: int = Field(8, ge=1)
+    replication_factor: int = Field(1, ge=1)
+    app_id: str = "rb-streams"
+    store: str = Field("rocksdb://", pattern=r"^(rocksdb|memory)://")
+    data_dir: str = ".local/worker"
+    web_host: str = "127.0.0.1"
+    web_port: int = Field(6066, ge=1, le=65535)
+    web_advertised_url: str = ""  # how other workers reach this one (default http://<host>:<port>)
+    web_token: SecretStr = SecretStr("")  # when set, /runs and /metrics need "Authorization: Bearer <token>"
+    processing_guarantee: Guarantee = "at_least_once"
+    session_timeout_s: float = Field(10.0, gt=0)
+    heartbeat_interval_s: float = Field(1.0, gt=0)
+    finished_retention_s: float = Field(3600.0, ge=0)  # a finished run's state is kept this long (0: forever)
+    idle_timeout_s: float = Field(
+        86400.0, ge=0
+    )  # an unfinished run with no event this long is dropped (0: never)
+    evict_interval_s: float = Field(30.0, gt=0)  # how often the worker looks for runs to evict
+    # runs one org may hold in the table (unfinished, and finished within retention); split
+    # evenly over the partitions; past it run_start is dead-lettered too_many_runs (0: no cap)
+    max_runs_per_org: int = Field(DEFAULT_MAX_RUNS_PER_ORG, ge=0)
+    # when set, rb.evict control records are signed and unsigned ones refused
+    control_key: SecretStr = SecretStr("")
+    # /ready answers 503 while an event read from a partition has waited this long for its ack
+    stall_threshold_s: float = Field(30.0, gt=0)
+    max_event_bytes: int = Field(256 * 1024, ge=1)
+    max_thought_chars: int = Field(20_000, ge=1)
+    log_level: LogLevel = "info"
+    monitor_profiles: str = ""  # JSON/TOML file of custom monitor weight profiles
+    qdrant_url: str = Field(
+        "", pattern=r"^(https?://.*)?$"
+    )  # a Qdrant server (also QDRANT_URL); empty: local mode
+    qdrant_api_key: SecretStr = SecretStr("")
+    patterns_path: str = ""  # local-mode store directory (default <data_dir>/patterns)
+    patterns_seed: str = ""  # JSONL loaded (upserted) into the store when the worker starts
+    etrace_timeout_ms: int = Field(150, ge=1)  # per decision, for all its E-trace queries
+    etrace_concurrency: int = Field(2, ge=1)  # E-trace queries in flight per worker
+    etrace_retry_s: float = Field(5.0, ge=0)  # rest given to a failing store before trying it again
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Self:
+        source = os.environ if env is None else env
+        if "qdrant_url" not in overrides and not source.get("RB_QDRANT_URL") and source.get("QDRANT_URL"):
+            overrides = {**overrides, "qdrant_url": source["QDRANT_URL"]}
+        return super().from_env(env, **overrides)
+
+    @field_validator("patterns_seed")
+    @classmethod
+    def _seed_exists(cls, v: str) -> str:
+        if v and not Path(v).is_file():
+            raise ValueError("not a file")
+        return v
+
+    @model_validator(mode="after")
+    def _worker_consistent(self) -> Self:
+        if self.heartbeat_interval_s >= self.session_timeout_s:
+            raise ValueError(
+                "RB_HEARTBEAT_INTERVAL_S: must be below the session timeout (RB_SESSION_TIMEOUT_S)"
+            )
+        if self.etrace_timeout_ms >= self.client_deadline_ms:
+            raise ValueError(
+                "RB_ETRACE_TIMEOUT_MS: must be below the client deadline (RB_CLIENT_DEADLINE_MS)"
+            )
+        return self
+
+    # -- derived -------------------------------------------------------------
+    @property
+    def advertised_url(self) -> str:
+        if self.web_advertised_url:
+            return self.web_advertised_url
+        host = socket.gethostname() if self.web_host in ("0.0.0.0", "::", "") else self.web_host
+        return f"http://{host}:{self.web_port}"
+
+    @property
+    def limits(self) -> Limits:
+        return Limits(max_event_bytes=self.max_event_bytes, max_thought_chars=self.max_thought_chars)
+
+    @property
+    def data_path(self) -> Path:
+        return Path(self.data_dir).resolve()
+
+    @property
+    def patterns_dir(self) -> Path:
+        return Path(self.patterns_path).resolve() if self.patterns_path else self.data_path / "patterns"
+
+
+def _host_ports(broker: str) -> list[str]:
+    parts = []
+    for part in broker.split(";"):
+        for hp in part.split(","):
+            hp = hp.strip()
+            if "://" in hp:
+                hp = hp.split("://", 1)[1]
+            if hp:
+                parts.append(hp)
+    return parts

@@ -1,0 +1,216 @@
+"""The Faust worker: wires a `Processor` to Kafka topics, a changelogged table and timers.
+
+Everything it needs is passed in (built once by `streams.worker.assemble`); the per-event
+logic, per-run ordering, acks, retention and gauges live in their own broker-free units.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+import faust
+
+from ..core.monitors import Semantics, load_profiles
+from ..etraces.retrieval import Retriever
+from ..kafka import wire
+from ..kafka.security import faust_credentials
+from ..settings import Settings
+from . import views
+from .gauges import publish_partitions
+from .metrics import Metrics
+from .processor import Processor
+from .retention import Retention
+from .run_table import RunTable
+
+log = logging.getLogger(__name__)
+SHUTDOWN_GRACE_S = 5.0  # a graceful stop gets the session timeout plus this, then the process exits
+
+
+class Worker:
+    """Owns the Faust app, its topics and table, and hands every event to the processor."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        semantics: Semantics,
+        retriever: Retriever,
+        metrics: Metrics,
+        steering_partitions: int | None = None,
+    ) -> None:
+        self.settings = s = settings
+        self.steering_partitions = steering_partitions or s.partitions
+        self.metrics = metrics
+        self.retriever = retriever
+        if s.processing_guarantee == "exactly_once":
+            log.warning(
+                "RB_PROCESSING_GUARANTEE=exactly_once: Faust's transactions lost decisions in our "
+                "kill -9 test; at_least_once is the tested guarantee (README: Reliability)"
+            )
+        if s.monitor_profiles:
+            log.info("monitor profiles loaded: %s", load_profiles(s.monitor_profiles))
+        self.app = faust.App(
+            s.app_id,
+            broker=s.faust_broker,
+            store=s.store,
+            datadir=str(s.data_path),
+            web_host=s.web_host,
+            web_port=s.web_port,
+            web_bind=s.web_host,
+            canonical_url=s.advertised_url,
+            processing_guarantee=s.processing_guarantee,
+            broker_session_timeout=s.session_timeout_s,
+            broker_heartbeat_interval=s.heartbeat_interval_s,
+            broker_request_timeout=max(30.0, s.session_timeout_s + 5),
+            topic_partitions=s.partitions,
+            topic_replication_factor=s.replication_factor,
+            key_serializer="raw",
+            value_serializer="raw",
+            table_cleanup_interval=60.0,
+            web_enabled=True,
+            # Faust's own /table and /router pages would show raw table values (step text):
+            # the run views are the only way in.
+            web_tables_enabled=False,
+            web_router_enabled=False,
+            producer_acks=-1,
+            broker_credentials=faust_credentials(s),
+        )
+        self.steps = self.app.topic(
+            s.steps_topic, partitions=s.partitions, key_serializer="raw", value_serializer="raw"
+        )
+        self.steering = self.app.topic(
+            s.steering_topic, partitions=s.partitions, key_serializer="raw", value_serializer="raw"
+        )
+        self.deadletter = self.app.topic(
+            s.deadletter_topic, partitions=s.partitions, key_serializer="raw", value_serializer="raw"
+        )
+        self.table = self.app.Table(
+            "runs",
+            partitions=s.partitions,
+            key_type=bytes,
+            value_type=bytes,
+            help="TraceState per run_id (orjson)",
+        )
+        self.runs = RunTable(self.table, s.max_runs_per_org, self._steering_partition, s.partitions)
+        self.retention = Retention(
+            self.runs,
+            self._send_step,
+            self._steering_partition,
+            metrics,
+            finished_retention_s=s.finished_retention_s,
+            idle_timeout_s=s.idle_timeout_s,
+            evict_interval_s=s.evict_interval_s,
+            control_key=s.control_key.get_secret_value(),
+        )
+        self.processor = Processor(
+            runs=self.runs,
+            retention=self.retention,
+            retriever=retriever,
+            semantics=semantics,
+            limits=s.limits,
+            metrics=metrics,
+            send_decision=self._send_decision,
+            send_deadletter=self._send_deadletter,
+            steering_partition=self._steering_partition,
+        )
+        self.app.agent(self.steps, name="evaluate")(self._evaluate)
+        self._install_shutdown_deadline()
+        self.table.on_recover(self._recount)
+        self.app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]  # stubs: a plain fn
+        self.app.timer(1.0, name="rb-gauges")(self._update_gauges)
+        self.app.timer(s.evict_interval_s, name="rb-evict")(self._sweep)
+        views.install(
+            self.app,
+            self.table,
+            self.runs.lookup,
+            metrics,
+            s.web_token.get_secret_value(),
+            self.ready,
+            self.stalled,
+        )
+
+    # -- outputs ------------------------------------------------------------
+    def _steering_partition(self, run_id: str) -> int:
+        return wire.partition_for(run_id, self.steering_partitions)
+
+    async def _send_decision(self, key: bytes, value: bytes, partition: int) -> None:
+        await self.steering.send(key=key, value=value, partition=partition)
+
+    async def _send_deadletter(self, key: bytes | None, value: bytes) -> None:
+        await self.deadletter.send(key=key, value=value)
+
+    async def _send_step(self, key: bytes, value: bytes, partition: int) -> None:
+        await self.steps.send(key=key, value=value, partition=partition)
+
+    # -- health -------------------------------------------------------------
+    def ready(self) -> bool:
+        """Tables recovered and no rebalance in progress."""
+        recovery = self.app.tables.recovery  # type: ignore[attr-defined]
+        return bool(recovery.completed.is_set() and not self.app.in_recovery and not self.app.rebalancing)
+
+    def stalled(self) -> dict[str, float]:
+        """Partitions whose oldest unacked event has waited past RB_STALL_THRESHOLD_S:
+        partition -> seconds. Nothing on them commits until that event is finished."""
+        limit = self.settings.stall_threshold_s
+        return {
+            str(getattr(tp, "partition", tp)): round(age, 1)
+            for tp, age in self.processor.ack_order.oldest_age().items()
+            if age >= limit
+        }
+
+    def _install_shutdown_deadline(self) -> None:
+        """A graceful stop waits for every event read to be acked. The boundary makes that
+        finite, and this makes it certain: once the app starts stopping, the process exits
+        after the session timeout plus SHUTDOWN_GRACE_S whatever is still running. Anything
+        not committed by then is processed again by the partition's next owner (the same as
+        after a crash, which loses nothing)."""
+        stop = self.app.on_stop
+        limit = self.settings.session_timeout_s + SHUTDOWN_GRACE_S
+
+        def overdue() -> None:
+            log.error(
+                "graceful shutdown not done after %.0fs: exiting now (uncommitted events "
+                "will be processed again by the next owner of their partitions)",
+                limit,
+            )
+            logging.shutdown()
+            os._exit(1)
+
+        async def on_stop() -> None:
+            timer = threading.Timer(limit, overdue)
+            timer.daemon = True
+            timer.start()
+            await stop()
+
+        setattr(self.app, "on_stop", on_stop)  # noqa: B010 (a bound method of the instance)
+
+    # -- timers and callbacks -----------------------------------------------
+    async def _recount(self) -> None:
+        self.runs.recount()
+        self.runs.publish(self.metrics)
+
+    async def _update_gauges(self) -> None:
+        self.runs.publish(self.metrics)
+        consumer = self.app.consumer
+        owned = [tp for tp in consumer.assignment() if tp.topic == self.settings.steps_topic]
+        publish_partitions(
+            self.metrics, owned, consumer.highwater, self.processor.ack_order, self.processor.processed
+        )
+
+    async def _sweep(self) -> None:
+        await self.retention.sweep(time.time())
+
+    async def _on_revoked(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
+        self.processor.ack_order.forget(set(args[0] if args else kwargs.get("revoked", ())))
+
+    # -- the agent ----------------------------------------------------------
+    async def _evaluate(self, stream: Any) -> None:
+        # Acks are manual: an event is acked (its offset may commit) only once its decision is
+        # sent and its state written, which for E-trace events happens after the query.
+        manual = stream.noack()
+        async for event in manual.events():
+            await self.processor.process(event, manual)

@@ -1,0 +1,223 @@
+"""Prometheus metrics of the worker: base units, `rb_` prefix, no unbounded labels."""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from ..core.engine import Result
+from ..core.events import load_schema
+from ..core.monitors import MONITORS
+
+# A decision takes ~0.1-5 ms of worker time; buckets resolve that range and the tail.
+PROCESSING_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+LAG_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+RETRIEVAL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+
+STATES = ("INIT", "FAST", "NORMAL", "SLOW", "SKIP", "END")
+TRANSITIONS = (
+    ("INIT", "NORMAL"),
+    ("NORMAL", "FAST"),
+    ("NORMAL", "SLOW"),
+    ("FAST", "NORMAL"),
+    ("SLOW", "NORMAL"),
+    ("SLOW", "SKIP"),
+    ("SKIP", "NORMAL"),
+)
+DEADLETTER_REASONS: tuple[str, ...] = tuple(load_schema("deadletter")["properties"]["reason"]["enum"])
+# Where an event's processing can fail (rb_internal_errors_total{stage}); see Worker.process.
+STAGES = (
+    "evaluate",  # decode, validate, state transition, monitors (core.engine.handle)
+    "etraces",  # the pattern store query (the decision still goes out, without E-traces)
+    "complete",  # applying the E-trace answers (core.engine.complete)
+    "encode",  # the decision and state encoders (core.engine.seal)
+    "send",  # the decision to the steering topic
+    "deadletter",  # a dead-letter record to its topic
+    "store",  # the run's state to the table
+    "evict",  # an rb.evict control record
+    "metrics",  # counting the event
+    "ack",  # releasing the event's ack
+    "dispatch",  # anything else between reading the event and finishing it
+)
+RENDER_MAX_AGE_S = 1.0  # /metrics renders at most once per second, however many scrape
+# aiohttp takes the charset separately; the exposition format is UTF-8 anyway.
+CONTENT_TYPE = "; ".join(p for p in CONTENT_TYPE_LATEST.split("; ") if not p.startswith("charset="))
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = r = registry or CollectorRegistry()
+        self.steps = Counter(
+            "rb_steps_processed", "Valid events processed, by event type", ["type"], registry=r
+        )
+        self.decisions = Counter("rb_decisions_emitted", "Decisions sent to the steering topic", registry=r)
+        self.duplicates = Counter(
+            "rb_duplicate_events", "Replayed events ignored idempotently", ["type"], registry=r
+        )
+        self.deadletters = Counter(
+            "rb_deadletters", "Inputs sent to the dead-letter topic", ["reason"], registry=r
+        )
+        self.transitions = Counter(
+            "rb_fsm_transitions", "FSM transitions", ["from_state", "to_state"], registry=r
+        )
+        self.runs_by_state = Gauge(
+            "rb_runs", "Runs held by this worker, by current FSM state", ["state"], registry=r
+        )
+        self.active_runs = Gauge("rb_active_runs", "Unfinished runs held by this worker", registry=r)
+        self.table_entries = Gauge("rb_table_entries", "Entries in this worker's run-state table", registry=r)
+        self.latency = Histogram(
+            "rb_decision_processing_seconds",
+            "Worker time from taking an event to having its decision sent",
+            buckets=PROCESSING_BUCKETS,
+            registry=r,
+        )
+        self.lag = Histogram(
+            "rb_event_to_decision_seconds",
+            "End-to-end lag: the event's ts (agent clock) to the decision",
+            buckets=LAG_BUCKETS,
+            registry=r,
+        )
+        self.monitor_scores = Histogram(
+            "rb_monitor_score",
+            "Monitor scores per scored step",
+            ["monitor"],
+            buckets=SCORE_BUCKETS,
+            registry=r,
+        )
+        self.monitor_fires = Counter(
+            "rb_monitor_fires", "Monitor fires (score >= 0.6)", ["monitor"], registry=r
+        )
+        self.injections = Counter("rb_injections", "Injections sent, by source", ["source"], registry=r)
+        self.suppressions = Counter(
+            "rb_suppressions", "Monitor injections held back, by guardrail", ["guardrail"], registry=r
+        )
+        self.retrieval = Histogram(
+            "rb_etrace_retrieval_seconds",
+            "E-trace retrieval latency",
+            ["tier"],
+            buckets=RETRIEVAL_BUCKETS,
+            registry=r,
+        )
+        self.lookups = Counter(
+            "rb_etrace_lookups",
+            "E-trace lookups by tier and result (hit, miss, error)",
+            ["tier", "result"],
+            registry=r,
+        )
+        self.store_up = Gauge(
+            "rb_etrace_store_up", "1 while the pattern store answers, 0 while it is failing", registry=r
+        )
+        self.store_failures = Counter(
+            "rb_etrace_store_failures",
+            "E-trace queries the store did not answer in time or at all, by tier and kind",
+            ["tier", "kind"],
+            registry=r,
+        )
+        self.evictions = Counter(
+            "rb_runs_evicted",
+            "Runs removed from the table (changelog tombstone), by reason: finished or idle",
+            ["reason"],
+            registry=r,
+        )
+        self.assigned_partitions = Gauge(
+            "rb_assigned_partitions",
+            "Partitions of the steps topic this worker owns (they split across replicas)",
+            registry=r,
+        )
+        self.consumer_lag = Gauge(
+            "rb_consumer_lag_messages",
+            "Steps not yet processed, per assigned partition",
+            ["partition"],
+            registry=r,
+        )
+        self.internal_errors = Counter(
+            "rb_internal_errors",
+            "Failures inside the worker while processing an event, by stage (each event is "
+            "dead-lettered internal_error and acked: processing goes on)",
+            ["stage"],
+            registry=r,
+        )
+        self.partition_stall = Gauge(
+            "rb_partition_stall_seconds",
+            "Per assigned partition: how long the oldest event read but not yet acked has waited "
+            "(the committed offset cannot pass it); 0 when none waits",
+            ["partition"],
+            registry=r,
+        )
+        self._body = b""
+        self._rendered = -RENDER_MAX_AGE_S
+        # Known label values start at zero so rate() sees the first increase.
+        for stage in STAGES:
+            self.internal_errors.labels(stage)
+        for reason in ("finished", "idle"):
+            self.evictions.labels(reason)
+        for s in STATES:
+            self.runs_by_state.labels(s).set(0)
+        for t in ("run_start", "step", "run_finish"):
+            self.steps.labels(t)
+            self.duplicates.labels(t)
+        for reason in DEADLETTER_REASONS:
+            self.deadletters.labels(reason)
+        for a, b in TRANSITIONS:
+            self.transitions.labels(a, b)
+        for name in MONITORS:
+            self.monitor_fires.labels(name)
+        for source in ("monitor", "e1", "e2", "e3"):
+            self.injections.labels(source)
+        for g in ("cooldown", "cap", "duplicate"):
+            self.suppressions.labels(g)
+        for tier in ("e1", "e2", "e3"):
+            for result in ("hit", "miss", "error"):
+                self.lookups.labels(tier, result)
+            for kind in ("error", "timeout", "skipped"):
+                self.store_failures.labels(tier, kind)
+
+    def observe(self, result: Result, seconds: float, now: float) -> None:
+        etype = result.event_type or "unknown"
+        if result.duplicate:
+            self.duplicates.labels(etype).inc()
+            return
+        self.steps.labels(etype).inc()
+        d = result.decision
+        if d is not None:
+            self.decisions.inc()
+            self.latency.observe(seconds)
+            ts = d.get("event_ts")
+            if isinstance(ts, (int, float)):
+                self.lag.observe(max(0.0, now - ts))
+            for name, score in d["monitors"]["scores"].items():
+                self.monitor_scores.labels(name).observe(score)
+            for name in d["monitors"]["fired"]:
+                self.monitor_fires.labels(name).inc()
+            for inj in d["injections"]:
+                self.injections.labels(inj["source"]).inc()
+            if d["suppressed"]:
+                self.suppressions.labels(d["suppressed"]).inc()
+        if result.transition is not None:
+            self.transitions.labels(*result.transition).inc()
+        for tier, outcome in result.extras.get("etraces", {}).items():
+            self.lookups.labels(tier, outcome).inc()
+
+    def etrace_query(self, tier: str, seconds: float, outcome: str) -> None:
+        """Called by the retriever per query: latency of answered ones, failures by kind."""
+        if outcome == "answered":
+            self.retrieval.labels(tier).observe(seconds)
+        else:
+            self.store_failures.labels(tier, outcome).inc()
+
+    def deadletter(self, reason: str) -> None:
+        self.deadletters.labels(reason).inc()
+
+    def internal_error(self, stage: str) -> None:
+        self.internal_errors.labels(stage if stage in STAGES else "dispatch").inc()
+
+    def render(self, now: float | None = None) -> tuple[bytes, str]:
+        """The exposition, rendered at most once per RENDER_MAX_AGE_S: the web server shares
+        the event loop with processing, so a burst of scrapes must not cost a render each."""
+        now = time.monotonic() if now is None else now
+        if now - self._rendered >= RENDER_MAX_AGE_S:
+            self._body, self._rendered = generate_latest(self.registry), now
+        return self._body, CONTENT_TYPE

@@ -1,0 +1,299 @@
+"""The per-event glue around the pure core: order, E-traces, send, store, ack, error boundary.
+
+Broker-free: events come in as anything with `key`, `value` and `message` (topic, partition,
+offset, tp), records go out through two send functions, run state lives in a `RunTable` over
+any mapping, and acks go to the stream passed with the event. The worker feeds it Faust
+events and topics; the unit tests feed it plain records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..core.engine import Result, complete, describe, handle, seal
+from ..core.events import Limits, Rejected, deadletter_bytes, deadletter_record
+from ..core.monitors import Semantics
+from ..core.retention import parse_evict
+from ..etraces.retrieval import Retriever
+from .ack_order import AckOrder
+from .chains import RunChains
+from .metrics import Metrics
+from .retention import Retention
+from .run_table import RunTable
+
+log = logging.getLogger(__name__)
+TRACEBACK_EVERY_S = 60.0  # an internal error's traceback is logged at most this often per stage
+
+SendDecision = Callable[[bytes, bytes, int], Awaitable[object]]  # key, value, partition
+SendDeadletter = Callable[[bytes | None, bytes], Awaitable[object]]  # key, value
+
+
+class Message(Protocol):
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def tp(self) -> Hashable: ...
+
+
+class Event(Protocol):
+    @property
+    def key(self) -> Any: ...
+    @property
+    def value(self) -> Any: ...
+    @property
+    def message(self) -> Message: ...
+
+
+class Acker(Protocol):
+    async def ack(self, event: Any) -> Any: ...
+
+
+@dataclass
+class _Job:
+    """One event on its way through the worker: the stage it is at, for the error boundary."""
+
+    event: Event
+    stream: Acker | None
+    t0: float
+    now: float
+    stage: str = "dispatch"
+    run_id: str | None = None
+    step: int | None = None
+    released: bool = False
+
+
+class Processor:
+    """Takes each event of a partition in offset order and finishes it exactly once."""
+
+    def __init__(
+        self,
+        *,
+        runs: RunTable,
+        retention: Retention,
+        retriever: Retriever,
+        semantics: Semantics,
+        limits: Limits,
+        metrics: Metrics,
+        send_decision: SendDecision,
+        send_deadletter: SendDeadletter,
+        steering_partition: Callable[[str], int],
+        chains: RunChains | None = None,
+        ack_order: AckOrder[Any] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.runs = runs
+        self.retention = retention
+        self.retriever = retriever
+        self.sem = semantics
+        self.limits = limits
+        self.metrics = metrics
+        self._send_decision = send_decision
+        self._send_deadletter = send_deadletter
+        self._steering_partition = steering_partition
+        self.chains = chains or RunChains()
+        self.ack_order: AckOrder[Any] = ack_order or AckOrder()
+        self._clock = clock
+        self.processed: dict[Hashable, int] = {}  # tp -> last offset evaluated (the lag gauge)
+        self._traced: dict[str, float] = {}  # stage -> when its last traceback was logged
+
+    async def process(self, event: Event, stream: Acker | None = None) -> None:
+        """Take one event: inline, unless its run waits on E-traces or it needs them.
+
+        The error boundary: this never raises (cancellation aside). Whatever fails on the way
+        (evaluate, E-traces, complete, encode, send, store, ...) dead-letters the event as
+        internal_error naming the stage and the exception, and the event is acked all the
+        same. Acks are released in offset order (AckOrder), so one event left unacked would
+        hold back every later ack of its partition, stop its commits and block shutdown.
+        """
+        job = _Job(event, stream, t0=time.perf_counter(), now=self._clock())
+        if stream is not None:
+            self.ack_order.received(event.message.tp, event.message.offset)
+        try:
+            if await self._take(job):
+                return  # a task finishes and acks it
+        except Exception as exc:
+            await self._fail(job, exc)
+        await self._release(job)
+
+    async def _take(self, job: _Job) -> bool:
+        """Process the event, or hand it to a task (True: the task will ack it)."""
+        key = job.event.key
+        prev = self.chains.pending(key)
+        req = parse_evict(job.event.value)
+        if req is not None:
+            if prev is not None:
+                await prev_done(prev)  # after the run's pending event, like any of its events
+            job.stage, job.run_id = "evict", req.run_id
+            refused = self.retention.apply(key, req, self._clock())
+            if refused is not None:
+                await self._deadletter(job, Rejected("invalid_control", refused, req.run_id))
+            return False
+        if prev is not None:  # queue behind the run's pending event
+            await self.chains.spawn(key, self._detached(job, prev=prev))
+            return True
+        result = self._evaluate(job)
+        if result.plan:
+            await self.chains.spawn(key, self._detached(job, result=result))
+            return True
+        await self._conclude(job, result)
+        return False
+
+    async def _detached(
+        self, job: _Job, prev: asyncio.Task[None] | None = None, result: Result | None = None
+    ) -> None:
+        """An event finished off the agent loop: after its run's previous event, if any."""
+        try:
+            if prev is not None:
+                await prev_done(prev)
+            if result is None:
+                job.t0, job.now = time.perf_counter(), self._clock()
+                result = self._evaluate(job)
+            await self._conclude(job, result)
+        except Exception as exc:  # the same boundary as `process`: nothing awaits this task
+            await self._fail(job, exc)
+        await self._release(job)
+
+    def _evaluate(self, job: _Job) -> Result:
+        job.stage = "evaluate"
+        event = job.event
+        self.processed[event.message.tp] = event.message.offset
+        held = self.runs.held
+        result = handle(
+            event.value,
+            self.runs.lookup,
+            self.limits,
+            job.now,
+            self.sem,
+            key=event.key,
+            runs_cap=held.refusal,
+        )
+        job.run_id, job.step = result.run_id, result.step
+        if result.opens_run and result.run_id is not None and result.state is not None:
+            # Counted now, in the partition's event order (a new run's run_start is never
+            # queued behind another event), as replay counts it.
+            held.add(result.run_id, result.state.config.org_id)
+        return result
+
+    async def _conclude(self, job: _Job, result: Result) -> None:
+        """Answer the E-trace plan (if any), encode, send, store."""
+        opened = result.opens_run
+        if result.plan:
+            job.stage = "etraces"
+            try:
+                answers = await self.retriever.answer(result.plan)
+            except Exception as exc:  # the retriever answers errors itself; a bug must not stop us
+                self._internal(job, "etraces", exc)
+                answers = []  # the decision goes out without E-traces, saying why
+            job.stage = "complete"
+            result = complete(result, answers)
+        job.stage = "encode"
+        result = seal(result)
+        if opened and not result.opens_run and result.run_id is not None:
+            self.runs.held.remove(result.run_id)  # the run_start failed after all: no run
+        await self._finish(job, result)
+
+    async def _finish(self, job: _Job, result: Result) -> None:
+        """Send the decision or dead-letter, then store the state (after the send: a crash in
+        between re-sends the same decision rather than losing it), then count."""
+        if result.failed_stage is not None:  # the core caught a failure of its own
+            self._internal(job, result.failed_stage, result.error)
+        if result.rejection is None and result.wire_decision is not None and result.run_id is not None:
+            job.stage = "send"
+            try:
+                await self._send_decision(
+                    result.run_id.encode("utf-8"),
+                    result.wire_decision,
+                    self._steering_partition(result.run_id),
+                )
+            except Exception as exc:
+                # The decision is lost and says so; the state still moves on exactly as in
+                # replay, so the run's later decisions are the same.
+                await self._fail(job, exc)
+        if result.rejection is not None:
+            await self._deadletter(job, result.rejection)
+        if result.wire_state is not None and result.run_id is not None:
+            job.stage = "store"
+            self.runs.store(result.run_id, result.wire_state, result.prior, result.state)
+        if result.rejection is None:
+            job.stage = "metrics"
+            try:
+                self.metrics.observe(result, time.perf_counter() - job.t0, job.now)
+            except Exception as exc:  # the event was answered: only count it
+                self._internal(job, "metrics", exc)
+
+    async def _fail(self, job: _Job, exc: BaseException) -> None:
+        """Dead-letter the event as internal_error naming the stage. Never raises."""
+        self._internal(job, job.stage, exc)
+        rej = Rejected("internal_error", f"{job.stage}: {describe(exc)}", job.run_id, job.step)
+        await self._deadletter(job, rej)
+
+    async def _deadletter(self, job: _Job, rej: Rejected) -> None:
+        msg = job.event.message
+        try:
+            rec = deadletter_record(
+                job.event.value,
+                rej,
+                self.limits,
+                job.now,
+                {"topic": msg.topic, "partition": msg.partition, "offset": msg.offset},
+            )
+            key = rej.run_id.encode("utf-8", "surrogatepass") if rej.run_id else None
+            await self._send_deadletter(key, deadletter_bytes(rec))
+        except Exception as exc:  # nothing left to tell: count and log it
+            self._internal(job, "deadletter", exc)
+            return
+        self.metrics.deadletter(rej.reason)
+        log.info("dead-lettered offset %s: %s", msg.offset, rej.reason)
+
+    def _internal(self, job: _Job, stage: str, exc: BaseException | None) -> None:
+        """Count and log an internal error; the traceback at most once a minute per stage
+        (an event that fails every time must not flood the log)."""
+        try:
+            self.metrics.internal_error(stage)
+            msg = job.event.message
+            now = time.monotonic()
+            trace = exc is not None and now - self._traced.get(stage, -TRACEBACK_EVERY_S) >= TRACEBACK_EVERY_S
+            if trace:
+                self._traced[stage] = now
+            log.error(
+                "internal error at stage %s, offset %s of %s[%s]: %s (dead-lettered internal_error, acked)",
+                stage,
+                msg.offset,
+                msg.topic,
+                msg.partition,
+                "unknown" if exc is None else describe(exc),
+                exc_info=exc if trace else None,
+            )
+        except Exception:  # pragma: no cover - logging and counting must not break the boundary
+            pass
+
+    async def _release(self, job: _Job) -> None:
+        """Ack the event (released in offset order). Exactly once; never raises."""
+        if job.released or job.stream is None:
+            return
+        job.released = True
+        msg = job.event.message
+        try:
+            ready = self.ack_order.done(msg.tp, msg.offset, job.event)
+        except Exception as exc:
+            self._internal(job, "ack", exc)
+            ready = [job.event]
+        for ev in ready:
+            try:
+                await job.stream.ack(ev)
+            except Exception as exc:
+                self._internal(job, "ack", exc)
+
+
+async def prev_done(prev: asyncio.Task[None]) -> None:
+    """Wait for a run's earlier event to finish, whatever its outcome (it has its own boundary)."""
+    await asyncio.wait([prev])

@@ -1,0 +1,95 @@
+"""Retention: finished and idle runs leave the table through their own partition's order.
+
+The sweep never deletes anything itself. For every expired run it holds, it writes a signed
+eviction request into the steps topic, keyed by the run; the request is then processed in
+order with the run's events (core.retention). Applying it removes the run only if the run is
+still at the version the request names: a step that arrived in between keeps the run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from ..core.retention import (
+    BAD_SIGNATURE,
+    NOT_KEYED,
+    EvictRequest,
+    evict_request,
+    expiry,
+    retention_clock,
+    verified,
+    version,
+)
+from .metrics import Metrics
+from .run_table import RunTable
+
+log = logging.getLogger(__name__)
+
+# Sends one record to the steps topic: (key, value, partition).
+SendStep = Callable[[bytes, bytes, int], Awaitable[object]]
+
+
+class Retention:
+    def __init__(
+        self,
+        runs: RunTable,
+        send_step: SendStep,
+        partition_of: Callable[[str], int],
+        metrics: Metrics,
+        *,
+        finished_retention_s: float,
+        idle_timeout_s: float,
+        evict_interval_s: float,
+        control_key: str,
+    ) -> None:
+        self.runs = runs
+        self._send = send_step
+        self._partition_of = partition_of
+        self._metrics = metrics
+        self.finished_retention_s = finished_retention_s
+        self.idle_timeout_s = idle_timeout_s
+        self.evict_interval_s = evict_interval_s
+        self.control_key = control_key
+        self._asked: dict[bytes, float] = {}  # requests sent, not yet applied: key -> when
+
+    def _expiry(self, finished: bool, clock: float | None, now: float) -> str | None:
+        return expiry(finished, clock, now, self.finished_retention_s, self.idle_timeout_s)
+
+    async def sweep(self, now: float) -> int:
+        """Ask for the eviction of every expired run held here; returns how many were asked."""
+        asked = 0
+        for key, seen in list(self.runs.seen.items()):
+            if self._expiry(seen.finished, seen.clock, now) is None:
+                continue
+            if now - self._asked.get(key, 0.0) < 10 * self.evict_interval_s:
+                continue  # asked already; not applied yet
+            self._asked[key] = now
+            run_id = key.decode("utf-8")
+            await self._send(
+                key, evict_request(run_id, seen.version, self.control_key), self._partition_of(run_id)
+            )
+            asked += 1
+        return asked
+
+    def apply(self, key: bytes | None, req: EvictRequest, now: float) -> str | None:
+        """Remove the run if it is still as expired as when the request was made. Returns why
+        the record is refused (dead-lettered invalid_control), None when applied or stale."""
+        if key is None or key != req.run_id.encode("utf-8"):
+            return NOT_KEYED
+        if not verified(req, self.control_key):
+            return BAD_SIGNATURE
+        self._asked.pop(key, None)
+        st = self.runs.lookup(req.run_id)
+        if st is None or version(st) != req.version:
+            return None  # evicted already, or the run moved on since the request: keep it
+        reason = self._expiry(st.finished, retention_clock(st), now)
+        if reason is None:
+            return (
+                f"run {req.run_id[:100]!r} is not expired: eviction refused (a record no worker "
+                "wrote, or the retention settings changed since)"
+            )
+        self.runs.delete(key, st)
+        self._metrics.evictions.labels(reason).inc()
+        log.info("evicted run %s (%s)", req.run_id, reason)
+        return None

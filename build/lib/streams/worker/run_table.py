@@ -1,0 +1,101 @@
+"""The runs table as the worker sees it: run state by run id, plus the indexes kept beside it.
+
+The table itself is a Faust table in the worker (a changelogged mapping of run key to encoded
+`TraceState`) and a plain dict in tests. Beside it, three things are kept incrementally, so no
+per-event or periodic work ever scans the table: unfinished runs per FSM state and finished
+runs held (the gauges), each run's retention clock and version (the eviction sweep), and the
+runs each org holds (the per-org cap). All three are rebuilt from the table after a recovery.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, MutableMapping
+from dataclasses import dataclass
+
+from ..core.retention import RunsHeld, retention_clock, version
+from ..core.state import TraceState
+from .metrics import STATES, Metrics
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """What the eviction sweep needs of a run, without decoding it."""
+
+    clock: float | None  # when the run last moved (None: never)
+    finished: bool
+    version: tuple[int, bool, int]
+
+
+class RunTable:
+    def __init__(
+        self,
+        table: MutableMapping[bytes, bytes],
+        max_runs_per_org: int,
+        partition_of: Callable[[str], int],
+        partitions: int,
+    ) -> None:
+        self.table = table
+        self.held = RunsHeld(max_runs_per_org, partition_of, partitions)
+        self.by_state: Counter[str] = Counter()
+        self.finished = 0
+        self.seen: dict[bytes, Seen] = {}
+
+    def lookup(self, run_id: str) -> TraceState | None:
+        raw = self.table.get(run_id.encode("utf-8"))
+        return None if raw is None else TraceState.decode(raw)
+
+    def store(self, run_id: str, wire_state: bytes, prior: TraceState | None, new: TraceState | None) -> None:
+        """Write a run's new state (after its decision was sent) and account for the move."""
+        self.table[run_id.encode("utf-8")] = wire_state
+        self._account(prior, new)
+
+    def delete(self, key: bytes, st: TraceState) -> None:
+        """Remove an evicted run: a changelog tombstone, so recovery will not bring it back."""
+        del self.table[key]
+        self.seen.pop(key, None)
+        self.held.remove(st.run_id)
+        self._account(st, None)
+
+    def recount(self, items: Iterable[tuple[bytes, bytes]] | None = None) -> None:
+        """Rebuild every index from the table (after a recovery or rebalance)."""
+        by_state: Counter[str] = Counter()
+        finished = 0
+        seen: dict[bytes, Seen] = {}
+        orgs: dict[str, str] = {}
+        for key, raw in self.table.items() if items is None else items:
+            st = TraceState.decode(raw)
+            seen[key] = Seen(retention_clock(st), st.finished, version(st))
+            orgs[st.run_id] = st.config.org_id
+            if st.finished:
+                finished += 1
+            else:
+                by_state[st.state] += 1
+        self.by_state, self.finished, self.seen = by_state, finished, seen
+        self.held.reset(orgs)
+
+    def _account(self, old: TraceState | None, new: TraceState | None) -> None:
+        if old is not None:
+            if old.finished:
+                self.finished -= 1
+            else:
+                self.by_state[old.state] -= 1
+        if new is None:
+            return
+        self.seen[new.run_id.encode("utf-8")] = Seen(retention_clock(new), new.finished, version(new))
+        if new.finished:
+            self.finished += 1
+        else:
+            self.by_state[new.state] += 1
+
+    @property
+    def active(self) -> int:
+        return sum(self.by_state.values())
+
+    def publish(self, metrics: Metrics) -> None:
+        """Set the run gauges from the counts (cheap: no table read)."""
+        for state in STATES:
+            metrics.runs_by_state.labels(state).set(self.by_state.get(state, 0))
+        active = self.active
+        metrics.active_runs.set(active)
+        metrics.table_entries.set(active + self.finished)

@@ -1,0 +1,69 @@
+"""The worker's HTTP views: run state, its step log, metrics, liveness and readiness.
+
+Faust's own /table and /router pages are off (they would show raw table values, i.e. step
+text); these are the only way in, and all but /health and /ready need the bearer token when
+one is set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import faust
+
+from ..core.state import TraceState
+from .metrics import Metrics
+from .web_auth import bearer_guard
+
+
+def install(
+    app: faust.App,
+    table: Any,
+    lookup: Callable[[str], TraceState | None],
+    metrics: Metrics,
+    token: str,
+    ready: Callable[[], bool],
+    stalled: Callable[[], dict[str, float]],
+) -> None:
+    """Register the views on `app`; run views are routed to the worker holding the run."""
+
+    def not_found(view: Any, run_id: str) -> Any:
+        return view.json({"error": "unknown run", "run_id": run_id}, status=404)
+
+    guarded = bearer_guard(token)
+
+    @app.page("/runs/{run_id}")
+    @guarded
+    @app.table_route(table=table, match_info="run_id")
+    async def run_view(view: Any, request: Any, run_id: str) -> Any:
+        st = lookup(run_id)
+        return not_found(view, run_id) if st is None else view.json(st.summary())
+
+    @app.page("/runs/{run_id}/steps")
+    @guarded
+    @app.table_route(table=table, match_info="run_id")
+    async def steps_view(view: Any, request: Any, run_id: str) -> Any:
+        st = lookup(run_id)
+        if st is None:
+            return not_found(view, run_id)
+        return view.json({"run_id": run_id, "step": st.last_step, "steps": st.step_log_entries()})
+
+    @app.page("/metrics")
+    @guarded
+    async def metrics_view(view: Any, request: Any) -> Any:
+        body, ctype = metrics.render()
+        return view.bytes(body, content_type=ctype)
+
+    @app.page("/health")
+    async def health_view(view: Any, request: Any) -> Any:
+        return view.json({"status": "ok"})
+
+    @app.page("/ready")
+    async def ready_view(view: Any, request: Any) -> Any:
+        stuck = stalled()
+        ok = ready() and not stuck
+        body: dict[str, Any] = {"ready": ok}
+        if stuck:
+            body["stalled_partitions"] = stuck
+        return view.json(body, status=200 if ok else 503)

@@ -1,0 +1,1 @@
+../../../deploy/kafka/kafka.sh
