@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import time
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from ..core.engine import Result
@@ -48,8 +56,11 @@ CONTENT_TYPE = "; ".join(p for p in CONTENT_TYPE_LATEST.split("; ") if not p.sta
 
 
 class Metrics:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None, process: bool = True) -> None:
         self.registry = r = registry or CollectorRegistry()
+        if process:  # process_resident_memory_bytes, process_cpu_seconds_total, python_info, ...
+            ProcessCollector(registry=r)
+            PlatformCollector(registry=r)
         self.steps = Counter(
             "rb_steps_processed", "Valid events processed, by event type", ["type"], registry=r
         )

@@ -65,9 +65,9 @@ _IDENT = re.compile(r"(?<![\w:.$])[A-Za-z_][\w:]*")
 
 
 def series_names(expr: str) -> set[str]:
-    """Series names a PromQL expression reads: rb_* metrics, `up`, recording rules (a:b:c)."""
+    """Series names a PromQL expression reads: rb_* and process metrics, `up`, recording rules (a:b:c)."""
     tokens = _IDENT.findall(_STRING.sub('""', expr))
-    return {t for t in tokens if t.startswith("rb_") or t == "up" or ":" in t}
+    return {t for t in tokens if t.startswith(("rb_", "process_", "python_")) or t == "up" or ":" in t}
 
 
 def load_yaml(path: Path) -> Any:

@@ -159,3 +159,67 @@ def test_kubernetes_statefulset_uses_the_image_settings_and_probes():
         m["name"] for m in c["volumeMounts"]
     }
     assert sts["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+# -- outside this machine: reachability, secrets, limits, build context, restricted pods --------
+
+
+def test_kafka_has_a_listener_agents_on_the_host_can_reach():
+    kafka_env = env_of(SERVICES["kafka"])
+    advertised = dict(x.split("://", 1) for x in kafka_env["KAFKA_ADVERTISED_LISTENERS"].split(","))
+    assert advertised["HOST"] == "localhost:29092" and advertised["PLAINTEXT"] == "kafka:9092"
+    assert "HOST:PLAINTEXT" in kafka_env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"]
+    assert "29092:29092" in SERVICES["kafka"]["ports"]
+
+
+def test_grafana_has_no_default_admin_password():
+    pw = env_of(SERVICES["grafana"])["GF_SECURITY_ADMIN_PASSWORD"]
+    assert pw.startswith("${GRAFANA_ADMIN_PASSWORD:?")  # compose refuses to start without it
+
+
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_every_service_has_cpu_and_memory_limits(name):
+    limits = SERVICES[name]["deploy"]["resources"]["limits"]
+    assert float(limits["cpus"]) > 0 and re.fullmatch(r"\d+[mg]", limits["memory"])
+
+
+def test_the_build_context_leaves_out_environments_and_caches():
+    ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()}
+    assert {".git", ".venv", ".local", "deploy/kafka/target", "**/__pycache__"} <= ignored
+
+
+def test_the_dockerfile_installs_dependencies_before_copying_the_code():
+    text = (ROOT / "deploy" / "Dockerfile").read_text()
+    deps = text.index("pip install --no-cache-dir -r /tmp/requirements.txt")
+    assert deps < text.index("COPY streams") and deps < text.index("COPY patterns")
+    assert text.index("COPY pyproject.toml") < deps
+    assert "COPY deploy/kafka" in text  # the package data links to the broker script
+
+
+def test_kubernetes_creates_its_namespace_enforcing_the_restricted_profile():
+    docs = k8s_docs()
+    (ns,) = [d for d in docs if d["kind"] == "Namespace"]
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert {d["metadata"]["namespace"] for d in docs if d["kind"] != "Namespace"} == {ns["metadata"]["name"]}
+
+
+def test_kubernetes_pods_pass_the_restricted_pod_security_standard():
+    (sts,) = [d for d in k8s_docs() if d["kind"] == "StatefulSet"]
+    pod = sts["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"]["type"] in {"RuntimeDefault", "Localhost"}
+    for c in pod["containers"]:
+        sc = c["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["capabilities"]["drop"] == ["ALL"]
+        assert sc["runAsNonRoot"] is True and sc["readOnlyRootFilesystem"] is True
+
+
+def test_kubernetes_keeps_workers_reachable_through_rebalances_and_drains():
+    docs = k8s_docs()
+    (svc,) = [d for d in docs if d["kind"] == "Service"]
+    assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
+    (pdb,) = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    (sts,) = [d for d in docs if d["kind"] == "StatefulSet"]
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == sts["spec"]["selector"]["matchLabels"]

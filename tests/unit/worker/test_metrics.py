@@ -20,3 +20,13 @@ def test_internal_errors_count_by_stage_from_zero():
         assert f'rb_internal_errors_total{{stage="{stage}"}} 0.0' in body
     m.internal_error("no-such-stage")  # an unknown stage is counted, as dispatch
     assert 'rb_internal_errors_total{stage="dispatch"} 1.0' in m.render(now=5.0)[0].decode()
+
+
+def test_the_registry_reports_the_process_memory_and_cpu() -> None:
+    from streams.worker.metrics import Metrics
+
+    m = Metrics()
+    assert (m.registry.get_sample_value("process_resident_memory_bytes") or 0) > 10_000_000
+    assert m.registry.get_sample_value("process_cpu_seconds_total") is not None
+    body, _ = m.render()
+    assert b"python_info" in body
