@@ -167,9 +167,9 @@ def test_kubernetes_statefulset_uses_the_image_settings_and_probes():
 def test_kafka_has_a_listener_agents_on_the_host_can_reach():
     kafka_env = env_of(SERVICES["kafka"])
     advertised = dict(x.split("://", 1) for x in kafka_env["KAFKA_ADVERTISED_LISTENERS"].split(","))
-    assert advertised["HOST"] == "localhost:29092" and advertised["PLAINTEXT"] == "kafka:9092"
+    assert advertised["HOST"] == "localhost:9094" and advertised["PLAINTEXT"] == "kafka:9092"
     assert "HOST:PLAINTEXT" in kafka_env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"]
-    assert "29092:29092" in SERVICES["kafka"]["ports"]
+    assert "9094:9094" in SERVICES["kafka"]["ports"]
 
 
 def test_grafana_has_no_default_admin_password():
