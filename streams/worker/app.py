@@ -49,7 +49,7 @@ class Worker:
         if s.processing_guarantee == "exactly_once":
             log.warning(
                 "RB_PROCESSING_GUARANTEE=exactly_once: Faust's transactions lost decisions in our "
-                "kill -9 test; at_least_once is the tested guarantee (README: Reliability)"
+                "kill -9 test; at_least_once is the tested guarantee (RELIABILITY.md)"
             )
         if s.monitor_profiles:
             log.info("monitor profiles loaded: %s", load_profiles(s.monitor_profiles))

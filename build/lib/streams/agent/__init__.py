@@ -1,1 +1,0 @@
-"""The agent side: steering client, session, system-message composition, LangChain middleware."""

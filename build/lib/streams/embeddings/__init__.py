@@ -1,1 +1,0 @@
-"""Sentence embeddings: MiniLM in numpy, the distilled static model, model loading."""

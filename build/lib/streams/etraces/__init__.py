@@ -1,1 +1,0 @@
-"""E-traces: pattern records, the pattern store (Qdrant) and the retriever."""

@@ -1,1 +1,0 @@
-"""Kafka plumbing shared by worker and client: security settings, topics, wire encoding."""

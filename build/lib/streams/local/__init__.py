@@ -1,1 +1,0 @@
-"""The local harness: demo, local broker control, local worker process, synthetic trajectories."""
