@@ -7,7 +7,6 @@ import re
 import time
 import urllib.error
 import urllib.request
-from dataclasses import replace
 
 import pytest
 
@@ -76,7 +75,7 @@ def test_finished_and_idle_runs_are_evicted_for_good_and_active_runs_are_kept(br
 
     # A replacement with an empty data dir recovers the table from the changelog: the
     # tombstones keep the evicted runs out, the active one is back (eviction off this time).
-    s2 = replace(s, data_dir=str(tmp_path / "worker-2"), finished_retention_s=0.0, idle_timeout_s=0.0)
+    s2 = s.with_(data_dir=str(tmp_path / "worker-2"), finished_retention_s=0.0, idle_timeout_s=0.0)
     w2 = start_worker(s2, tmp_path, "worker-2")
     try:
         assert http_status(s2.web_port, "/runs/busy") == 200
