@@ -22,9 +22,9 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, TypeAdapter, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -152,9 +152,18 @@ class _Base(BaseSettings):
 
     @classmethod
     def parse_value(cls, field_name: str, raw: str) -> Any:
-        """A setting's value from its text form (a CLI flag), validated like the variable."""
-        s = cls.from_env({cls.env_name(field_name): raw})
-        value = getattr(s, field_name)
+        """A setting's value from its text form (a CLI flag): its type and constraints are
+        checked here, the checks across fields when the whole object is built."""
+        field = cls.model_fields[field_name]
+        typ: Any = field.annotation
+        if field.metadata:
+            typ = Annotated.__class_getitem__((typ, *field.metadata))  # type: ignore[attr-defined]
+        adapter: TypeAdapter[Any] = TypeAdapter(typ)
+        try:
+            value = adapter.validate_strings(raw)
+        except ValidationError as exc:
+            msg = str(exc.errors()[0].get("msg", "invalid"))
+            raise SettingsError(f"{cls.env_name(field_name)}: {raw!r} is not valid: {msg}") from None
         return value.get_secret_value() if isinstance(value, SecretStr) else value
 
     @classmethod

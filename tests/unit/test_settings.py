@@ -222,3 +222,13 @@ def test_qdrant_url_is_also_read_from_qdrant_url():
     )
     with pytest.raises(SettingsError, match="RB_QDRANT_URL"):
         Settings.from_env({"RB_QDRANT_URL": "q:6333"})
+
+
+def test_a_flag_is_checked_alone_and_cross_field_rules_when_all_are_known():
+    from streams.cli import build_parser, main
+
+    # --heartbeat-interval-s 20 alone breaks "below the session timeout"; with --session-timeout-s 30 it is fine
+    args = build_parser().parse_args(["config", "--heartbeat-interval-s", "20", "--session-timeout-s", "30"])
+    assert args.heartbeat_interval_s == 20.0
+    assert main(["config", "--json", "--heartbeat-interval-s", "20", "--session-timeout-s", "30"]) == 0
+    assert main(["config", "--heartbeat-interval-s", "20"]) == 2
