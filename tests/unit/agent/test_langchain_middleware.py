@@ -97,3 +97,23 @@ def test_runs_must_be_thread_or_invocation() -> None:
 
     with pytest.raises(ValueError, match="runs must be"):
         SteeringMiddleware(object(), runs="session")  # type: ignore[arg-type]
+
+
+def test_org_and_project_come_from_the_runtime_context_when_given() -> None:
+    from dataclasses import dataclass
+    from types import SimpleNamespace
+
+    from streams.agent.langchain_middleware import SteeringMiddleware
+
+    @dataclass
+    class Ctx:
+        org_id: str
+        project_id: str | None = None
+
+    mw = SteeringMiddleware(object(), org_id="from-constructor")  # type: ignore[arg-type]
+    assert mw._context_fields(SimpleNamespace(context={"org_id": "acme", "project_id": "web"})) == {
+        "org_id": "acme",
+        "project_id": "web",
+    }
+    assert mw._context_fields(SimpleNamespace(context=Ctx("globex"))) == {"org_id": "globex"}
+    assert mw._context_fields(SimpleNamespace(context=None)) == {}  # the constructor's org_id stays
