@@ -1,0 +1,99 @@
+"""The worker's HTTP views without a broker or a web server: the handlers `views.install`
+registers, called with a recording view (Faust's routing and aiohttp are covered by the
+integration tests: test_observability.py, test_poison.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from streams.core.monitors import Semantics
+from streams.worker import views
+from streams.worker.metrics import Metrics
+from tests.factories import run_start, step
+from tests.unit.worker.harness import GatedStore, rig
+
+
+class App:
+    """Records what `install` registers: path -> handler."""
+
+    def __init__(self) -> None:
+        self.pages: dict[str, Callable[..., Any]] = {}
+
+    def page(self, path: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self.pages[path] = fn
+            return fn
+
+        return register
+
+    def table_route(self, table: Any, match_info: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        return lambda fn: fn  # routing to the owner: Faust's job
+
+
+class View:
+    def json(self, data: Any, status: int = 200, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+        return status, data
+
+    def bytes(self, body: bytes, content_type: str) -> tuple[int, bytes]:
+        return 200, body
+
+
+class Request:
+    def __init__(self, token: str | None = None) -> None:
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def installed(
+    sem: Semantics, token: str = "", ready: bool = True, stalled: dict[str, float] | None = None
+) -> tuple[App, Any]:
+    r = rig(sem, GatedStore())
+
+    async def setup() -> None:
+        for ev in (run_start("r"), step("r", 1)):
+            await r.feed(ev)
+            await r.drain()
+
+    asyncio.run(setup())
+    app = App()
+    views.install(app, r.table, r.runs.lookup, r.metrics, token, lambda: ready, lambda: stalled or {})  # type: ignore[arg-type]
+    return app, r
+
+
+def call(app: App, path: str, *args: Any, token: str | None = None) -> tuple[int, Any]:
+    return asyncio.run(app.pages[path](View(), Request(token), *args))  # type: ignore[no-any-return]
+
+
+def test_a_run_and_its_step_log_are_served_and_an_unknown_run_is_404(sem: Semantics) -> None:
+    app, _ = installed(sem)
+    status, body = call(app, "/runs/{run_id}", "r")
+    assert status == 200 and body["run_id"] == "r" and body["step"] == 1
+    status, body = call(app, "/runs/{run_id}/steps", "r")
+    assert status == 200 and [s["step"] for s in body["steps"]] == [0, 1]
+    assert call(app, "/runs/{run_id}", "nobody") == (404, {"error": "unknown run", "run_id": "nobody"})
+
+
+def test_the_token_guards_runs_and_metrics_but_not_health(sem: Semantics) -> None:
+    app, _ = installed(sem, token="s3cret")
+    assert call(app, "/runs/{run_id}", "r")[0] == 401
+    assert call(app, "/metrics")[0] == 401
+    assert call(app, "/runs/{run_id}", "r", token="s3cret")[0] == 200
+    status, body = call(app, "/metrics", token="s3cret")
+    assert status == 200 and b"rb_steps_processed_total" in body
+    assert call(app, "/health") == (200, {"status": "ok"})
+
+
+def test_ready_is_503_while_recovering_or_stalled_and_names_the_partition(sem: Semantics) -> None:
+    app, _ = installed(sem)
+    assert call(app, "/ready") == (200, {"ready": True})
+    app, _ = installed(sem, ready=False)
+    assert call(app, "/ready") == (503, {"ready": False})
+    app, _ = installed(sem, stalled={"3": 45.0})
+    assert call(app, "/ready") == (503, {"ready": False, "stalled_partitions": {"3": 45.0}})
+
+
+def test_metrics_render_from_the_metrics_object() -> None:
+    m = Metrics()
+    body, ctype = m.render()
+    assert ctype.startswith("text/plain") and b"rb_decisions_emitted_total" in body
