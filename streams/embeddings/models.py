@@ -10,12 +10,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from threadpoolctl import threadpool_limits
+
 from ..core.monitors import Semantics
 from . import model_build
 from .cache import CachedEmbedder
 from .minilm import MiniLMEmbedder
 from .paths import default_models_dir
 from .static import StaticEmbedder
+
+# BLAS threads for the numpy models. One: a MiniLM embedding is a chain of small matrix
+# products, and OpenBLAS spreading each over threads costs far more than it saves when the
+# worker's event loop, the broker and the agents share the cores. Measured on the 2-core CI
+# machine, one 86-token text: 35 ms with one thread, 505 ms (median of 20) with OpenBLAS's
+# default of two. The vectors are bit-identical either way (each output is computed by one
+# thread in the same order), so decisions do not depend on it.
+BLAS_THREADS = 1
 
 FAST_CACHE = 20_000  # texts; the monitors embed every step's texts with the fast model
 FULL_CACHE = 5_000  # the full model is asked for claims, ambiguous pairs and E-trace queries
@@ -37,8 +47,10 @@ def load_models(models_dir: Path | str | None = None, *, minilm_dir: Path | str 
     `models_dir` holds built artifacts (default `default_models_dir()`); the static model is
     `<models_dir>/static-minilm-256`. If it is missing or stale there, a valid copy in the
     default location is used instead (workers with throwaway data dirs share one build);
-    only if none exists is it distilled (about a minute on 2 cores, logged).
+    only if none exists is it distilled (about a minute on 2 cores, logged). Limits the
+    process's BLAS threads to BLAS_THREADS (see there).
     """
+    threadpool_limits(limits=BLAS_THREADS, user_api="blas")
     minilm = MiniLMEmbedder(minilm_dir)
     base = Path(models_dir).resolve() if models_dir is not None else default_models_dir()
     static_dir = model_build.ensure_static_model(base / model_build.STATIC_MODEL_NAME, minilm)

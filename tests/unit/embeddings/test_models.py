@@ -243,3 +243,11 @@ def test_static_word_cache_handles_non_ascii_through_the_tokenizer():
     fast = models().fast.model
     for text in ["naïve café", "日本語のテキスト", "Straße — ok"]:
         assert fast.token_ids(text) == fast.tokenizer.encode(text, add_special_tokens=False).ids
+
+
+def test_loading_the_models_limits_blas_to_one_thread() -> None:
+    from threadpoolctl import threadpool_info
+
+    models()
+    blas = [i for i in threadpool_info() if i["user_api"] == "blas"]
+    assert blas and all(i["num_threads"] == 1 for i in blas)
