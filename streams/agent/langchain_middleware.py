@@ -9,8 +9,10 @@ Runs. The run lives in the agent's state (a private `rb_run_id`), never on the m
 agent serves any number of concurrent invocations. With a `thread_id` (a checkpointer and
 `config={"configurable": {"thread_id": ...}}`) a thread is one run across its turns by default
 (`runs="thread"`): turn 2 continues turn 1's run, its task and its monitor history; the run ends
-with `end_thread(...)`, inside `run()`/`arun()`, or by the worker's idle timeout. Without a
-thread, or with `runs="invocation"`, every invocation is one run, finished when the agent ends.
+with `end_thread(...)`, when a `run()`/`arun()` block it started in exits, or when the thread
+has been idle `thread_idle_s` (finished at its next turn or at any other run's start, which
+starts afresh). Without a thread, or with `runs="invocation"`, every invocation is one run,
+finished when the agent ends.
 `org_id`/`project_id` come from `runtime.context` when it has them (else the constructor's).
 
 Steps. Before every model call but the first, the previous step (the last AI message as
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextvars import ContextVar
@@ -108,6 +111,7 @@ class _Live:
     ai_seen: int = -1  # AI messages in the history at the last model call (-1: none yet)
     steering: Steering | None = None  # the last call's steering (a retried call reuses it)
     failure: str | None = None
+    used: float = 0.0  # time.monotonic() of its last hook (a thread's idle clock)
 
 
 # The runs started inside the innermost `run()`/`arun()` block of this context.
@@ -128,17 +132,21 @@ class SteeringMiddleware(AgentMiddleware[SteeringState, Any, Any]):
         model_factory: Callable[[str], BaseChatModel] | None = None,
         run_id_prefix: str = "lc",
         runs: Literal["thread", "invocation"] = "thread",
+        thread_idle_s: float = 3600.0,
         **run_fields: Any,
     ) -> None:
         super().__init__()
         if runs not in ("thread", "invocation"):
             raise ValueError(f"runs must be 'thread' or 'invocation', got {runs!r}")
+        if thread_idle_s < 0:
+            raise ValueError(f"thread_idle_s must be >= 0 (0: never), got {thread_idle_s!r}")
         self.client = client
         self.model = model
         self.model_routing = model_routing
         self.run_fields = run_fields
         self.run_id_prefix = run_id_prefix
         self.runs = runs
+        self.thread_idle_s = thread_idle_s
         self._factory = model_factory
         self._models: dict[str, BaseChatModel] = {}
         self._lock = threading.Lock()
@@ -242,15 +250,19 @@ class SteeringMiddleware(AgentMiddleware[SteeringState, Any, Any]):
                 out[name] = str(v)
         return out
 
-    def _open(self, state: Any, runtime: Any) -> tuple[_Live, bool]:
-        """The run this invocation continues (its thread's) or a new one (True: start it)."""
+    def _open(self, state: Any, runtime: Any) -> tuple[_Live, bool, list[_Live]]:
+        """The run this invocation continues (its thread's) or a new one (True: start it), and
+        the idle threads' runs to finish first (dropped here, so they are finished once)."""
         thread = self._thread_of(runtime)
+        now = time.monotonic()
         with self._lock:
+            idle = self._expire(now)
             if thread is not None:
                 rid = self._threads.get(thread)
                 live = self._live.get(rid or "")
                 if live is not None and not live.session.finished:
-                    return live, False
+                    live.used = now
+                    return live, False, idle
             fields = {
                 "model_routing": self.model_routing,
                 "framework": "langchain",
@@ -261,7 +273,7 @@ class SteeringMiddleware(AgentMiddleware[SteeringState, Any, Any]):
             session = SteeringSession(
                 self.client, f"{self.run_id_prefix}-{uuid.uuid4().hex[:12]}", model=self.model, **fields
             )
-            live = _Live(session, thread)
+            live = _Live(session, thread, used=now)
             self._live[session.run_id] = live
             if thread is not None:
                 self._threads[thread] = session.run_id
@@ -269,7 +281,19 @@ class SteeringMiddleware(AgentMiddleware[SteeringState, Any, Any]):
         block = _BLOCK.get()
         if block is not None:
             block.append(session.run_id)
-        return live, True
+        return live, True, idle
+
+    def _expire(self, now: float) -> list[_Live]:
+        """Drop the threads idle `thread_idle_s` or more (caller holds the lock): their
+        conversations are over, and the worker would evict a run idle long enough anyway."""
+        if self.thread_idle_s <= 0:
+            return []
+        idle = [v for v in self._live.values() if v.thread is not None and now - v.used >= self.thread_idle_s]
+        for v in idle:
+            del self._live[v.session.run_id]
+            if v.thread is not None and self._threads.get(v.thread) == v.session.run_id:
+                del self._threads[v.thread]
+        return idle
 
     def _close(self, run_id: str) -> _Live | None:
         with self._lock:
@@ -296,17 +320,22 @@ class SteeringMiddleware(AgentMiddleware[SteeringState, Any, Any]):
             raise RuntimeError(
                 "SteeringMiddleware: no run in progress for this invocation (before_agent did not run)"
             )
+        live.used = time.monotonic()
         return live
 
     # -- hooks --------------------------------------------------------------
     def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        live, new = self._open(state, runtime)
+        live, new, idle = self._open(state, runtime)
+        for old in idle:
+            old.session.finish(old.failure or "success")
         if new:
             live.session.start()
         return {"rb_run_id": live.session.run_id}
 
     async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        live, new = self._open(state, runtime)
+        live, new, idle = self._open(state, runtime)
+        for old in idle:
+            await old.session.afinish(old.failure or "success")
         if new:
             await live.session.astart()
         return {"rb_run_id": live.session.run_id}
@@ -328,7 +357,10 @@ class SteeringMiddleware(AgentMiddleware[SteeringState, Any, Any]):
         rid = state.get("rb_run_id") if isinstance(state, Mapping) else None
         with self._lock:
             live = self._live.get(rid or "")
-        return None if live is None or live.thread is not None else live
+        if live is not None and live.thread is not None:
+            live.used = time.monotonic()  # the thread's idle clock starts at its turn's end
+            return None
+        return live
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
         live = self._live_of(request.state)

@@ -4,6 +4,7 @@ broker and worker by `SteeringMiddleware`."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -174,7 +175,6 @@ def test_async_use_and_a_failing_run_is_finished_with_the_exception_type(lc_work
 
     run_id = asyncio.run(scenario())
     import json
-    import time
     import urllib.request
 
     summary: dict[str, Any] = {}
@@ -312,3 +312,30 @@ def test_a_retried_model_call_neither_ends_the_run_nor_publishes_a_step_twice(
     evs = events_by_run(lc_worker)[run_id]
     assert shape(evs) == ["run_start", "step 1", "step 2", "run_finish"], shape(evs)
     assert evs[-1]["outcome"] == "success"
+
+
+def test_an_idle_thread_is_finished_and_its_next_turn_is_a_new_run(lc_worker: WorkerProcess) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    script = Script([])
+    with SyncSteeringClient(lc_worker.settings, deadline_ms=15000) as c:
+        model = ConversationModel(script=script, model_id="claude-sonnet-4-5")
+        mw = SteeringMiddleware(
+            c, model="claude-sonnet-4-5", model_factory=lambda _id: model, org_id="acme", thread_idle_s=1.0
+        )
+        agent = create_agent(
+            model, [read_file, run_tests], system_prompt=BASE, middleware=[mw], checkpointer=InMemorySaver()
+        )
+        cfg = {"configurable": {"thread_id": "thread-idle"}}
+        agent.invoke({"messages": [{"role": "user", "content": "Turn one: read a and b."}]}, cfg)
+        first = mw.thread_run("thread-idle")
+        time.sleep(1.2)  # longer than thread_idle_s: the conversation is over
+        agent.invoke({"messages": [{"role": "user", "content": "Turn two, much later."}]}, cfg)
+        second = mw.thread_run("thread-idle")
+        mw.end_thread("thread-idle")
+    assert first is not None and second is not None and first != second
+    runs = events_by_run(lc_worker)
+    assert shape(runs[first]) == ["run_start", "step 1", "step 2", "run_finish"], shape(runs[first])
+    assert runs[first][-1]["outcome"] == "success"
+    # the new run starts at turn two; its answer is not published (the thread ended after it)
+    assert shape(runs[second]) == ["run_start", "step 1", "step 2", "run_finish"], shape(runs[second])

@@ -97,6 +97,8 @@ def test_runs_must_be_thread_or_invocation() -> None:
 
     with pytest.raises(ValueError, match="runs must be"):
         SteeringMiddleware(object(), runs="session")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="thread_idle_s"):
+        SteeringMiddleware(object(), thread_idle_s=-1)  # type: ignore[arg-type]
 
 
 def test_org_and_project_come_from_the_runtime_context_when_given() -> None:
