@@ -1,10 +1,13 @@
-.PHONY: demo test unit integration lint bootstrap kafka-start kafka-stop clean
+.PHONY: demo test bench unit integration lint bootstrap kafka-start kafka-stop clean
 
 demo:            ## bootstrap, start broker + worker + simulated agents
 	bash scripts/demo.sh
 
 test:            ## bootstrap, lint, mypy, unit + integration tests (starts its own broker)
 	bash scripts/test.sh
+
+bench:           ## bootstrap, then the headline benchmarks (latency, throughput, flat cost, E-traces): one table
+	bash scripts/bootstrap.sh && HF_HUB_OFFLINE=1 .venv/bin/python -m bench.headline
 
 unit:
 	bash scripts/bootstrap.sh && .venv/bin/python -m pytest -q tests/unit

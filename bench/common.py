@@ -111,6 +111,51 @@ async def paced(
     return lat, (len(lat) + misses) / elapsed, misses
 
 
+def spread(xs: list[float]) -> dict[str, float]:
+    """Median of repeated runs with their min and max (the form every headline figure takes)."""
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}
+
+
+def fmt_spread(sp: dict[str, float], unit: str = "", digits: int = 2) -> str:
+    """'4.52 (4.10 to 5.02)' with the unit after each number."""
+    return f"{sp['median']:.{digits}f}{unit} ({sp['min']:.{digits}f} to {sp['max']:.{digits}f}{unit})"
+
+
+def commit() -> str:
+    """The commit measured (with '+changes' when the tree differs from it)."""
+    import subprocess
+
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+changes" if dirty else "")
+
+
+def scrape(port: int) -> dict[str, float]:
+    """A worker's /metrics as {'name{label="v",...}': value} (for before/after deltas)."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(body):
+        for sample in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+            out[f"{sample.name}{{{labels}}}"] = sample.value
+    return out
+
+
 def machine() -> str:
     return (
         f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"

@@ -15,8 +15,10 @@ local mode evaluates filters in Python).
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -24,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import STARTER, log, machine, pct
+from bench.common import STARTER, commit, log, machine, pct, spread
 from streams.core.etraces import E1_THOUGHTS, E2_THOUGHTS, Query, query_text
 from streams.embeddings.models import load_models
 from streams.etraces.pattern_store import E2_ALL, QdrantPatternStore, e1_collection, e2_collection
@@ -111,6 +113,8 @@ def main() -> int:
     ap.add_argument("--patterns", type=int, default=2000, help="synthetic patterns (E2 70%%, E1 30%%)")
     ap.add_argument("--orgs", type=int, default=20)
     ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of queries over the same store")
+    ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args()
 
     rnd = random.Random(7)
@@ -135,7 +139,6 @@ def main() -> int:
             return np.array([p.vector for p in pts], dtype=np.float32)
 
         mats = {name: vectors(name) for name in (E2_ALL, e1_collection(org), e2_collection("loop"))}
-        rows: list[tuple[str, str, list[float], float | None]] = []
 
         def floor(name: str, k: int) -> list[float]:
             m = mats[name]
@@ -149,71 +152,104 @@ def main() -> int:
 
             return run
 
-        for tier, name, idx, q_of in (
-            ("e1", e1_collection(org), 0, lambda t: Query("e1", t, org, None, 1, 0.8)),
-            ("e2", E2_ALL, 1, lambda t: Query("e2", t, None, None, 2, 0.7)),
-            ("e2 loop", e2_collection("loop"), 1, lambda t: Query("e2", t, None, "loop", 2, 0.7)),
-        ):
-            texts = [q[idx] for q in qs]
-            log(f"{tier}: {len(mats[name])} vectors in {name}")
-            full = timed(no_cache(lambda t, q_of=q_of: store.answer(q_of(t))), texts)
-            emb_t = timed(no_cache(lambda t: emb.embed([t])), texts)
-            vecs = [emb.embed([t])[0].tolist() for t in texts]
-            k = 1 if tier == "e1" else 2
-            search = timed(
-                lambda v, name=name, k=k: c.query_points(name, query=v, limit=k * 4, with_payload=True), vecs
+        def measure() -> list[tuple[str, str, list[float], float | None]]:
+            rows: list[tuple[str, str, list[float], float | None]] = []
+            for tier, name, idx, q_of in (
+                ("e1", e1_collection(org), 0, lambda t: Query("e1", t, org, None, 1, 0.8)),
+                ("e2", E2_ALL, 1, lambda t: Query("e2", t, None, None, 2, 0.7)),
+                ("e2 loop", e2_collection("loop"), 1, lambda t: Query("e2", t, None, "loop", 2, 0.7)),
+            ):
+                texts = [q[idx] for q in qs]
+                log(f"{tier}: {len(mats[name])} vectors in {name}")
+                full = timed(no_cache(lambda t, q_of=q_of: store.answer(q_of(t))), texts)
+                emb_t = timed(no_cache(lambda t: emb.embed([t])), texts)
+                vecs = [emb.embed([t])[0].tolist() for t in texts]
+                k = 1 if tier == "e1" else 2
+                search = timed(
+                    lambda v, name=name, k=k: c.query_points(name, query=v, limit=k * 4, with_payload=True),
+                    vecs,
+                )
+                fl = floor(name, k * 4)
+                base = pct(fl, 50)
+                rows.append((tier, "answer (embed + search)", full, None))
+                rows.append((tier, "query embedding (MiniLM)", emb_t, None))
+                rows.append((tier, "vector search (Qdrant local)", search, pct(search, 50) / base))
+                rows.append((tier, "numpy brute force (floor)", fl, 1.0))
+
+            from qdrant_client import models
+
+            flt = models.Filter(
+                must=[models.FieldCondition(key="failure_type", match=models.MatchValue(value="loop"))]
             )
-            fl = floor(name, k * 4)
-            base = pct(fl, 50)
-            rows.append((tier, "answer (embed + search)", full, None))
-            rows.append((tier, "query embedding (MiniLM)", emb_t, None))
-            rows.append((tier, "vector search (Qdrant local)", search, pct(search, 50) / base))
-            rows.append((tier, "numpy brute force (floor)", fl, 1.0))
+            vecs = [emb.embed([q[1]])[0].tolist() for q in qs]
+            filtered = timed(
+                lambda v: c.query_points(E2_ALL, query=v, limit=8, query_filter=flt, with_payload=True), vecs
+            )
+            per_type = timed(
+                lambda v: c.query_points(e2_collection("loop"), query=v, limit=8, with_payload=True), vecs
+            )
+            rows.append(
+                (
+                    "e2 loop",
+                    "payload filter on all-E2 (avoided)",
+                    filtered,
+                    pct(filtered, 50) / pct(per_type, 50),
+                )
+            )
 
-        from qdrant_client import models
+            store._e3 = None
+            e3_cold = timed(
+                lambda _: (
+                    setattr(store, "_e3", None),
+                    store.answer(Query("e3", None, None, None, 32, None)),
+                ),
+                range(50),
+            )
+            e3_hot = timed(lambda _: store.answer(Query("e3", None, None, None, 32, None)), range(200))
+            rows.append(("e3", "scroll (cache cold)", e3_cold, None))
+            rows.append(("e3", "cached (10 s)", e3_hot, None))
+            return rows
 
-        flt = models.Filter(
-            must=[models.FieldCondition(key="failure_type", match=models.MatchValue(value="loop"))]
-        )
-        vecs = [emb.embed([q[1]])[0].tolist() for q in qs]
-        filtered = timed(
-            lambda v: c.query_points(E2_ALL, query=v, limit=8, query_filter=flt, with_payload=True), vecs
-        )
-        per_type = timed(
-            lambda v: c.query_points(e2_collection("loop"), query=v, limit=8, with_payload=True), vecs
-        )
-        rows.append(
-            ("e2 loop", "payload filter on all-E2 (avoided)", filtered, pct(filtered, 50) / pct(per_type, 50))
-        )
-
-        store._e3 = None
-        e3_cold = timed(
-            lambda _: (setattr(store, "_e3", None), store.answer(Query("e3", None, None, None, 32, None))),
-            range(50),
-        )
-        e3_hot = timed(lambda _: store.answer(Query("e3", None, None, None, 32, None)), range(200))
-        rows.append(("e3", "scroll (cache cold)", e3_cold, None))
-        rows.append(("e3", "cached (10 s)", e3_hot, None))
+        rounds = []
+        for i in range(max(1, args.repeat)):
+            log(f"round {i + 1}/{max(1, args.repeat)}")
+            rounds.append(measure())
         store.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
     print(
-        f"\nmachine: {machine()}  date: {time.strftime('%Y-%m-%d')}  patterns: {len(starter) + len(syn)} (load {load_s:.1f}s)"
+        f"\nmachine: {machine()}  date: {time.strftime('%Y-%m-%d')}  commit: {commit()}  "
+        f"patterns: {len(starter) + len(syn)} (load {load_s:.1f}s)"
     )
-    print("| tier | what | p50 ms | p99 ms | ratio (p50) |")
-    print("|---|---|---:|---:|---:|")
-    for tier, what, xs, ratio in rows:
-        r = "" if ratio is None else f"{ratio:.1f}x"
-        print(f"| {tier} | {what} | {pct(xs, 50):.3f} | {pct(xs, 99):.3f} | {r} |")
-    by = {(t, w): xs for t, w, xs, _ in rows}
-    e2 = by[("e2", "answer (embed + search)")]
+    if len(rounds) > 1:
+        print(f"(medians of {len(rounds)} rounds of {args.queries} queries; min to max in the last columns)")
+    print("| tier | what | p50 ms | p99 ms | ratio (p50) | p50 min to max | p99 min to max |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    figures: dict[str, dict[str, float]] = {}
+    for i, (tier, what, _, ratio0) in enumerate(rounds[0]):
+        p50 = spread([pct(r[i][2], 50) for r in rounds])
+        p99 = spread([pct(r[i][2], 99) for r in rounds])
+        ratios = [r[i][3] for r in rounds if r[i][3] is not None]
+        ratio = "" if ratio0 is None else f"{statistics.median(ratios):.1f}x"
+        print(
+            f"| {tier} | {what} | {p50['median']:.3f} | {p99['median']:.3f} | {ratio} | "
+            f"{p50['min']:.3f} to {p50['max']:.3f} | {p99['min']:.3f} to {p99['max']:.3f} |"
+        )
+        figures[f"{tier} {what} p50 ms"] = p50
+        figures[f"{tier} {what} p99 ms"] = p99
+    f = figures
     print(
-        f"SUMMARY etraces: E2 answer p50 {pct(e2, 50):.1f} ms / p99 {pct(e2, 99):.1f} ms "
-        f"(embedding {pct(by[('e2', 'query embedding (MiniLM)')], 50):.1f} ms, search {pct(by[('e2', 'vector search (Qdrant local)')], 50):.2f} ms); "
-        f"E1 p50 {pct(by[('e1', 'answer (embed + search)')], 50):.1f} ms; E3 cached {pct(by[('e3', 'cached (10 s)')], 50):.3f} ms, "
-        f"cold {pct(by[('e3', 'scroll (cache cold)')], 50):.2f} ms"
+        f"SUMMARY etraces: E2 answer p50 {f['e2 answer (embed + search) p50 ms']['median']:.1f} ms / "
+        f"p99 {f['e2 answer (embed + search) p99 ms']['median']:.1f} ms "
+        f"(embedding {f['e2 query embedding (MiniLM) p50 ms']['median']:.1f} ms, "
+        f"search {f['e2 vector search (Qdrant local) p50 ms']['median']:.2f} ms); "
+        f"E1 p50 {f['e1 answer (embed + search) p50 ms']['median']:.1f} ms; "
+        f"E3 cached {f['e3 cached (10 s) p50 ms']['median']:.3f} ms, "
+        f"cold {f['e3 scroll (cache cold) p50 ms']['median']:.2f} ms"
     )
+    if args.json:
+        Path(args.json).write_text(json.dumps({"figures": figures}, indent=1))
     return 0
 
 

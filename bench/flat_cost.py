@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import time
 import uuid
+from pathlib import Path
 
 import orjson
 
-from bench.common import bench_settings, ensure_broker, log, machine, results_dir, stop_broker
+from bench.common import bench_settings, commit, ensure_broker, log, machine, results_dir, spread, stop_broker
 from streams.agent.client import SteeringClient
 from streams.core.engine import handle
 from streams.core.events import Limits
@@ -122,10 +124,27 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3, help="independent runs pooled per index (core)")
     ap.add_argument("--worker", action="store_true", help="also measure through a live worker")
     ap.add_argument("--plot", action="store_true")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="repeat the core measurement; cells are medians, ratios with min-max",
+    )
+    ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args()
     off = core(args.steps, args.runs, monitors=False)
-    res = core(args.steps, args.runs, monitors=True)
-    print(f"\nmachine: {machine()}  date: {time.strftime('%Y-%m-%d')}")
+    reps = [core(args.steps, args.runs, monitors=True) for _ in range(max(1, args.repeat))]
+    res = {
+        k: (
+            statistics.median(r[k][0] for r in reps),
+            reps[0][k][1],
+            statistics.median(r[k][2] for r in reps),
+        )
+        for k in reps[0]
+    }
+    print(f"\nmachine: {machine()}  date: {time.strftime('%Y-%m-%d')}  commit: {commit()}")
+    if len(reps) > 1:
+        print(f"(cells: medians of {len(reps)} repetitions of the monitors-on measurement)")
     print(
         "| step | core us/step cold, monitors on | ratio to step 10 | warm (round-robin) | ratio to step 10 "
         "| monitors off, cold | monitor cost, cold | state bytes |"
@@ -160,6 +179,14 @@ def main() -> int:
         f"step 10 -> {res[mid][0] - off[mid][0]:.0f} us at step {mid}; state {res[10][1]} -> {res[last][1]} bytes"
         + (f"; worker step {mid} = {wres[mid] / wres[10]:.2f}x step 10" if wres else "")
     )
+    if args.json:
+        figures: dict[str, dict[str, float]] = {}
+        for k in (k for k in INDICES if k in res and k != 10):
+            figures[f"step {k} / step 10, cold"] = spread([r[k][0] / r[10][0] for r in reps])
+            figures[f"step {k} / step 10, warm"] = spread([r[k][2] / r[10][2] for r in reps])
+        figures["core us/step at step 10, cold"] = spread([r[10][0] for r in reps])
+        figures[f"state bytes at step {last}"] = spread([float(r[last][1]) for r in reps])
+        Path(args.json).write_text(json.dumps({"figures": figures}, indent=1))
     if args.plot:
         import matplotlib
 

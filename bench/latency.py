@@ -1,6 +1,6 @@
 """Decision latency at the agent side vs the raw Kafka floor, at several step rates.
 
-    .venv/bin/python -m bench.latency --rates 50,200,500,1000 --duration 20
+    .venv/bin/python -m bench.latency --rates 50,200,500,1000 --duration 20 [--repeat 3]
 
 Floor 1 (`hop`): aiokafka produce -> consume of the same kind of message on a topic with the
 same partitions (one hop, no processing). Floor 2 (`echo`): produce -> a raw aiokafka echo
@@ -9,6 +9,11 @@ publish -> worker -> decision received, for a fleet of synthetic coding agents
 (streams.local.simulate): everything on ("ours": monitors and E-traces from the starter pattern
 library in the worker's local Qdrant store), E-traces off ("ours-no-etraces"), and monitors
 and E-traces off ("ours-no-monitors": the FSM alone).
+
+`--repeat N` measures every path N times, in rounds (hop, echo, ours, ... then again), so each
+ratio compares paths measured minutes apart at most; figures are the medians of the per-round
+ratios with min-max. For "ours" the E-trace wait of its decisions is read from the worker's
+rb_etrace_wait_seconds histogram before and after the path.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -29,11 +35,15 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from bench.common import (
     STARTER,
     bench_settings,
+    commit,
     ensure_broker,
+    fmt_spread,
     log,
     machine,
     paced,
     results_dir,
+    scrape,
+    spread,
     stop_broker,
     summary,
 )
@@ -181,18 +191,43 @@ async def measure_raw(
     return {"achieved": achieved, "misses": misses, **summary(lat)}
 
 
+def etrace_waits(before: dict[str, float], after: dict[str, float], deadline_s: float) -> dict[str, float]:
+    """What the decisions of one measured path waited on E-traces (rb_etrace_wait_seconds)."""
+
+    def delta(name: str) -> float:
+        return after.get(name, 0.0) - before.get(name, 0.0)
+
+    n = delta("rb_etrace_wait_seconds_count{}")
+    buckets = sorted(
+        (float(k.split('le="')[1].split('"')[0]), delta(k))
+        for k in after
+        if k.startswith("rb_etrace_wait_seconds_bucket{")
+    )
+    within = {le: c for le, c in buckets}
+    waited = n - within.get(0.001, n)
+    # the deadline's own bucket: a wait that timed out lands just past it
+    over = n - max((c for le, c in buckets if le <= deadline_s * 1.34), default=n)
+    worst = next((le for le, c in buckets if c >= n), float("inf")) if n else 0.0
+    return {"waits": n, "waited_over_1ms": waited, "over_deadline": over, "max_bucket_s": worst}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rates", default="50,200,500,1000")
     ap.add_argument("--runs", type=int, default=50, help="concurrent simulated runs")
     ap.add_argument("--duration", type=float, default=20.0, help="seconds per rate and path")
     ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument(
+        "--repeat", type=int, default=1, help="rounds of every path; figures are medians with min-max"
+    )
+    ap.add_argument("--json", help="also write the rows and figures to this file")
     ap.add_argument("--plot", action="store_true", help="write bench/results/latency.png")
     args = ap.parse_args()
     rates = [float(x) for x in args.rates.split(",")]
 
     started = ensure_broker()
     s = bench_settings(partitions=args.partitions, patterns_seed=str(STARTER))
+    deadline_s = s.etrace_timeout_ms / 1000.0
     hop_t, echo_in, echo_out = (
         f"{s.topic_prefix}.hop",
         f"{s.topic_prefix}.echo.in",
@@ -205,59 +240,113 @@ def main() -> int:
     try:
         for rate in rates:
             runs = max(1, min(args.runs, int(rate)))
-            for path in PATHS:
-                log(f"rate {rate:g}/s, {runs} runs, path {path} ...")
-                if path.startswith("ours"):
-                    mon, et = path != "ours-no-monitors", path == "ours"
-                    r = asyncio.run(measure_ours(s, rate, runs, args.duration, f"r{int(rate)}", mon, et))
-                elif path == "hop":
-                    r = asyncio.run(
-                        measure_raw(
-                            s.bootstrap_servers, hop_t, hop_t, args.partitions, rate, runs, args.duration
+            log(f"rate {rate:g}/s: warm-up (worker, broker and clients), not measured ...")
+            asyncio.run(measure_ours(s, rate, runs, 3.0, f"w{int(rate)}"))
+            for rnd in range(args.repeat):
+                for path in PATHS:
+                    log(f"rate {rate:g}/s, {runs} runs, round {rnd + 1}/{args.repeat}, path {path} ...")
+                    if path.startswith("ours"):
+                        mon, et = path != "ours-no-monitors", path == "ours"
+                        time.sleep(1.1)  # the worker renders /metrics at most once a second
+                        before = scrape(s.web_port)
+                        r = asyncio.run(
+                            measure_ours(s, rate, runs, args.duration, f"r{int(rate)}x{rnd}", mon, et)
                         )
-                    )
-                else:
-                    r = asyncio.run(
-                        measure_raw(
-                            s.bootstrap_servers, echo_in, echo_out, args.partitions, rate, runs, args.duration
+                        time.sleep(1.1)
+                        r.update(etrace_waits(before, scrape(s.web_port), deadline_s))
+                    elif path == "hop":
+                        r = asyncio.run(
+                            measure_raw(
+                                s.bootstrap_servers, hop_t, hop_t, args.partitions, rate, runs, args.duration
+                            )
                         )
+                    else:
+                        r = asyncio.run(
+                            measure_raw(
+                                s.bootstrap_servers,
+                                echo_in,
+                                echo_out,
+                                args.partitions,
+                                rate,
+                                runs,
+                                args.duration,
+                            )
+                        )
+                    r.update(rate=rate, path=path, runs=runs, round=rnd)
+                    rows.append(r)
+                    extra = ""
+                    if "waits" in r:
+                        extra = (
+                            f"  E-trace waits {r['waits']:.0f} (>1 ms {r['waited_over_1ms']:.0f}, "
+                            f"past deadline {r['over_deadline']:.0f})"
+                        )
+                    log(
+                        f"  p50 {r['p50']:.2f} ms  p95 {r['p95']:.2f}  p99 {r['p99']:.2f}  max {r['max']:.2f}  "
+                        f"achieved {r['achieved']:.0f}/s  misses {r['misses']}{extra}"
                     )
-                r.update(rate=rate, path=path, runs=runs)
-                rows.append(r)
-                log(
-                    f"  p50 {r['p50']:.2f} ms  p95 {r['p95']:.2f}  p99 {r['p99']:.2f}  max {r['max']:.2f}  achieved {r['achieved']:.0f}/s  misses {r['misses']}"
-                )
     finally:
         worker.stop()
         echo.terminate()
         if started:
             stop_broker()
 
-    print(f"\nmachine: {machine()}  date: {time.strftime('%Y-%m-%d')}")
-    print(
-        "| rate/s | achieved/s | path | p50 ms | p95 ms | p99 ms | max ms | p50 / hop | p99 / hop | p50 / echo | p99 / echo |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for rate in rates:
-        by = {r["path"]: r for r in rows if r["rate"] == rate}
-        for path in PATHS:
-            r = by[path]
-            print(
-                f"| {rate:g} | {r['achieved']:.0f} | {path} | {r['p50']:.2f} | {r['p95']:.2f} | {r['p99']:.2f} | {r['max']:.1f} | "
-                f"{r['p50'] / by['hop']['p50']:.2f}x | {r['p99'] / by['hop']['p99']:.2f}x | "
-                f"{r['p50'] / by['echo']['p50']:.2f}x | {r['p99'] / by['echo']['p99']:.2f}x |"
-            )
-    for rate in rates:
-        by = {r["path"]: r for r in rows if r["rate"] == rate}
-        print(
-            f"SUMMARY latency@{rate:g}/s: ours p50 {by['ours']['p50']:.2f} ms ({by['ours']['p50'] / by['hop']['p50']:.2f}x hop), "
-            f"p99 {by['ours']['p99']:.2f} ms ({by['ours']['p99'] / by['hop']['p99']:.2f}x hop, {by['ours']['p99'] / by['echo']['p99']:.2f}x echo); "
-            f"E-traces on/off: p50 {by['ours']['p50'] / by['ours-no-etraces']['p50']:.2f}x, p99 {by['ours']['p99'] / by['ours-no-etraces']['p99']:.2f}x"
-        )
+    figures = report(rows, rates, args.repeat)
     (results_dir() / "latency.json").write_text(json.dumps(rows, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows, "figures": figures}, indent=1))
     if args.plot:
         _plot(rows, rates)
     return 0
+
+
+def report(rows: list[dict[str, Any]], rates: list[float], repeat: int) -> dict[str, Any]:
+    """Print the per-round table and the medians; return the headline figures per rate."""
+    print(f"\nmachine: {machine()}  date: {time.strftime('%Y-%m-%d')}  commit: {commit()}")
+    print(
+        "| rate/s | round | achieved/s | path | p50 ms | p95 ms | p99 ms | max ms | p50 / hop | p99 / hop | p50 / echo | p99 / echo |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    figures: dict[str, Any] = {}
+    for rate in rates:
+        ratios: dict[str, list[float]] = {}
+        for rnd in range(repeat):
+            by = {r["path"]: r for r in rows if r["rate"] == rate and r["round"] == rnd}
+            for path in PATHS:
+                r = by[path]
+                print(
+                    f"| {rate:g} | {rnd + 1} | {r['achieved']:.0f} | {path} | {r['p50']:.2f} | {r['p95']:.2f} | {r['p99']:.2f} | {r['max']:.1f} | "
+                    f"{r['p50'] / by['hop']['p50']:.2f}x | {r['p99'] / by['hop']['p99']:.2f}x | "
+                    f"{r['p50'] / by['echo']['p50']:.2f}x | {r['p99'] / by['echo']['p99']:.2f}x |"
+                )
+                for q in ("p50", "p99"):
+                    ratios.setdefault(f"{path} {q} ms", []).append(r[q])
+                    ratios.setdefault(f"{path} {q} / hop", []).append(r[q] / by["hop"][q])
+            ours, off = by["ours"], by["ours-no-etraces"]
+            ratios.setdefault("ours p99 / no-etraces p99", []).append(ours["p99"] / off["p99"])
+            ratios.setdefault("ours p50 / no-etraces p50", []).append(ours["p50"] / off["p50"])
+            ratios.setdefault("E-trace waits", []).append(ours["waits"])
+            ratios.setdefault("E-trace waits > 1 ms", []).append(ours["waited_over_1ms"])
+            ratios.setdefault("E-trace waits past the deadline", []).append(ours["over_deadline"])
+        figures[f"{rate:g}"] = {k: spread(v) for k, v in ratios.items()}
+    if repeat > 1:
+        print(f"\nMedians of {repeat} rounds (min-max):")
+        print("| rate/s | figure | median (min-max) |")
+        print("|---|---|---|")
+        for rate in rates:
+            for k, sp in figures[f"{rate:g}"].items():
+                unit = "x" if "/" in k else ""
+                print(f"| {rate:g} | {k} | {fmt_spread(sp, unit, 0 if 'waits' in k else 2)} |")
+    for rate in rates:
+        f = figures[f"{rate:g}"]
+        print(
+            f"SUMMARY latency@{rate:g}/s: ours p50 {f['ours p50 ms']['median']:.2f} ms ({f['ours p50 / hop']['median']:.2f}x hop), "
+            f"p99 {f['ours p99 ms']['median']:.2f} ms ({f['ours p99 / hop']['median']:.2f}x hop); "
+            f"E-traces on/off p99 {f['ours p99 / no-etraces p99']['median']:.2f}x; "
+            f"decisions waiting on E-traces past the deadline: {f['E-trace waits past the deadline']['max']:.0f} "
+            f"of {f['E-trace waits']['median']:.0f} (worst round)"
+            + (f" [median of {repeat} rounds]" if repeat > 1 else "")
+        )
+    return figures
 
 
 def _plot(rows: list[dict[str, Any]], rates: list[float]) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import subprocess
 import sys
 import time
@@ -22,7 +23,18 @@ import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from bench.common import STARTER, bench_settings, ensure_broker, log, machine, results_dir, stop_broker
+from bench.common import (
+    STARTER,
+    bench_settings,
+    commit,
+    ensure_broker,
+    fmt_spread,
+    log,
+    machine,
+    results_dir,
+    spread,
+    stop_broker,
+)
 from streams.kafka.topics import ensure_topics
 from streams.local.simulate import BEHAVIOURS, trajectory
 from streams.local.worker_process import WorkerProcess, free_port
@@ -121,6 +133,13 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds (pass-through + each configuration); medians with min-max",
+    )
+    ap.add_argument("--json", help="also write the rows and figures to this file")
+    ap.add_argument(
         "--profile",
         action="store_true",
         help="py-spy the worker while it drains (bench/results/worker-profile.txt)",
@@ -128,33 +147,70 @@ def main() -> int:
     args = ap.parse_args()
 
     started = ensure_broker()
-    rows: dict[str, dict[str, Any]] = {}
+    rounds: list[dict[str, dict[str, Any]]] = []
     try:
-        for label, monitors, etraces in CONFIGS:
-            s = bench_settings(partitions=args.partitions, patterns_seed=str(STARTER))
-            log(f"preloading {args.runs} runs x {args.steps} steps ({label}) into {s.steps_topic} ...")
-            n = asyncio.run(preload(s, args.runs, args.steps, monitors, etraces))
-            log(f"  {n} events")
-            if not rows:
-                rows["pass-through Faust agent"] = passthrough(s, n, args.partitions)
-            rows[f"rb-streams worker, {label}"] = worker(s, n, args.profile and monitors and etraces)
+        for rnd in range(args.repeat):
+            rows: dict[str, dict[str, Any]] = {}
+            for label, monitors, etraces in CONFIGS:
+                s = bench_settings(partitions=args.partitions, patterns_seed=str(STARTER))
+                log(
+                    f"round {rnd + 1}/{args.repeat}: preloading {args.runs} runs x {args.steps} steps "
+                    f"({label}) into {s.steps_topic} ..."
+                )
+                n = asyncio.run(preload(s, args.runs, args.steps, monitors, etraces))
+                log(f"  {n} events")
+                if not rows:
+                    rows[PASS] = passthrough(s, n, args.partitions)
+                profile = args.profile and monitors and etraces and rnd == 0
+                rows[f"rb-streams worker, {label}"] = worker(s, n, profile)
+            rounds.append(rows)
     finally:
         if started:
             stop_broker()
 
-    base = rows["pass-through Faust agent"]["rate"]
-    on = rows[f"rb-streams worker, {CONFIGS[0][0]}"]["rate"]
-    print(f"\nmachine: {machine()}  date: {time.strftime('%Y-%m-%d')}")
-    print("| path | events | seconds | events/s | ratio to pass-through |")
-    print("|---|---|---|---|---|")
-    for k, r in rows.items():
-        print(f"| {k} | {r['n']} | {r['seconds']:.2f} | {r['rate']:.0f} | {r['rate'] / base:.0%} |")
-    print(
-        f"SUMMARY throughput: worker (everything on) {on:.0f} steps/s = {on / base:.0%} of pass-through "
-        f"({base:.0f}/s); E-traces off {rows[f'rb-streams worker, {CONFIGS[1][0]}']['rate']:.0f}/s; "
-        f"FSM only {rows[f'rb-streams worker, {CONFIGS[2][0]}']['rate']:.0f}/s"
-    )
+    figures = report(rounds)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rounds": rounds, "figures": figures}, indent=1))
     return 0
+
+
+PASS = "pass-through Faust agent"
+
+
+def report(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Print each round's table and the medians; return the figures (rates and ratios)."""
+    print(f"\nmachine: {machine()}  date: {time.strftime('%Y-%m-%d')}  commit: {commit()}")
+    print("| round | path | events | seconds | events/s | ratio to pass-through |")
+    print("|---|---|---|---|---|---|")
+    series: dict[str, list[float]] = {}
+    for i, rows in enumerate(rounds, 1):
+        base = rows[PASS]["rate"]
+        for k, r in rows.items():
+            print(f"| {i} | {k} | {r['n']} | {r['seconds']:.2f} | {r['rate']:.0f} | {r['rate'] / base:.0%} |")
+            series.setdefault(f"{k} events/s", []).append(r["rate"])
+            if k != PASS:
+                series.setdefault(f"{k} / pass-through", []).append(r["rate"] / base)
+    figures = {k: spread(v) for k, v in series.items()}
+    if len(rounds) > 1:
+        print(f"\nMedians of {len(rounds)} rounds (min to max):")
+        print("| figure | median (min to max) |")
+        print("|---|---|")
+        for k, sp in figures.items():
+            print(f"| {k} | {fmt_spread(sp, '', 0) if 'events/s' in k else _pct(sp)} |")
+    on = f"rb-streams worker, {CONFIGS[0][0]}"
+    print(
+        f"SUMMARY throughput: worker (everything on) {figures[on + ' events/s']['median']:.0f} steps/s = "
+        f"{figures[on + ' / pass-through']['median']:.0%} of pass-through "
+        f"({figures[PASS + ' events/s']['median']:.0f}/s); "
+        f"E-traces off {figures[f'rb-streams worker, {CONFIGS[1][0]} / pass-through']['median']:.0%}; "
+        f"FSM only {figures[f'rb-streams worker, {CONFIGS[2][0]} / pass-through']['median']:.0%}"
+        + (f" [median of {len(rounds)} rounds]" if len(rounds) > 1 else "")
+    )
+    return figures
+
+
+def _pct(sp: dict[str, float]) -> str:
+    return f"{sp['median']:.0%} ({sp['min']:.0%} to {sp['max']:.0%})"
 
 
 def passthrough(s: Settings, n: int, partitions: int) -> dict[str, Any]:

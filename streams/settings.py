@@ -346,8 +346,8 @@ class Settings(ClientSettings):
     qdrant_api_key: SecretStr = SecretStr("")
     patterns_path: str = ""  # local-mode store directory (default <data_dir>/patterns)
     patterns_seed: str = ""  # JSONL loaded (upserted) into the store when the worker starts
-    etrace_timeout_ms: int = Field(150, ge=1)  # per decision, for all its E-trace queries
-    etrace_concurrency: int = Field(2, ge=1)  # E-trace queries in flight per worker
+    etrace_timeout_ms: int = Field(150, ge=1)  # the longest a decision waits for its E-trace answers
+    etrace_concurrency: int = Field(2, ge=1)  # E-trace embedding queries in flight per worker
     etrace_retry_s: float = Field(5.0, ge=0)  # rest given to a failing store before trying it again
 
     @classmethod

@@ -42,8 +42,12 @@ class Result:
     event_type: str | None = None
     transition: tuple[str, str] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
-    # E-trace queries the adapter must answer (`complete`) before the decision goes out.
+    # E-trace queries the adapter must answer (`complete`) before the decision goes out: E3
+    # on the first call, and the E1/E2 queries the run's previous step planned.
     plan: etraces.Plan | None = None
+    # E1/E2 queries this step planned (kept in the state as pending): the adapter may start
+    # them now, in the background, so the next decision finds them answered.
+    prefetch: etraces.Plan | None = None
     prior: TraceState | None = None  # the run's state before this event (None: new or unknown)
     step: int | None = None  # the step number a step event carries
     now: float | None = None  # the processing time `handle` was given
@@ -305,6 +309,7 @@ def apply_step(
         new_state = previous
     tokens = ev.get("tokens") or 0
     ts = ev.get("ts")
+    pending = [etraces.Query.from_wire(q) for q in st.etraces_pending]
     new = replace(
         st,
         state=new_state,
@@ -314,6 +319,7 @@ def apply_step(
         scored_steps=st.scored_steps + 1,
         tokens_used=min(TOKENS_MAX, st.tokens_used + tokens),  # saturates: never past 2**53
         last_event_ts=ts if ts is not None else st.last_event_ts,
+        etraces_pending=[],
     )
     skipped = None
     if new_state == FSMState.END.value:
@@ -324,21 +330,36 @@ def apply_step(
     fired_before = list(st.recent_fired)
     if cfg.monitors_enabled and new_state in MONITORED_STATES:
         _run_monitors(new, ev, decision, limits, sem)
-    plan = _plan_etraces(new, ev, decision, fired_before)
+    prefetch = _plan_etraces(new, ev, decision, fired_before, [q.tier for q in pending])
+    if prefetch:
+        new.etraces_pending = [q.to_wire() for q in prefetch.queries]
+        reason = etraces.deferred_reason(prefetch.queries)
+        decision["skipped_reason"] = f"{skipped}; {reason}" if skipped else reason
+    # The queries planned on the step before are answered now, for this decision (the call
+    # they steer is the next one either way), unless the run just became terminal.
+    answer_now = None
+    if pending and new_state != FSMState.END.value:
+        answer_now = etraces.Plan(pending, etraces.model_family(decision["model"] or cfg.model))
     return Result(
         run_id,
         state=_with_log(new, decision, limits.step_log_kept),
         decision=decision,
         event_type="step",
         transition=(previous, new_state) if previous != new_state else None,
-        plan=plan or None,
+        plan=answer_now,
+        prefetch=prefetch or None,
     )
 
 
 def _plan_etraces(
-    st: TraceState, ev: dict[str, Any], decision: Decision, fired_before: list[list[str]]
+    st: TraceState,
+    ev: dict[str, Any],
+    decision: Decision,
+    fired_before: list[list[str]],
+    pending: list[str],
 ) -> etraces.Plan:
-    """Keep the thought window while a tier may still be called, and plan this step's queries."""
+    """Keep the thought window while a tier may still be called, and plan this step's queries
+    (none for a tier still `pending`)."""
     cfg = st.config
     wanted = cfg.e_traces_enabled and (
         st.e1_calls < etraces.CALLS_PER_RUN or st.e2_calls < etraces.CALLS_PER_RUN
@@ -358,6 +379,7 @@ def _plan_etraces(
         gate_open=gate,
         failure_type=mon["failure_type"],
         family=etraces.model_family(decision["model"] or cfg.model),
+        pending=pending,
     )
 
 

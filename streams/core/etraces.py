@@ -5,6 +5,14 @@ The worker and `replay` both run `plan` -> (the store, I/O) -> `apply`, so a sto
 answers the same way gives the same decisions live and offline. A tier is called at most
 once per run (the hosted product's `max_calls=1`): an answered query uses the call up, hit
 or miss; a query the store failed to answer does not, so a later eligible step retries.
+
+E1 and E2 are answered one decision late, always: the queries a step plans are kept in the
+run state (`etraces_pending`) and their guidance goes out with the run's next decision. The
+worker starts them in the background as soon as the step's decision is sent, so they run
+while the agent makes its model call and the next decision finds them ready: no decision
+waits for a query embedding. Because the rule does not depend on timing, replay (which
+answers them synchronously) gives the same decisions. E3 (a cached scroll, no embedding)
+is answered on the first call itself.
 """
 
 from __future__ import annotations
@@ -91,6 +99,14 @@ class Query:
     limit: int
     min_similarity: float | None
 
+    def to_wire(self) -> list[Any]:
+        """The compact form kept in the run state while the query is pending."""
+        return [self.tier, self.text, self.org_id, self.failure_type, self.limit, self.min_similarity]
+
+    @classmethod
+    def from_wire(cls, w: Sequence[Any]) -> Query:
+        return cls(str(w[0]), w[1], w[2], w[3], int(w[4]), w[5])
+
 
 @dataclass(frozen=True)
 class Hit:
@@ -158,16 +174,18 @@ def plan_step(
     gate_open: bool,
     failure_type: str | None,
     family: str,
+    pending: Sequence[str] = (),
 ) -> Plan:
-    """E1 and E2 for a scored step; never in FAST (or END), never on the first call."""
+    """E1 and E2 for a scored step; never in FAST (or END), never on the first call, never a
+    tier whose query is still `pending` (planned on the step before, answered now)."""
     plan = Plan(family=family)
     if not enabled or fsm_state in ("FAST", "END", "INIT"):
         return plan
-    if e1_calls < CALLS_PER_RUN and gate_open:
+    if e1_calls < CALLS_PER_RUN and gate_open and "e1" not in pending:
         text = query_text(thoughts, E1_THOUGHTS)
         if text:
             plan.queries.append(Query("e1", text, org_id, None, E1_TOP_K, E1_MIN_SIMILARITY))
-    if e2_calls < CALLS_PER_RUN:
+    if e2_calls < CALLS_PER_RUN and "e2" not in pending:
         text = query_text(thoughts, E2_THOUGHTS)
         if text:
             plan.queries.append(Query("e2", text, None, failure_type, E2_TOP_K, E2_MIN_SIMILARITY))
@@ -265,6 +283,13 @@ def injections_for(query: Query, chosen: Sequence[Hit], family: str) -> list[Inj
         }
         for h in chosen
     ]
+
+
+def deferred_reason(queries: Sequence[Query]) -> str:
+    """'e-traces E2 retrieving: its guidance comes with the next decision'."""
+    tiers = ", ".join(q.tier.upper() for q in queries)
+    its = "its" if len(queries) == 1 else "their"
+    return f"e-traces {tiers} retrieving: {its} guidance comes with the next decision"
 
 
 def failure_reason(errors: Mapping[str, str]) -> str:

@@ -66,6 +66,9 @@ class TraceState:
     e2_calls: int = 0
     e3_calls: int = 0
     recent_thoughts: list[str] = field(default_factory=list)  # E-trace query window (<= 5)
+    # E1/E2 queries the last step planned, answered on the next decision (Query.to_wire form;
+    # at most one per tier, so bounded). States written before deferral decode with [].
+    etraces_pending: list[list[Any]] = field(default_factory=list)
     injections_by_source: dict[str, int] = field(default_factory=dict)
     duplicates: int = 0
     # Last few decisions, compact: [step, state, difficulty, model, sources, fired, suppressed, ts]

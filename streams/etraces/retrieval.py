@@ -1,9 +1,16 @@
 """Runs the core's E-trace plans against the pattern store, off the event loop.
 
-Queries run on a small thread pool (the MiniLM query embedding and local-mode Qdrant are
-CPU work), at most `concurrency` at a time, each plan under one deadline. A store that
-fails or times out is given `retry_after_s` of rest (answers say it is unavailable, at once)
-before the next attempt, so a dead store costs nothing per step and recovery is automatic.
+The core answers E1/E2 one decision late (see `core.etraces`): when a step plans queries, the
+worker calls `prefetch` once that step's decision is sent, and the queries run on a small
+thread pool (the MiniLM query embedding and local-mode Qdrant are CPU work) while the agent
+makes its model call. The run's next decision then finds them answered (`ready`) and waits
+for nothing; if they are not in yet (a worker that restarted in between, a burst), `answer`
+waits for them at most `timeout_s` and otherwise answers with the reason. E3 (no
+embedding) runs on a thread of its own, so it never queues behind an embedding.
+
+A store that fails or times out is given `retry_after_s` of rest (answers say it is
+unavailable, at once) before the next attempt, so a dead store costs nothing per step and
+recovery is automatic.
 """
 
 from __future__ import annotations
@@ -12,15 +19,28 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.embedding import Embedder
-from ..core.etraces import Answer, Plan
+from ..core.etraces import Answer, Plan, Query
 from .pattern_store import PatternStore, QdrantPatternStore
 
 log = logging.getLogger(__name__)
+
+MAX_PREFETCHED = 4096  # runs whose next decision has queries in flight or answered, per worker
+
+
+@dataclass
+class _Job:
+    """One plan on its way through a pool: abandoned jobs that have not started are skipped."""
+
+    queries: tuple[Query, ...]
+    future: Future[list[Answer]] = field(default_factory=Future)
+    abandoned: bool = False
 
 
 class Retriever:
@@ -32,6 +52,7 @@ class Retriever:
         concurrency: int = 2,
         retry_after_s: float = 5.0,
         failures_to_trip: int = 3,
+        max_prefetched: int = MAX_PREFETCHED,
         observe: Callable[[str, float, str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -39,10 +60,14 @@ class Retriever:
         self.timeout_s = timeout_s
         self.retry_after_s = retry_after_s
         self.failures_to_trip = failures_to_trip
+        self.max_prefetched = max(1, max_prefetched)
         self.observe = observe or (lambda tier, seconds, outcome: None)
         self.clock = clock
+        # Embedding queries (E1, E2): at most `concurrency` at a time, also once abandoned.
         self._pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="rb-etrace")
-        self._slots = threading.BoundedSemaphore(max(1, concurrency))
+        # Queries without text (E3: a cached scroll) never wait behind an embedding.
+        self._quick = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="rb-etrace-e3")
+        self._prefetched: OrderedDict[Hashable, _Job] = OrderedDict()  # event loop only
         self._lock = threading.Lock()
         self._failures = 0
         self._down_until = 0.0
@@ -78,11 +103,11 @@ class Retriever:
             self._down_until = 0.0
 
     # -- answering ------------------------------------------------------------
-    def _run_plan(self, plan: Plan) -> list[Answer]:
+    def _run_plan(self, queries: tuple[Query, ...] | list[Query]) -> list[Answer]:
         """Blocking: every query of the plan, each answer timed and classified."""
         assert self.store is not None
         out: list[Answer] = []
-        for q in plan.queries:
+        for q in queries:
             t0 = time.perf_counter()
             try:
                 a = self.store.answer(q)
@@ -97,46 +122,95 @@ class Retriever:
             out.append(a)
         return out
 
+    def _work(self, job: _Job) -> None:
+        """On a pool thread: the plan's answers, unless nobody wants them any more."""
+        if not job.future.set_running_or_notify_cancel():
+            return
+        try:
+            if job.abandoned:  # its decision went out without it: skip the work
+                job.future.set_result([Answer(q.tier, error="busy") for q in job.queries])
+            else:
+                job.future.set_result(self._run_plan(job.queries))
+        except BaseException as exc:  # pragma: no cover - _run_plan answers errors itself
+            job.future.set_exception(exc)
+
+    def _submit(self, queries: tuple[Query, ...]) -> _Job:
+        job = _Job(queries)
+        pool = self._pool if any(q.text is not None for q in queries) else self._quick
+        pool.submit(self._work, job)
+        return job
+
     def answer_now(self, plan: Plan) -> list[Answer]:
         """Synchronous, no deadline: `replay` (results depend only on the store's content)."""
         why = self._unavailable()
         if why:
             return [Answer(q.tier, error=why) for q in plan.queries]
-        return self._run_plan(plan)
+        return self._run_plan(plan.queries)
 
-    async def answer(self, plan: Plan) -> list[Answer]:
-        """Within `timeout_s`, or answers that say why not. Never raises."""
-        why = self._unavailable()
-        if why:
-            for q in plan.queries:
-                self.observe(q.tier, 0.0, "skipped")
-            return [Answer(q.tier, error=why) for q in plan.queries]
-        loop = asyncio.get_running_loop()
+    def prefetch(self, key: Hashable, plan: Plan) -> None:
+        """Start answering `plan` in the background for `key`'s (the run's) next decision.
+
+        Called from the event loop only. A run has at most one prefetch (a newer one replaces
+        it); past `max_prefetched` runs the oldest is dropped (its decision will query again)."""
+        if not plan or self._unavailable():
+            return
+        old = self._prefetched.pop(key, None)
+        if old is not None:
+            old.abandoned = True
+        while len(self._prefetched) >= self.max_prefetched:
+            _, dropped = self._prefetched.popitem(last=False)
+            dropped.abandoned = True
+        self._prefetched[key] = self._submit(tuple(plan.queries))
+
+    def discard(self, key: Hashable) -> None:
+        """The run ended: its prefetched answers will not be asked for."""
+        job = self._prefetched.pop(key, None)
+        if job is not None:
+            job.abandoned = True
+
+    def ready(self, key: Hashable, plan: Plan) -> bool:
+        """True if `answer(plan, key)` would return without waiting."""
+        if self._unavailable():
+            return True
+        job = self._prefetched.get(key)
+        return job is not None and job.queries == tuple(plan.queries) and job.future.done()
+
+    async def answer(self, plan: Plan, key: Hashable | None = None) -> list[Answer]:
+        """The plan's answers, prefetched for `key` or asked now, after at most `timeout_s` of
+        waiting; otherwise answers that say why not. Never raises."""
+        job = self._prefetched.pop(key, None) if key is not None else None
+        if job is not None and job.queries != tuple(plan.queries):
+            job.abandoned = True  # planned for another state of the run (cannot happen in order)
+            job = None
+        if job is None or not job.future.done():
+            why = self._unavailable()
+            if why:
+                if job is not None:
+                    job.abandoned = True
+                for q in plan.queries:
+                    self.observe(q.tier, 0.0, "skipped")
+                return [Answer(q.tier, error=why) for q in plan.queries]
+        if job is None:
+            job = self._submit(tuple(plan.queries))
+        if job.future.done():
+            return job.future.result()
         t0 = time.perf_counter()
-        # The slot is taken on the pool thread and released when the work really ends, so
-        # abandoned (timed-out) queries still count against the bound.
-        fut = loop.run_in_executor(self._pool, self._guarded, plan, t0)
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), self.timeout_s)
+            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(job.future)), self.timeout_s)
         except TimeoutError:
+            job.abandoned = True
             why = f"timeout after {self.timeout_s * 1000:.0f} ms"
             self._failed(why)
             for q in plan.queries:
                 self.observe(q.tier, time.perf_counter() - t0, "timeout")
             return [Answer(q.tier, error=why) for q in plan.queries]
 
-    def _guarded(self, plan: Plan, t0: float) -> list[Answer]:
-        if not self._slots.acquire(timeout=self.timeout_s):
-            return [Answer(q.tier, error="busy") for q in plan.queries]
-        try:
-            if time.perf_counter() - t0 > self.timeout_s:  # already too late: skip the work
-                return [Answer(q.tier, error="busy") for q in plan.queries]
-            return self._run_plan(plan)
-        finally:
-            self._slots.release()
-
     def close(self) -> None:
+        for job in self._prefetched.values():
+            job.abandoned = True
+        self._prefetched.clear()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._quick.shutdown(wait=False, cancel_futures=True)
         if self.store is not None:
             self.store.close()
 

@@ -23,6 +23,7 @@ from ..core.monitors import MONITORS
 PROCESSING_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 LAG_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 RETRIEVAL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+WAIT_BUCKETS = (0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.5, 1.0)
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 STATES = ("INIT", "FAST", "NORMAL", "SLOW", "SKIP", "END")
@@ -110,6 +111,12 @@ class Metrics:
             "E-trace retrieval latency",
             ["tier"],
             buckets=RETRIEVAL_BUCKETS,
+            registry=r,
+        )
+        self.etrace_waits = Histogram(
+            "rb_etrace_wait_seconds",
+            "How long a decision with E-traces to answer waited for them (0 when prefetched in time)",
+            buckets=WAIT_BUCKETS,
             registry=r,
         )
         self.lookups = Counter(
@@ -218,6 +225,9 @@ class Metrics:
             self.retrieval.labels(tier).observe(seconds)
         else:
             self.store_failures.labels(tier, outcome).inc()
+
+    def etrace_wait(self, seconds: float) -> None:
+        self.etrace_waits.observe(seconds)
 
     def deadletter(self, reason: str) -> None:
         self.deadletters.labels(reason).inc()

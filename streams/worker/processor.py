@@ -141,7 +141,7 @@ class Processor:
             await self.chains.spawn(key, self._detached(job, prev=prev))
             return True
         result = self._evaluate(job)
-        if result.plan:
+        if result.plan and not self.retriever.ready(result.run_id, result.plan):
             await self.chains.spawn(key, self._detached(job, result=result))
             return True
         await self._conclude(job, result)
@@ -184,15 +184,19 @@ class Processor:
         return result
 
     async def _conclude(self, job: _Job, result: Result) -> None:
-        """Answer the E-trace plan (if any), encode, send, store."""
+        """Answer the E-trace plan (if any), encode, send, store; then start the queries this
+        step planned for the run's next decision."""
         opened = result.opens_run
+        prefetch = result.prefetch
         if result.plan:
             job.stage = "etraces"
+            t0 = time.perf_counter()
             try:
-                answers = await self.retriever.answer(result.plan)
+                answers = await self.retriever.answer(result.plan, result.run_id)
             except Exception as exc:  # the retriever answers errors itself; a bug must not stop us
                 self._internal(job, "etraces", exc)
                 answers = []  # the decision goes out without E-traces, saying why
+            self.metrics.etrace_wait(time.perf_counter() - t0)
             job.stage = "complete"
             result = complete(result, answers)
         job.stage = "encode"
@@ -200,6 +204,19 @@ class Processor:
         if opened and not result.opens_run and result.run_id is not None:
             self.runs.held.remove(result.run_id)  # the run_start failed after all: no run
         await self._finish(job, result)
+        if result.run_id is None:
+            return
+        job.stage = "etraces"
+        if result.event_type == "run_finish" and not result.duplicate:
+            self.retriever.discard(result.run_id)
+        elif (
+            prefetch
+            and result.rejection is None
+            and result.state is not None
+            # only what the stored state says is pending (a failed step keeps the old state)
+            and result.state.etraces_pending == [q.to_wire() for q in prefetch.queries]
+        ):
+            self.retriever.prefetch(result.run_id, prefetch)
 
     async def _finish(self, job: _Job, result: Result) -> None:
         """Send the decision or dead-letter, then store the state (after the send: a crash in

@@ -21,6 +21,7 @@ BENCHES = {
     "latency": ["--rates", "20", "--runs", "4", "--duration", "2", "--partitions", "2"],
     "etraces": ["--patterns", "60", "--orgs", "2", "--queries", "8"],
     "embedders": ["--no-build", "--min-seconds", "0.2", "--rounds", "1"],
+    "headline": ["--smoke", "--rounds", "2"],
     "soak": ["--minutes", "0.15", "--concurrency", "2", "--steps", "3", "--sample", "3", "--retention", "2"],
 }
 

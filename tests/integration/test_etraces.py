@@ -94,28 +94,32 @@ def test_first_call_gets_universal_rules_rendered_for_the_model(seeded: WorkerPr
     assert off.data["injections"] == [] and off.data["injection_text"] is None
 
 
-def test_a_typical_first_step_gets_shared_e2_guidance(seeded: WorkerProcess) -> None:
+def test_a_typical_first_step_gets_shared_e2_guidance_on_the_next_decision(seeded: WorkerProcess) -> None:
     from streams.local.simulate import trajectory
 
     task, steps = trajectory("healthy", 3, seed=1)
-    first = next(steps)
+    first, second = next(steps), next(steps)
 
-    async def scenario() -> Any:
+    async def scenario() -> tuple[Any, Any]:
         async with SteeringClient(seeded.settings, deadline_ms=15000) as c:
             await c.start_run("e2-run", task=task, model="gpt-4.1")
-            return await c.step("e2-run", 1, **first)
+            d1 = await c.step("e2-run", 1, **first)
+            await asyncio.sleep(0.5)  # the agent's model call: the query runs meanwhile
+            return d1, await c.step("e2-run", 2, **second)
 
-    d = asyncio.run(scenario())
-    assert d is not None
+    d1, d = asyncio.run(scenario())
+    assert d1 is not None and d is not None
+    assert d1.data["skipped_reason"] == "e-traces E2 retrieving: its guidance comes with the next decision"
     e2 = [i for i in d.data["injections"] if i["source"] == "e2"]
     assert e2 and all(i["similarity"] >= 0.7 and i["pattern_id"] for i in e2)
     assert metric(seeded, "rb_etrace_lookups_total", tier="e2", result="hit") >= 1
+    assert metric(seeded, "rb_etrace_wait_seconds_count") >= 1
 
 
 def test_e1_opens_with_a_monitor_fire_and_stays_inside_the_org(seeded: WorkerProcess) -> None:
     """Three orgs run the same reworded-search loop, ten runs each, all at once; acme and
     globex hold near-identical E1 patterns with different guidance, initech none."""
-    queries = ["session timeout", "session expiry", "session token expiration", "session timeout"]
+    queries = ["session timeout", "session expiry", "session token expiration", "session timeout", ""]
     orgs = ("acme", "globex", "initech")
 
     async def one(c: SteeringClient, org: str, j: int) -> tuple[str, list[Any]]:
@@ -123,6 +127,10 @@ def test_e1_opens_with_a_monitor_fire_and_stays_inside_the_org(seeded: WorkerPro
         await c.start_run(rid, org_id=org, model="claude-sonnet-4-5", task="Fix the session expiry bug")
         ds = []
         for k, q in enumerate(queries, 1):
+            if not q:  # after the loop: the step whose decision brings what the fire asked for
+                d = await c.step(rid, k, thought="Read the session module.", difficulty=0.5)
+                ds.append(d)
+                continue
             d = await c.step(
                 rid,
                 k,
@@ -149,7 +157,7 @@ def test_e1_opens_with_a_monitor_fire_and_stays_inside_the_org(seeded: WorkerPro
             continue
         assert len(e1) == 1, e1
         step_no, inj = e1[0]
-        assert step_no == fired_at  # the gate opened with the fire
+        assert step_no == fired_at + 1  # the gate opened with the fire; answered on the next decision
         assert inj["pattern_id"] == f"e1-{org}-session-expiry" and inj["similarity"] >= 0.8
         assert inj["text"].startswith('<guidance source="e1"')  # rendered for an Anthropic model
 
@@ -180,7 +188,8 @@ def test_a_hung_store_costs_other_runs_nothing_and_decisions_say_why(broker: str
                 got = await asyncio.gather(
                     run("wants-e3", 0.0), run("no-etraces", 0.05, e_traces_enabled=False)
                 )
-                # a burst of steps of one run, sent back to back: each waits for its E-traces
+                # a burst of steps of one run, sent back to back: E2 is planned on steps 1 and
+                # 3 and waited for (at most the deadline) on steps 2 and 4
                 for k in range(1, 5):
                     await c.send_raw(
                         b(step("wants-e3", k, thought=f"Step {k}: reading the session code.")),
@@ -198,10 +207,9 @@ def test_a_hung_store_costs_other_runs_nothing_and_decisions_say_why(broker: str
             if d["run_id"] == "wants-e3"
         ]
         assert [d["step"] for d in decided] == [0, 1, 2, 3, 4]  # once each, in order
-        assert all(
-            d["skipped_reason"].startswith("e-traces unavailable for ") and "E2" in d["skipped_reason"]
-            for d in decided[1:]
-        ), [d["skipped_reason"] for d in decided]
+        reasons = [d["skipped_reason"] for d in decided]
+        assert "E2 retrieving" in reasons[1] and "E2 retrieving" in reasons[3], reasons
+        assert all("e-traces unavailable for E2" in r for r in (reasons[2], reasons[4])), reasons
         assert metric(w, "rb_etrace_store_up") == 0
         assert metric(w, "rb_etrace_store_failures_total", kind="timeout") >= 1
     finally:

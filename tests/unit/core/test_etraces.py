@@ -220,16 +220,21 @@ def step(k: int, thought: str = "Let me look at the failing test.", run_id: str 
 
 
 class Run:
-    """Drives one run through `handle` + `complete` with scripted store answers."""
+    """Drives one run through `handle` + `complete` with scripted store answers.
+
+    `plans[k]`: the tiers answered for decision k; `planned[k]`: the tiers decision k's step
+    planned (kept pending, answered for decision k + 1)."""
 
     def __init__(self, sem: Any) -> None:
         self.states: dict[str, TraceState] = {}
         self.sem = sem
         self.plans: list[list[str]] = []
+        self.planned: list[list[str]] = []
 
     def feed(self, raw: bytes, answer: Any = None) -> dict[str, Any]:
         r = handle(raw, self.states.get, LIMITS, 0.0, self.sem)
         self.plans.append([q.tier for q in r.plan.queries] if r.plan else [])
+        self.planned.append([q.tier for q in r.prefetch.queries] if r.prefetch else [])
         if r.plan:
             answers = answer(r.plan) if answer else [Answer(q.tier) for q in r.plan.queries]
             r = complete(r, answers)
@@ -254,31 +259,73 @@ def test_first_call_gets_e3_rules_in_one_reasonblocks_block(sem: Any) -> None:
     assert run.states["r1"].e3_calls == 1 and run.states["r1"].injections_by_source == {"e3": 2}
 
 
-def test_e2_hit_on_the_first_scored_step_then_never_again(sem: Any) -> None:
+def test_e2_planned_on_the_first_scored_step_is_injected_on_the_next_decision_then_never_again(
+    sem: Any,
+) -> None:
     run = Run(sem)
     run.feed(start(model="claude-sonnet-4-5", monitors_enabled=False))
+    d1 = run.feed(step(1))
+    assert run.planned[1] == ["e1", "e2"] and run.plans[1] == []  # monitors disabled: E1 gate open
+    assert not d1["inject"]
+    assert d1["skipped_reason"] == "e-traces E1, E2 retrieving: their guidance comes with the next decision"
+    assert [q[0] for q in run.states["r1"].etraces_pending] == ["e1", "e2"]
     d = run.feed(
-        step(1), lambda p: [Answer(q.tier, (hit("p", 0.75),) if q.tier == "e2" else ()) for q in p.queries]
+        step(2), lambda p: [Answer(q.tier, (hit("p", 0.75),) if q.tier == "e2" else ()) for q in p.queries]
     )
-    assert run.plans[1] == ["e1", "e2"]  # monitors disabled: E1 gate always open
+    assert run.plans[2] == ["e1", "e2"] and run.planned[2] == []
     assert [(i["source"], i["pattern_id"], i["similarity"]) for i in d["injections"]] == [("e2", "p", 0.75)]
     assert d["injection_text"].startswith(MARKER + '\n<guidance source="e2"')
-    for k in range(2, 6):
+    assert d["skipped_reason"] is None
+    for k in range(3, 6):
         run.feed(step(k))
-    assert run.plans[2:] == [[], [], [], []]
+    assert run.plans[3:] == [[], [], []] and run.planned[3:] == [[], [], []]
     st = run.states["r1"]
     assert (st.e1_calls, st.e2_calls) == (1, 1) and st.recent_thoughts == []  # window dropped
-    assert st.step_log[1][4] == ["e2"]  # the step log records the E-trace source
+    assert st.etraces_pending == []
+    assert st.step_log[2][4] == ["e2"]  # the step log records the E-trace source
+
+
+def test_pending_queries_are_those_of_the_thoughts_up_to_the_planning_step(sem: Any) -> None:
+    run = Run(sem)
+    run.feed(start())
+    run.feed(step(1, "First I read the session module."))
+    seen: list[Query] = []
+
+    def answer(p: etraces.Plan) -> list[Answer]:
+        seen.extend(p.queries)
+        return [Answer(q.tier) for q in p.queries]
+
+    run.feed(step(2, "Now the token expiry check."), answer)
+    assert [(q.tier, q.text) for q in seen] == [("e2", "First I read the session module.")]
+
+
+def test_a_run_that_ends_drops_its_pending_queries(sem: Any) -> None:
+    run = Run(sem)
+    run.feed(start())
+    run.feed(step(1))
+    assert run.states["r1"].etraces_pending
+    r = handle(
+        orjson.dumps({"type": "run_finish", "schema_version": 1, "run_id": "r1", "outcome": "success"}),
+        run.states.get,
+        LIMITS,
+        0.0,
+        sem,
+    )
+    assert r.plan is None and r.prefetch is None and r.decision is None
 
 
 def test_a_failed_query_says_why_and_does_not_use_up_the_call(sem: Any) -> None:
     run = Run(sem)
     run.feed(start())
-    d = run.feed(step(1), lambda p: [Answer(q.tier, error="timeout after 150 ms") for q in p.queries])
+    run.feed(step(1))
+    d = run.feed(step(2), lambda p: [Answer(q.tier, error="timeout after 150 ms") for q in p.queries])
+    assert run.plans[2] == ["e2"] and run.planned[2] == []  # not planned again while pending
     assert d["skipped_reason"] == "e-traces unavailable for E2: timeout after 150 ms"
     assert not d["inject"] and run.states["r1"].e2_calls == 0
-    d = run.feed(step(2))  # retried on the next eligible step
-    assert run.plans[2] == ["e2"] and d["skipped_reason"] is None
+    d = run.feed(step(3, "Reading the token module next."))  # planned again on the next step ...
+    assert "e2" in run.planned[3]
+    d = run.feed(step(4, "The expiry check compares naive datetimes."))  # ... answered on the next
+    assert "e2" in run.plans[4] and "unavailable" not in (d["skipped_reason"] or "")
     assert run.states["r1"].e2_calls == 1
 
 
@@ -287,7 +334,7 @@ def test_e_traces_disabled_for_the_run_plans_nothing(sem: Any) -> None:
     run.feed(start(e_traces_enabled=False))
     for k in range(1, 4):
         run.feed(step(k))
-    assert run.plans == [[], [], [], []]
+    assert run.plans == [[], [], [], []] and run.planned == [[], [], [], []]
     assert run.states["r1"].recent_thoughts == []
 
 
@@ -297,14 +344,14 @@ def test_fast_decisions_say_e_traces_were_skipped(sem: Any) -> None:
     ds = [run.feed(step(k, difficulty=0.05)) for k in range(1, 10)]
     fast = [d for d in ds if d["fsm_state"] == "FAST"]
     assert fast and all(d["skipped_reason"] == "FSM=FAST, e-traces skipped" for d in fast)
-    assert all(run.plans[d["step"]] == [] for d in fast)
+    assert all(run.planned[d["step"]] == [] for d in fast)
 
 
 def test_e1_waits_for_its_gate_and_uses_the_runs_org(sem: Any) -> None:
     run = Run(sem)
     run.feed(start(org_id="acme"))
     run.feed(step(1))  # healthy first step: gate closed, only E2
-    assert run.plans[1] == ["e2"]
+    assert run.planned[1] == ["e2"]
     seen: list[Query] = []
 
     def answer(p: etraces.Plan) -> list[Answer]:

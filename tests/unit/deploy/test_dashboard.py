@@ -45,7 +45,10 @@ REQUIRED_PANELS = {
     "Injections by source": {"rb_injections_total"},
     "Suppressions by guardrail": {"rb_suppressions_total"},
     "E-trace hit ratio by tier": {"rb_etrace_lookups_total"},
-    "E-trace retrieval latency by tier": {"rb_etrace_retrieval_seconds_bucket"},
+    "E-trace retrieval latency by tier and decision wait": {
+        "rb_etrace_retrieval_seconds_bucket",
+        "rb_etrace_wait_seconds_bucket",
+    },
     "Pattern store health": {"rb_etrace_store_up", "rb_etrace_store_failures_total"},
     "Dead-letters by reason": {"rb_deadletters_total"},
     "Active runs and table entries": {"rb_active_runs", "rb_table_entries"},

@@ -145,3 +145,84 @@ def test_no_store_answers_with_the_reason() -> None:
 def test_replay_answers_synchronously(real_store: QdrantPatternStore) -> None:
     (a,) = Retriever(Faulty(real_store)).answer_now(PLAN)
     assert [h.pattern_id for h in a.hits] == ["p"]
+
+
+def test_a_prefetched_plan_is_answered_without_waiting(real_store: QdrantPatternStore) -> None:
+    store = Faulty(real_store)
+    r = Retriever(store, timeout_s=5)
+
+    async def go() -> list[Answer]:
+        r.prefetch("run-1", PLAN)
+        for _ in range(500):
+            if r.ready("run-1", PLAN):
+                break
+            await asyncio.sleep(0.01)
+        assert r.ready("run-1", PLAN)
+        return await r.answer(PLAN, "run-1")
+
+    (a,) = asyncio.run(go())
+    assert [h.pattern_id for h in a.hits] == ["p"] and store.calls == 1
+    assert not r.ready("run-1", PLAN)  # consumed: a second answer would query again
+
+
+def test_a_prefetch_still_running_is_waited_for_at_most_the_deadline(real_store: QdrantPatternStore) -> None:
+    store = Faulty(real_store)
+    store.delay = 0.5
+    r = Retriever(store, timeout_s=0.05, failures_to_trip=100)
+
+    async def go() -> tuple[list[Answer], float]:
+        r.prefetch("run-1", PLAN)
+        assert not r.ready("run-1", PLAN)
+        t0 = time.perf_counter()
+        answers = await r.answer(PLAN, "run-1")
+        return answers, time.perf_counter() - t0
+
+    (a,), waited = asyncio.run(go())
+    assert a.error == "timeout after 50 ms" and waited < 0.3
+    assert store.calls == 1  # the prefetched query, not a second one
+
+
+def test_a_prefetch_for_another_plan_is_not_used(real_store: QdrantPatternStore) -> None:
+    store = Faulty(real_store)
+    r = Retriever(store, timeout_s=5)
+    other = Plan([Query("e2", "something else entirely", None, None, 2, 0.7)])
+
+    async def go() -> list[Answer]:
+        r.prefetch("run-1", other)
+        return await r.answer(PLAN, "run-1")
+
+    (a,) = asyncio.run(go())
+    assert [h.pattern_id for h in a.hits] == ["p"]
+
+
+def test_abandoned_prefetches_are_skipped_and_their_number_is_bounded(real_store: QdrantPatternStore) -> None:
+    store = Faulty(real_store)
+    store.delay = 0.2
+    r = Retriever(store, timeout_s=5, concurrency=1, max_prefetched=2)
+
+    async def go() -> None:
+        for i in range(5):  # runs 0-2 are dropped (oldest first) and never reach the store
+            r.prefetch(f"run-{i}", PLAN)
+        r.discard("run-3")  # the run ended
+        await asyncio.sleep(0.6)
+
+    asyncio.run(go())
+    assert store.calls <= 2  # the first (already running) and run-4's
+    assert r.ready("run-4", PLAN) and not r.ready("run-3", PLAN)
+
+
+def test_e3_does_not_queue_behind_an_embedding(real_store: QdrantPatternStore) -> None:
+    store = Faulty(real_store)
+    r = Retriever(store, timeout_s=5, concurrency=1)
+    e3 = Plan([Query("e3", None, None, None, 32, None)])
+
+    async def go() -> float:
+        store.delay = 0.3
+        r.prefetch("run-1", PLAN)  # occupies the only embedding thread
+        await asyncio.sleep(0.05)
+        store.delay = 0.0
+        t0 = time.perf_counter()
+        await r.answer(e3, "run-2")
+        return time.perf_counter() - t0
+
+    assert asyncio.run(go()) < 0.2

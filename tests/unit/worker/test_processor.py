@@ -105,3 +105,44 @@ def test_run_counts_follow_every_stored_state(sem: Semantics) -> None:
         assert (+r.runs.by_state, r.runs.finished, dict(r.runs.seen)) == counted
 
     asyncio.run(go())
+
+
+def test_queries_a_step_plans_run_after_its_decision_and_the_next_decision_does_not_wait(
+    sem: Semantics,
+) -> None:
+    async def go() -> None:
+        store = GatedStore()
+        r = rig(sem, store)
+        await r.feed(run_start("r"))
+        await r.drain()
+        await r.feed(step("r", 1))  # plans E2: its decision goes out at once, saying so
+        assert r.steps_of("r") == [0, 1] and len(r.processor.chains) == 0
+        assert "E2 retrieving" in (r.decisions[-1]["skipped_reason"] or "")
+        for _ in range(500):  # the query runs in the background after the decision
+            if "e2" in store.asked:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        await r.feed(step("r", 2))  # answered from the prefetch: decided inline, no task
+        assert r.steps_of("r") == [0, 1, 2] and len(r.processor.chains) == 0
+        assert r.decisions[-1]["skipped_reason"] is None
+        assert store.asked.count("e2") == 1
+        waits = r.metrics.etrace_waits.collect()[0].samples
+        count = next(s.value for s in waits if s.name.endswith("_count"))
+        zero = next(s.value for s in waits if s.name.endswith("_bucket") and s.labels["le"] == "0.0005")
+        assert count == 2 and zero == 1  # run_start's E3 (asked then) and step 2's E2 (no wait)
+
+    asyncio.run(go())
+
+
+def test_a_finished_run_drops_its_prefetched_queries(sem: Semantics) -> None:
+    async def go() -> None:
+        r = rig(sem, GatedStore())
+        await r.feed(run_start("r"))
+        await r.drain()
+        await r.feed(step("r", 1))
+        assert "r" in r.processor.retriever._prefetched
+        await r.feed(run_finish("r"))
+        assert "r" not in r.processor.retriever._prefetched
+
+    asyncio.run(go())
