@@ -111,6 +111,13 @@ async def paced(
     return lat, (len(lat) + misses) / elapsed, misses
 
 
+def add_rounds_args(ap: Any, what: str) -> None:
+    """`--repeat N` (rounds of `what`, figures as medians with min-max) and `--json FILE`:
+    the two options every headline benchmark takes (bench.headline passes them)."""
+    ap.add_argument("--repeat", type=int, default=1, help=f"rounds of {what}; medians with min-max")
+    ap.add_argument("--json", help="also write the figures to this file")
+
+
 def spread(xs: list[float]) -> dict[str, float]:
     """Median of repeated runs with their min and max (the form every headline figure takes)."""
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}

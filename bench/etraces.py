@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import STARTER, commit, log, machine, pct, spread
+from bench.common import STARTER, add_rounds_args, commit, log, machine, pct, spread
 from streams.core.etraces import E1_THOUGHTS, E2_THOUGHTS, Query, query_text
 from streams.embeddings.models import load_models
 from streams.etraces.pattern_store import E2_ALL, QdrantPatternStore, e1_collection, e2_collection
@@ -113,8 +113,7 @@ def main() -> int:
     ap.add_argument("--patterns", type=int, default=2000, help="synthetic patterns (E2 70%%, E1 30%%)")
     ap.add_argument("--orgs", type=int, default=20)
     ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--repeat", type=int, default=1, help="rounds of queries over the same store")
-    ap.add_argument("--json", help="also write the figures to this file")
+    add_rounds_args(ap, "queries over the same store")
     args = ap.parse_args()
 
     rnd = random.Random(7)

@@ -19,7 +19,17 @@ from pathlib import Path
 
 import orjson
 
-from bench.common import bench_settings, commit, ensure_broker, log, machine, results_dir, spread, stop_broker
+from bench.common import (
+    add_rounds_args,
+    bench_settings,
+    commit,
+    ensure_broker,
+    log,
+    machine,
+    results_dir,
+    spread,
+    stop_broker,
+)
 from streams.agent.client import SteeringClient
 from streams.core.engine import handle
 from streams.core.events import Limits
@@ -124,13 +134,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3, help="independent runs pooled per index (core)")
     ap.add_argument("--worker", action="store_true", help="also measure through a live worker")
     ap.add_argument("--plot", action="store_true")
-    ap.add_argument(
-        "--repeat",
-        type=int,
-        default=1,
-        help="repeat the core measurement; cells are medians, ratios with min-max",
-    )
-    ap.add_argument("--json", help="also write the figures to this file")
+    add_rounds_args(ap, "the core measurement (monitors on)")
     args = ap.parse_args()
     off = core(args.steps, args.runs, monitors=False)
     reps = [core(args.steps, args.runs, monitors=True) for _ in range(max(1, args.repeat))]

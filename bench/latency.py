@@ -34,6 +34,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from bench.common import (
     STARTER,
+    add_rounds_args,
     bench_settings,
     commit,
     ensure_broker,
@@ -217,16 +218,21 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=50, help="concurrent simulated runs")
     ap.add_argument("--duration", type=float, default=20.0, help="seconds per rate and path")
     ap.add_argument("--partitions", type=int, default=8)
+    add_rounds_args(ap, "every path, in turn")
     ap.add_argument(
-        "--repeat", type=int, default=1, help="rounds of every path; figures are medians with min-max"
+        "--etrace-embedder",
+        choices=("process", "thread"),
+        default="process",
+        help="where the worker embeds E-trace queries (RB_ETRACE_EMBEDDER)",
     )
-    ap.add_argument("--json", help="also write the rows and figures to this file")
     ap.add_argument("--plot", action="store_true", help="write bench/results/latency.png")
     args = ap.parse_args()
     rates = [float(x) for x in args.rates.split(",")]
 
     started = ensure_broker()
-    s = bench_settings(partitions=args.partitions, patterns_seed=str(STARTER))
+    s = bench_settings(
+        partitions=args.partitions, patterns_seed=str(STARTER), etrace_embedder=args.etrace_embedder
+    )
     deadline_s = s.etrace_timeout_ms / 1000.0
     hop_t, echo_in, echo_out = (
         f"{s.topic_prefix}.hop",

@@ -25,6 +25,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from bench.common import (
     STARTER,
+    add_rounds_args,
     bench_settings,
     commit,
     ensure_broker,
@@ -132,13 +133,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--partitions", type=int, default=8)
-    ap.add_argument(
-        "--repeat",
-        type=int,
-        default=1,
-        help="rounds (pass-through + each configuration); medians with min-max",
-    )
-    ap.add_argument("--json", help="also write the rows and figures to this file")
+    add_rounds_args(ap, "pass-through + each configuration")
     ap.add_argument(
         "--profile",
         action="store_true",
