@@ -7,7 +7,7 @@ A fleet of `concurrency` simulated agents (streams.local.simulate behaviours), e
 run when its previous one finishes; one run in ten is abandoned without run_finish, so the
 idle timeout has work too. Retention is short (RB_FINISHED_RETENTION_S=60,
 RB_IDLE_TIMEOUT_S=120) so eviction reaches a steady state within the soak. Every `--sample`
-seconds: worker RSS, rb_table_entries, evictions, the RocksDB directory size, runs seen.
+seconds: worker RSS (with its E-trace embedding process), rb_table_entries, evictions, the RocksDB directory size, runs seen.
 Baseline for the ratio: the RSS when the worker is ready (first sample).
 """
 
@@ -28,10 +28,16 @@ from streams.local.worker_process import WorkerProcess
 
 
 def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024.0
-    return float("nan")
+    """RSS of the worker and its child processes (the E-trace embedding process)."""
+    total = 0.0
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) / 1024.0
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return total or float("nan")
+    return total + sum(rss_mb(int(c)) for c in children)
 
 
 def dir_mb(path: Path) -> float:
