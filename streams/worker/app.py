@@ -24,7 +24,7 @@ from .gauges import publish_partitions
 from .metrics import Metrics
 from .processor import Processor
 from .retention import Retention
-from .run_table import RunTable
+from .run_table import RunTable, store_reader
 
 log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_S = 5.0  # a graceful stop gets the session timeout plus this, then the process exits
@@ -102,7 +102,13 @@ class Worker:
             value_type=bytes,
             help="TraceState per run_id (orjson)",
         )
-        self.runs = RunTable(self.table, s.max_runs_per_org, self._steering_partition, s.partitions)
+        self.runs = RunTable(
+            self.table,
+            s.max_runs_per_org,
+            self._steering_partition,
+            s.partitions,
+            read=store_reader(self.table.data),
+        )
         self.retention = Retention(
             self.runs,
             self._send_step,
