@@ -10,6 +10,8 @@ import sys
 
 import faust
 
+from streams.worker.app import PRODUCER_MAX_BATCH_BYTES
+
 
 def main() -> None:
     bootstrap, src, dst, app_id, data_dir, partitions, web_port = sys.argv[1:8]
@@ -27,6 +29,7 @@ def main() -> None:
         key_serializer="raw",
         value_serializer="raw",
         producer_acks=-1,
+        producer_max_batch_size=PRODUCER_MAX_BATCH_BYTES,
     )
     in_t = app.topic(src, partitions=n, key_serializer="raw", value_serializer="raw")
     out_t = app.topic(dst, partitions=n, key_serializer="raw", value_serializer="raw")

@@ -24,10 +24,16 @@ from .gauges import publish_partitions
 from .metrics import Metrics
 from .processor import Processor
 from .retention import Retention
-from .run_table import RunTable
+from .run_table import RunTable, store_reader
 
 log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_S = 5.0  # a graceful stop gets the session timeout plus this, then the process exits
+# Bytes per producer batch (one per partition). aiokafka keeps one produce request in flight
+# per broker and, once a partition's open batch is full, makes the next send wait until that
+# batch goes out. At Faust's 16 KB default two ~8 KB run states filled a changelog batch, so
+# the agent stalled on a broker round trip every other event of a partition. Well under the
+# broker's default 1 MB per batch (message.max.bytes); no linger, so no added latency.
+PRODUCER_MAX_BATCH_BYTES = 256 * 1024
 
 
 class Worker:
@@ -77,6 +83,7 @@ class Worker:
             web_tables_enabled=False,
             web_router_enabled=False,
             producer_acks=-1,
+            producer_max_batch_size=PRODUCER_MAX_BATCH_BYTES,
             broker_credentials=faust_credentials(s),
         )
         self.steps = self.app.topic(
@@ -95,7 +102,13 @@ class Worker:
             value_type=bytes,
             help="TraceState per run_id (orjson)",
         )
-        self.runs = RunTable(self.table, s.max_runs_per_org, self._steering_partition, s.partitions)
+        self.runs = RunTable(
+            self.table,
+            s.max_runs_per_org,
+            self._steering_partition,
+            s.partitions,
+            read=store_reader(self.table.data),
+        )
         self.retention = Retention(
             self.runs,
             self._send_step,

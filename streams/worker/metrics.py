@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -14,6 +15,7 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics import MetricWrapperBase
 
 from ..core.engine import Result
 from ..core.events import load_schema
@@ -167,6 +169,7 @@ class Metrics:
         )
         self._body = b""
         self._rendered = -RENDER_MAX_AGE_S
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         # Known label values start at zero so rate() sees the first increase.
         for stage in STAGES:
             self.internal_errors.labels(stage)
@@ -194,11 +197,14 @@ class Metrics:
                 self.store_failures.labels(tier, kind)
 
     def observe(self, result: Result, seconds: float, now: float) -> None:
+        """Count one answered event. Called for every event: label children come from
+        `_child` (a dict hit) rather than `labels()` (validation and a lock each time)."""
+        child = self._child
         etype = result.event_type or "unknown"
         if result.duplicate:
-            self.duplicates.labels(etype).inc()
+            child(self.duplicates, etype).inc()
             return
-        self.steps.labels(etype).inc()
+        child(self.steps, etype).inc()
         d = result.decision
         if d is not None:
             self.decisions.inc()
@@ -206,18 +212,27 @@ class Metrics:
             ts = d.get("event_ts")
             if isinstance(ts, (int, float)):
                 self.lag.observe(max(0.0, now - ts))
-            for name, score in d["monitors"]["scores"].items():
-                self.monitor_scores.labels(name).observe(score)
-            for name in d["monitors"]["fired"]:
-                self.monitor_fires.labels(name).inc()
+            mon = d["monitors"]
+            for name, score in mon["scores"].items():
+                child(self.monitor_scores, name).observe(score)
+            for name in mon["fired"]:
+                child(self.monitor_fires, name).inc()
             for inj in d["injections"]:
-                self.injections.labels(inj["source"]).inc()
+                child(self.injections, inj["source"]).inc()
             if d["suppressed"]:
-                self.suppressions.labels(d["suppressed"]).inc()
+                child(self.suppressions, d["suppressed"]).inc()
         if result.transition is not None:
-            self.transitions.labels(*result.transition).inc()
+            child(self.transitions, *result.transition).inc()
         for tier, outcome in result.extras.get("etraces", {}).items():
-            self.lookups.labels(tier, outcome).inc()
+            child(self.lookups, tier, outcome).inc()
+
+    def _child(self, metric: MetricWrapperBase, *values: str) -> Any:
+        """`metric.labels(*values)`, remembered: label values here are few and bounded."""
+        key = (id(metric), values)
+        c = self._children.get(key)
+        if c is None:
+            c = self._children[key] = metric.labels(*values)
+        return c
 
     def etrace_query(self, tier: str, seconds: float, outcome: str) -> None:
         """Called by the retriever per query: latency of answered ones, failures by kind."""

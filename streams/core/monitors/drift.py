@@ -12,6 +12,7 @@ direction the focus instead of a drift.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field, replace
 
@@ -80,6 +81,13 @@ def names_in(text: str) -> set[str]:
     return {(a or b).lower().strip(".") for a, b in IDENT.findall(text[:2000])}
 
 
+@functools.lru_cache(maxsize=1024)
+def _task_names(task: str) -> frozenset[str]:
+    """`names_in` of a run's task, which every step of the run asks for again (up to 2000
+    characters through the regex per step otherwise)."""
+    return frozenset(names_in(task))
+
+
 def _areas(f: StepFeatures) -> list[str]:
     return [p.rsplit("/", 1)[0] if "/" in p else "" for p in f.paths]
 
@@ -98,7 +106,7 @@ def evaluate(st: DriftState, f: StepFeatures, sem: Semantics, task: str | None) 
     keep.recent_areas = [*st.recent_areas, here[0] if here else ""][-RECENT_STEPS:]  # one per step
     if len(st.focus) < FOCUS_STEPS:  # the folders of the run's opening steps are its own
         keep.areas = list(dict.fromkeys([*st.areas, *here]))[-MAX_AREAS:]
-    tied = bool(task) and bool(names_in(f.thought + " " + " ".join(f.paths)) & names_in(task or ""))
+    tied = bool(task) and bool(names_in(f.thought + " " + " ".join(f.paths)) & _task_names(task or ""))
     keep.recent_names = tied if len(keep.recent) == 1 else (st.recent_names or tied)
     if len(st.focus) < FOCUS_STEPS:
         keep.focus = [*st.focus, text]
