@@ -47,6 +47,17 @@ def metric(w: WorkerProcess, name: str) -> float:
     return total
 
 
+def eventually_positive(w: WorkerProcess, name: str, timeout_s: float = 5.0) -> bool:
+    """`metric` > 0 within `timeout_s`: /metrics is rendered at most once a second, so a scrape
+    right after the last decisions may show the page rendered before them."""
+    deadline = time.monotonic() + timeout_s
+    while metric(w, name) <= 0:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.3)
+    return True
+
+
 def wait_for_split(
     workers: list[WorkerProcess], timeout_s: float = 90.0, partitions: int = PARTITIONS
 ) -> list[int]:
@@ -126,7 +137,7 @@ def test_two_workers_split_partitions_and_a_leave_and_a_join_change_no_decision(
 
         split = wait_for_split([workers["a"], workers["c"]])
         assert split[1] > 0, "the joining worker took no partitions"
-        assert metric(workers["c"], "rb_steps_processed_total") > 0
+        assert eventually_positive(workers["c"], "rb_steps_processed_total")
     finally:
         for w in workers.values():
             w.stop()
