@@ -153,16 +153,18 @@ class QdrantPatternStore:
         )
 
     def cached(self, query: Query) -> Answer | None:
+        hits = self._fresh_e3(time.monotonic()) if query.tier == "e3" else None
+        return None if hits is None else Answer("e3", hits)
+
+    def _fresh_e3(self, now: float) -> tuple[Hit, ...] | None:
         cached = self._e3
-        if query.tier != "e3" or cached is None or time.monotonic() - cached[0] >= E3_CACHE_S:
-            return None
-        return Answer("e3", cached[1])
+        return cached[1] if cached is not None and now - cached[0] < E3_CACHE_S else None
 
     def _e3_rules(self) -> tuple[Hit, ...]:
         now = time.monotonic()
-        cached = self._e3
-        if cached is not None and now - cached[0] < E3_CACHE_S:
-            return cached[1]
+        fresh = self._fresh_e3(now)
+        if fresh is not None:
+            return fresh
         hits: list[Hit] = []
         if self._exists(E3_COLLECTION):
             pts, _ = self.client.scroll(E3_COLLECTION, limit=E3_MAX * CANDIDATES_PER_HIT, with_payload=True)

@@ -172,12 +172,11 @@ class Retriever:
 
     def _cached(self, plan: Plan) -> list[Answer] | None:
         """Every answer of the plan from the store's memory (no I/O), or None."""
-        peek = getattr(self.store, "cached", None)
-        if peek is None:
+        if self.store is None:
             return None
         out: list[Answer] = []
         for q in plan.queries:
-            a = peek(q)
+            a = self.store.cached(q)
             if a is None:
                 return None
             out.append(a)

@@ -70,6 +70,9 @@ class GatedStore:
             self.gate.wait(10)
         return Answer(query.tier)
 
+    def cached(self, query: Query) -> Answer | None:
+        return None  # every query goes through `answer` (and its gate)
+
     def close(self) -> None:
         pass
 
