@@ -23,6 +23,7 @@ from .events import SCHEMA_VERSION, TOKENS_MAX, Limits, Rejected, decode
 from .fsm import FSMState, get_transition, validate_params
 from .monitors import Semantics, extract, hold_back, resolve_weights
 from .monitors import evaluate as evaluate_monitors
+from .monitors import to_embed as monitors_to_embed
 from .render import render_block
 from .state import TASK_CHARS_KEPT, RunConfig, TraceState
 
@@ -48,6 +49,9 @@ class Result:
     # E1/E2 queries this step planned (kept in the state as pending): the adapter may start
     # them now, in the background, so the next decision finds them answered.
     prefetch: etraces.Plan | None = None
+    # Texts the run's next step embeds with the full model (a drift check this step planned):
+    # the adapter may embed them now, in the background, into the embedder's cache.
+    to_embed: tuple[str, ...] = ()
     prior: TraceState | None = None  # the run's state before this event (None: new or unknown)
     step: int | None = None  # the step number a step event carries
     now: float | None = None  # the processing time `handle` was given
@@ -328,8 +332,10 @@ def apply_step(
         skipped = "FSM=FAST, e-traces skipped"
     decision = _decision(new, step, previous, difficulty, source, ts, now, skipped)
     fired_before = list(st.recent_fired)
+    to_embed: tuple[str, ...] = ()
     if cfg.monitors_enabled and new_state in MONITORED_STATES:
         _run_monitors(new, ev, decision, limits, sem)
+        to_embed = tuple(monitors_to_embed(new.monitors))
     prefetch = _plan_etraces(new, ev, decision, fired_before, [q.tier for q in pending])
     if prefetch:
         new.etraces_pending = [q.to_wire() for q in prefetch.queries]
@@ -348,6 +354,7 @@ def apply_step(
         transition=(previous, new_state) if previous != new_state else None,
         plan=answer_now,
         prefetch=prefetch or None,
+        to_embed=to_embed,
     )
 
 

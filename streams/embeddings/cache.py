@@ -62,6 +62,24 @@ class CachedEmbedder:
                     self._cache.popitem(last=False)
         return out
 
+    def has(self, text: str) -> bool:
+        with self._lock:
+            return text in self._cache
+
+    def put(self, texts: Sequence[str], vecs: FloatArray) -> None:
+        """Cache vectors computed elsewhere (by the same model, one text per pass: the
+        prefetch of `streams.embeddings.prefetch`)."""
+        if not self._size:
+            return
+        with self._lock:
+            for t, v in zip(texts, vecs, strict=True):
+                row = np.array(v, dtype=np.float32)
+                row.setflags(write=False)
+                self._cache[t] = row
+                self._cache.move_to_end(t)
+            while len(self._cache) > self._size:
+                self._cache.popitem(last=False)
+
     def cache_clear(self) -> None:
         with self._lock:
             self._cache.clear()

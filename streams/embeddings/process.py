@@ -22,7 +22,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
@@ -64,6 +64,13 @@ def _embed(texts: list[str]) -> FloatArray:
     assert _model is not None
     out: FloatArray = _model.embed(texts)
     return out
+
+
+def _embed_each(texts: list[str]) -> FloatArray:
+    """One text per forward pass, as the monitors embed (`Semantics`): a batch pads to its
+    longest text, which changes the BLAS blocking and so the last bits."""
+    assert _model is not None
+    return np.stack([_model.embed([t])[0] for t in texts])
 
 
 def _ping() -> int:
@@ -108,15 +115,35 @@ class ProcessEmbedder:
         try:
             return pool.submit(_embed, list(texts)).result()
         except BrokenProcessPool:
-            with self._lock:
-                if self._pool is pool:  # replaced once, whoever sees it first
-                    log.warning("the embedding process died; starting a new one")
-                    self._pool = None
-                    pool.shutdown(wait=False, cancel_futures=True)
+            self._replace(pool)
             raise
+
+    def submit_each(self, texts: Sequence[str]) -> Future[FloatArray]:
+        """Embed `texts` in the child, one per forward pass, without waiting: rows bit-identical
+        to the in-process model's `embed([text])`. A dead child fails the future and is
+        replaced on the next call."""
+        pool = self._executor()
+        try:
+            fut: Future[FloatArray] = pool.submit(_embed_each, list(texts))
+        except BrokenProcessPool:
+            self._replace(pool)
+            raise
+        fut.add_done_callback(lambda f: self._replace(pool) if _broken(f) else None)
+        return fut
+
+    def _replace(self, pool: ProcessPoolExecutor) -> None:
+        with self._lock:
+            if self._pool is pool:  # replaced once, whoever sees it first
+                log.warning("the embedding process died; starting a new one")
+                self._pool = None
+                pool.shutdown(wait=False, cancel_futures=True)
 
     def close(self) -> None:
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _broken(fut: Future[FloatArray]) -> bool:
+    return not fut.cancelled() and isinstance(fut.exception(), BrokenProcessPool)

@@ -10,6 +10,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import faust
@@ -47,6 +48,7 @@ class Worker:
         retriever: Retriever,
         metrics: Metrics,
         steering_partitions: int | None = None,
+        prefetch_embeddings: Callable[[Sequence[str]], None] | None = None,
     ) -> None:
         self.settings = s = settings
         self.steering_partitions = steering_partitions or s.partitions
@@ -129,6 +131,7 @@ class Worker:
             send_decision=self._send_decision,
             send_deadletter=self._send_deadletter,
             steering_partition=self._steering_partition,
+            prefetch_embeddings=prefetch_embeddings,
         )
         self.app.agent(self.steps, name="evaluate")(self._evaluate)
         self._install_shutdown_deadline()

@@ -14,6 +14,7 @@ from ..core.embedding import Embedder
 from ..embeddings.cache import CachedEmbedder
 from ..embeddings.minilm import MiniLMEmbedder
 from ..embeddings.models import FULL_CACHE, Models, load_models
+from ..embeddings.prefetch import EmbedPrefetch
 from ..embeddings.process import ProcessEmbedder
 from ..etraces.pattern_store import QdrantPatternStore
 from ..etraces.patterns import read_file
@@ -42,17 +43,18 @@ def open_seeded_store(settings: Settings, embedder: Embedder) -> QdrantPatternSt
         return None
 
 
-def query_embedder(settings: Settings, models: Models) -> tuple[Embedder, Callable[[], None] | None]:
-    """The pattern store's embedder and what closes it: MiniLM in a niced child process
-    (RB_ETRACE_EMBEDDER=process, the default; see embeddings/process.py) or the in-process
-    model the monitors use (thread)."""
+def query_embedder(settings: Settings, models: Models) -> tuple[Embedder, ProcessEmbedder | None]:
+    """The pattern store's embedder, and the child process it runs in: MiniLM in a niced child
+    (RB_ETRACE_EMBEDDER=process, the default; see embeddings/process.py), which also embeds
+    the monitors' next-step texts ahead (embeddings/prefetch.py), or the in-process model the
+    monitors use (thread: no child)."""
     minilm = models.full.model
     if settings.etrace_embedder == "thread" or not isinstance(minilm, MiniLMEmbedder):
         return models.full, None
     child = ProcessEmbedder(minilm.model_dir, name=minilm.name, dim=minilm.dim)
     pid = child.start()
-    log.info("E-trace query embeddings in process %d", pid)
-    return CachedEmbedder(child, FULL_CACHE), child.close
+    log.info("E-trace query embeddings and monitor prefetch in process %d", pid)
+    return CachedEmbedder(child, FULL_CACHE), child
 
 
 def build_retriever(
@@ -81,12 +83,15 @@ def assemble(settings: Settings, steering_partitions: int | None = None) -> Work
     """A ready-to-run worker for `settings` (the topics exist already)."""
     models = load_models()  # once: the monitors and the pattern store share them
     metrics = Metrics()
-    embedder, close_embedder = query_embedder(settings, models)
-    retriever = build_retriever(settings, open_seeded_store(settings, embedder), metrics, close_embedder)
+    embedder, child = query_embedder(settings, models)
+    close = child.close if child is not None else None
+    retriever = build_retriever(settings, open_seeded_store(settings, embedder), metrics, close)
+    prefetch = EmbedPrefetch(models.full, child, observe=metrics.prefetch) if child is not None else None
     return Worker(
         settings,
         semantics=models.semantics(),
         retriever=retriever,
         metrics=metrics,
         steering_partitions=steering_partitions,
+        prefetch_embeddings=prefetch,
     )

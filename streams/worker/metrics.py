@@ -50,6 +50,7 @@ STAGES = (
     "store",  # the run's state to the table
     "evict",  # an rb.evict control record
     "metrics",  # counting the event
+    "prefetch",  # handing the next step's monitor texts to the embedding process
     "ack",  # releasing the event's ack
     "dispatch",  # anything else between reading the event and finishing it
 )
@@ -167,6 +168,14 @@ class Metrics:
             ["partition"],
             registry=r,
         )
+        self.prefetched = Counter(
+            "rb_embed_prefetch_texts",
+            "Texts a monitor check of the next step needs, embedded ahead in the embedding "
+            "process, by outcome (embedded; cached: nothing to do; skipped: too many in flight; "
+            "failed). Skipped and failed ones are embedded on the decision path instead",
+            ["outcome"],
+            registry=r,
+        )
         self._body = b""
         self._rendered = -RENDER_MAX_AGE_S
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
@@ -190,6 +199,8 @@ class Metrics:
             self.injections.labels(source)
         for g in ("cooldown", "cap", "duplicate"):
             self.suppressions.labels(g)
+        for outcome in ("embedded", "cached", "skipped", "failed"):
+            self.prefetched.labels(outcome)
         for tier in ("e1", "e2", "e3"):
             for result in ("hit", "miss", "error"):
                 self.lookups.labels(tier, result)
@@ -240,6 +251,10 @@ class Metrics:
             self.retrieval.labels(tier).observe(seconds)
         else:
             self.store_failures.labels(tier, outcome).inc()
+
+    def prefetch(self, outcome: str, texts: int) -> None:
+        """Called by `EmbedPrefetch` (from the embedding pool's thread too)."""
+        self.prefetched.labels(outcome).inc(texts)
 
     def etrace_wait(self, seconds: float) -> None:
         self.etrace_waits.observe(seconds)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -89,6 +89,7 @@ class Processor:
         chains: RunChains | None = None,
         ack_order: AckOrder[Any] | None = None,
         clock: Callable[[], float] = time.time,
+        prefetch_embeddings: Callable[[Sequence[str]], None] | None = None,
     ) -> None:
         self.runs = runs
         self.retention = retention
@@ -102,6 +103,7 @@ class Processor:
         self.chains = chains or RunChains()
         self.ack_order: AckOrder[Any] = ack_order or AckOrder()
         self._clock = clock
+        self._prefetch_embeddings = prefetch_embeddings
         self.processed: dict[Hashable, int] = {}  # tp -> last offset evaluated (the lag gauge)
         self._traced: dict[str, float] = {}  # stage -> when its last traceback was logged
 
@@ -206,6 +208,12 @@ class Processor:
         await self._finish(job, result)
         if result.run_id is None:
             return
+        if result.to_embed and self._prefetch_embeddings is not None and result.rejection is None:
+            job.stage = "prefetch"
+            try:  # the next step's monitor check, embedded ahead (streams.embeddings.prefetch)
+                self._prefetch_embeddings(result.to_embed)
+            except Exception as exc:  # the decision is out: only count it
+                self._internal(job, "prefetch", exc)
         job.stage = "etraces"
         if result.event_type == "run_finish" and not result.duplicate:
             self.retriever.discard(result.run_id)

@@ -14,7 +14,7 @@ from .profiles import (
     resolve_weights,
 )
 from .semantics import Semantics
-from .suite import MonitorResult, MonitorState, evaluate
+from .suite import MonitorResult, MonitorState, evaluate, to_embed
 
 __all__ = [
     "COOLDOWN",
@@ -36,4 +36,5 @@ __all__ = [
     "profile_names",
     "register_profile",
     "resolve_weights",
+    "to_embed",
 ]

@@ -5,7 +5,11 @@ task and with the run's early focus. The static embedder screens every checkpoin
 only confirms when the screen shows a clear drop, both in absolute terms and against this
 run's own first checkpoint (runs differ in how alike their on-task steps look to the static
 model), and at most once per FULL_EVERY steps while the run stays on topic. So the expensive
-model runs on a small fraction of checkpoints of a healthy run. A thought that acknowledges a
+model runs on a small fraction of checkpoints of a healthy run. Its verdict lands one step
+later: the checkpoint keeps the texts to compare (`confirm`) and the run's next step compares
+them, so the worker can embed them in the background meanwhile (`to_embed`) and the decision
+path finds the vectors cached; replay computes them inline, with the same result. A thought
+that acknowledges a
 change of direction ("switching to", "first I need to", "the user now wants") makes the new
 direction the focus instead of a drift.
 """
@@ -59,6 +63,9 @@ class DriftState:
     areas: list[str] = field(default_factory=list)  # folders the run worked in before the check
     recent_areas: list[str] = field(default_factory=list)  # folders of the recent steps
     recent_names: bool = False  # a recent step named something the task names
+    # A MiniLM check planned at the last checkpoint, made on the next step: [recent texts,
+    # reference text, the quote for the message].
+    confirm: list[str] | None = None
 
 
 MIN_THOUGHT = 20
@@ -92,7 +99,31 @@ def _areas(f: StepFeatures) -> list[str]:
     return [p.rsplit("/", 1)[0] if "/" in p else "" for p in f.paths]
 
 
+def to_embed(st: DriftState) -> list[str]:
+    """The texts the run's next step embeds with MiniLM (a planned check), else none."""
+    return st.confirm[:2] if st.confirm else []
+
+
+def _confirmed(st: DriftState, sem: Semantics, task: str | None) -> DriftState:
+    """The verdict of the check the last checkpoint planned."""
+    assert st.confirm is not None
+    now, ref, recent = st.confirm
+    on_topic = sem.full_sims(now, [ref])[0]
+    score = round(clip01((ON_TOPIC - on_topic) / (ON_TOPIC - OFF_TOPIC)), 4)
+    message = None
+    if score >= 0.6:
+        goal = f'the task ("{quote(task, 120)}")' if task else "what you set out to do"
+        message = (
+            f'Your recent steps ("{quote(recent, 80)}") have moved away from {goal} and you '
+            "have not said why. Return to the task, or state explicitly why this detour is needed "
+            "for it before continuing."
+        )
+    return replace(st, confirm=None, score=score, text=message)
+
+
 def evaluate(st: DriftState, f: StepFeatures, sem: Semantics, task: str | None) -> tuple[DriftState, Finding]:
+    if st.confirm is not None:
+        st = _confirmed(st, sem, task)
     text = step_text(f)
     steps = st.steps + 1
     keep = replace(st, steps=steps)
@@ -139,19 +170,9 @@ def evaluate(st: DriftState, f: StepFeatures, sem: Semantics, task: str | None) 
         return replace(keep, baseline=baseline, low=low), Finding(st.score, st.text)
     # MiniLM on compact texts: its cost grows with tokens (~0.4 ms each on 2 cores).
     # The task when there is one (short, and shared by the runs of a fleet, so usually cached),
-    # else the run's early focus.
+    # else the run's early focus. Compared on the next step (`_confirmed`).
     now = " ".join(t[:CONFIRM_CHARS] for t in keep.recent[-CONFIRM_STEPS:])
-    refs = [task[:TASK_CHARS]] if task else [" ".join(t[:CONFIRM_CHARS] for t in keep.focus[:CONFIRM_STEPS])]
-    on_topic = max(sem.full_sims(now, refs))
-    score = round(clip01((ON_TOPIC - on_topic) / (ON_TOPIC - OFF_TOPIC)), 4)
-    message = None
-    if score >= 0.6:
-        goal = f'the task ("{quote(task, 120)}")' if task else "what you set out to do"
-        message = (
-            f'Your recent steps ("{quote(keep.recent[-1], 80)}") have moved away from {goal} and you '
-            "have not said why. Return to the task, or state explicitly why this detour is needed "
-            "for it before continuing."
-        )
+    ref = task[:TASK_CHARS] if task else " ".join(t[:CONFIRM_CHARS] for t in keep.focus[:CONFIRM_STEPS])
     return replace(
-        keep, score=score, text=message, baseline=baseline, last_full=steps, full_fast=fast, low=low
-    ), Finding(score, message)
+        keep, baseline=baseline, last_full=steps, full_fast=fast, low=low, confirm=[now, ref, keep.recent[-1]]
+    ), Finding(st.score, st.text)

@@ -55,6 +55,12 @@ class MonitorResult:
         }
 
 
+def to_embed(ms: MonitorState) -> list[str]:
+    """Texts the run's next step will embed with the full model: the adapter may embed them in
+    the background meanwhile, so the decision path finds them cached."""
+    return drift.to_embed(ms.drift)
+
+
 def evaluate(
     ms: MonitorState, f: StepFeatures, weights: dict[str, float], task: str | None, sem: Semantics
 ) -> tuple[MonitorState, MonitorResult]:

@@ -66,3 +66,27 @@ def test_a_single_string_is_refused(minilm: MiniLMEmbedder) -> None:
     child = ProcessEmbedder(minilm.model_dir, name=minilm.name, dim=minilm.dim)
     with pytest.raises(TypeError):
         child.embed("one text")  # type: ignore[arg-type]
+
+
+def test_submit_each_embeds_one_text_per_pass_like_the_monitors(minilm: MiniLMEmbedder) -> None:
+    child = ProcessEmbedder(minilm.model_dir, name=minilm.name, dim=minilm.dim)
+    try:
+        got = child.submit_each(TEXTS[:2]).result(timeout=60)
+        # the monitors embed one text per call (Semantics): the rows must be those bits
+        assert np.array_equal(got, np.stack([minilm.embed([t])[0] for t in TEXTS[:2]]))
+    finally:
+        child.close()
+
+
+def test_a_dead_child_fails_a_submitted_batch_and_is_replaced(minilm: MiniLMEmbedder) -> None:
+    child = ProcessEmbedder(minilm.model_dir, name=minilm.name, dim=minilm.dim)
+    try:
+        pid = child.start()
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(0.5)
+        with pytest.raises(BrokenProcessPool):
+            child.submit_each(TEXTS[:1]).result(timeout=60)
+        got = child.submit_each(TEXTS[:1]).result(timeout=60)  # a new child
+        assert np.array_equal(got[0], minilm.embed(TEXTS[:1])[0])
+    finally:
+        child.close()

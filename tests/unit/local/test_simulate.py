@@ -21,7 +21,8 @@ EXPECTED = {
 @pytest.mark.parametrize("behaviour", BEHAVIOURS)
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_each_behaviour_fires_exactly_its_monitors(sem, behaviour, seed):
-    task, steps = trajectory(behaviour, 40, seed)
+    # 41: a drift check planned at step 40 gives its verdict on the next step
+    task, steps = trajectory(behaviour, 41, seed)
     run = Run(sem, task=task)
     fired: set[str] = set()
     for s in steps:

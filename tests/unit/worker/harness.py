@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,7 +108,14 @@ class Rig:
         return [d["step"] for d in self.decisions if d["run_id"] == run_id]
 
 
-def rig(sem: Semantics, store: Any = None, *, retention_s: float = 3600.0, idle_s: float = 86400.0) -> Rig:
+def rig(
+    sem: Semantics,
+    store: Any = None,
+    *,
+    retention_s: float = 3600.0,
+    idle_s: float = 86400.0,
+    prefetch: Callable[[Sequence[str]], None] | None = None,
+) -> Rig:
     table: dict[bytes, bytes] = {}
     metrics = Metrics()
     now = [1000.0]
@@ -151,5 +159,6 @@ def rig(sem: Semantics, store: Any = None, *, retention_s: float = 3600.0, idle_
         send_deadletter=send_deadletter,
         steering_partition=partition_of,
         clock=lambda: now[0],
+        prefetch_embeddings=prefetch,
     )
     return Rig(processor, table, runs, retention, metrics, Stream(), now, decisions, deadletters, sent)

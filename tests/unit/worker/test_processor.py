@@ -146,3 +146,46 @@ def test_a_finished_run_drops_its_prefetched_queries(sem: Semantics) -> None:
         assert "r" not in r.processor.retriever._prefetched
 
     asyncio.run(go())
+
+
+def _drifter_steps() -> list[dict[str, object]]:
+    from streams.local.simulate import trajectory
+
+    task, steps = trajectory("drifter", 41, 0)
+    return [run_start("d", task=task)] + [step("d", k, **s) for k, s in enumerate(steps, start=1)]
+
+
+def test_a_drift_checks_texts_are_handed_to_the_prefetch_after_the_planning_decision(sem: Semantics) -> None:
+    async def go() -> None:
+        handed: list[tuple[int, tuple[str, ...]]] = []
+        r = rig(sem, GatedStore(), prefetch=lambda texts: handed.append((len(r.decisions), tuple(texts))))
+        for ev in _drifter_steps():
+            await r.feed(ev)
+            await r.drain()
+        assert handed, "the drifter's checks were never handed over"
+        for sent_before, texts in handed:
+            assert len(texts) == 2 and all(texts)
+            planned = r.decisions[sent_before - 1]  # the decision sent just before the handover
+            nxt = r.decisions[sent_before]
+            assert nxt["step"] == planned["step"] + 1
+        assert any("silent_topic_drift" in d["monitors"]["fired"] for d in r.decisions)
+
+    asyncio.run(go())
+
+
+def test_a_failing_prefetch_is_counted_and_the_run_goes_on(sem: Semantics) -> None:
+    async def go() -> None:
+        def broken(texts: object) -> None:
+            raise RuntimeError("embedding process gone")
+
+        r = rig(sem, GatedStore(), prefetch=broken)
+        events = _drifter_steps()
+        for ev in events:
+            await r.feed(ev)
+            await r.drain()
+        assert r.steps_of("d") == list(range(len(events)))  # every event answered
+        assert r.deadletters == []
+        assert r.metrics.internal_errors.labels("prefetch")._value.get() > 0
+        assert r.stream.acked == list(range(len(events)))
+
+    asyncio.run(go())

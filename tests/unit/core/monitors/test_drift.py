@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+
+from streams.core.monitors import Semantics, to_embed
+
 from .trajectories import Run, bash, edit, step, view
 
 DRIFT = "silent_topic_drift"
@@ -134,3 +138,66 @@ def test_minilm_is_asked_again_only_when_the_screen_moves(sem):
     assert run.fired_anywhere(DRIFT)
     # 30 off-task steps repeating the same texts: the screen does not move after the first ask
     assert len(asks) == 1, asks
+
+
+class _Counting:
+    """The real MiniLM, counting its forward passes."""
+
+    def __init__(self, model):
+        self.model, self.name, self.dim, self.texts = model, model.name, model.dim, []
+
+    def embed(self, texts):
+        self.texts.extend(texts)
+        return self.model.embed(texts)
+
+
+def _wander_until_a_check_is_planned(run):
+    run.feed(*ON_TASK, *ON_TASK)
+    for i in range(30):
+        before = run.score(DRIFT)
+        run.feed(step(OFF_TASK[i % len(OFF_TASK)], "execute_bash", {"command": "echo working"}, "ok"))
+        if run.state.drift.confirm is not None:
+            return before
+    raise AssertionError("no MiniLM check was planned")
+
+
+def test_a_planned_check_gives_its_verdict_on_the_next_step(sem):
+    run = Run(sem, task=TASK)
+    before = _wander_until_a_check_is_planned(run)
+    assert run.score(DRIFT) == before  # the planning step keeps the earlier verdict
+    assert to_embed(run.state) == run.state.drift.confirm[:2]
+    run.feed(step(OFF_TASK[0], "execute_bash", {"command": "echo working"}, "ok"))
+    assert run.state.drift.confirm is None and to_embed(run.state) == []
+    assert DRIFT in run.results[-1].fired
+
+
+def test_texts_embedded_ahead_spare_the_next_step_its_forward_passes(sem):
+    from streams.embeddings.cache import CachedEmbedder
+
+    minilm = _Counting(sem.full_model.model)
+    full = CachedEmbedder(minilm, 1000)
+    run = Run(Semantics(sem.fast_model, full), task=TASK)
+    _wander_until_a_check_is_planned(run)
+    ahead = to_embed(run.state)
+    # what the worker's prefetch does: one text per forward pass, into the cache
+    full.put(ahead, np.stack([sem.full_model.model.embed([t])[0] for t in ahead]))
+    passes = len(minilm.texts)
+    run.feed(step(OFF_TASK[0], "execute_bash", {"command": "echo working"}, "ok"))
+    assert len(minilm.texts) == passes
+    assert DRIFT in run.results[-1].fired
+
+
+def test_the_verdict_is_the_same_with_or_without_the_texts_embedded_ahead(sem):
+    from streams.embeddings.cache import CachedEmbedder
+
+    runs = []
+    for ahead in (False, True):
+        full = CachedEmbedder(sem.full_model.model, 1000)
+        run = Run(Semantics(sem.fast_model, full), task=TASK)
+        _wander_until_a_check_is_planned(run)
+        if ahead:
+            texts = to_embed(run.state)
+            full.put(texts, np.stack([sem.full_model.model.embed([t])[0] for t in texts]))
+        run.feed(step(OFF_TASK[0], "execute_bash", {"command": "echo working"}, "ok"))
+        runs.append(run.results[-1])
+    assert runs[0] == runs[1]
