@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import platform
 import statistics
@@ -172,3 +173,80 @@ def machine() -> str:
 def results_dir() -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     return RESULTS
+
+
+def _ticks(path: str, reaped: bool = False) -> int | None:
+    """utime + stime of a /proc stat file in clock ticks, plus, with `reaped`, those of the
+    children it has waited for (None when gone or not Linux)."""
+    try:
+        with open(path) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return sum(int(x) for x in fields[11 : 15 if reaped else 13])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class CpuSampler:
+    """The CPU time a process spends between two wall-clock instants: its main thread (the
+    worker's event loop, what bounds its throughput) and the process with its children (the
+    embedding process; running children and those already waited for). Sampled from /proc
+    every `every` s on a thread and interpolated, so the instants may be read from Kafka
+    timestamps afterwards. Linux only: elsewhere `between` returns None."""
+
+    def __init__(self, pid: int, every: float = 0.05) -> None:
+        import threading
+
+        self.pid = pid
+        self.every = every
+        self.hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self.samples: list[tuple[float, int, int]] = []  # (time, main ticks, total ticks)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+        self._thread.start()
+
+    def _children(self) -> list[int]:
+        out = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat") as f:
+                        if int(f.read().rsplit(")", 1)[1].split()[1]) == self.pid:
+                            out.append(int(entry))
+                except (OSError, IndexError, ValueError):
+                    pass
+        return out
+
+    def _run(self) -> None:
+        kids: list[int] = []
+        n = 0
+        while not self._stop.is_set():
+            if n % 20 == 0:  # the embedding process starts with the worker: look now and then
+                kids = self._children()
+            n += 1
+            main = _ticks(f"/proc/{self.pid}/task/{self.pid}/stat")
+            proc = _ticks(f"/proc/{self.pid}/stat", reaped=True)
+            if main is None or proc is None:
+                return
+            total = proc + sum(t for k in kids if (t := _ticks(f"/proc/{k}/stat")) is not None)
+            self.samples.append((time.time(), main, total))
+            self._stop.wait(self.every)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _at(self, t: float, i: int) -> float:
+        s = self.samples
+        for (t0, *a), (t1, *b) in itertools.pairwise(s):
+            if t0 <= t <= t1:
+                return float(a[i] + (b[i] - a[i]) * ((t - t0) / (t1 - t0) if t1 > t0 else 0.0))
+        return float(s[0][1 + i] if t < s[0][0] else s[-1][1 + i])
+
+    def between(self, t0: float, t1: float) -> dict[str, float] | None:
+        """CPU seconds of the main thread and of the process with its children in [t0, t1]."""
+        if len(self.samples) < 2:
+            return None
+        return {
+            "main_cpu_s": (self._at(t1, 0) - self._at(t0, 0)) / self.hz,
+            "cpu_s": (self._at(t1, 1) - self._at(t0, 1)) / self.hz,
+        }

@@ -25,6 +25,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from bench.common import (
     STARTER,
+    CpuSampler,
     add_rounds_args,
     bench_settings,
     commit,
@@ -175,14 +176,24 @@ PASS = "pass-through Faust agent"
 def report(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
     """Print each round's table and the medians; return the figures (rates and ratios)."""
     print(f"\nmachine: {machine()}  date: {time.strftime('%Y-%m-%d')}  commit: {commit()}")
-    print("| round | path | events | seconds | events/s | ratio to pass-through |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| round | path | events | seconds | events/s | ratio to pass-through | "
+        "event-loop CPU us/event | process CPU us/event (with children) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     series: dict[str, list[float]] = {}
     for i, rows in enumerate(rounds, 1):
         base = rows[PASS]["rate"]
         for k, r in rows.items():
-            print(f"| {i} | {k} | {r['n']} | {r['seconds']:.2f} | {r['rate']:.0f} | {r['rate'] / base:.0%} |")
+            main, tot = r.get("main_cpu_us"), r.get("cpu_us")
+            print(
+                f"| {i} | {k} | {r['n']} | {r['seconds']:.2f} | {r['rate']:.0f} | {r['rate'] / base:.0%} | "
+                f"{'-' if main is None else f'{main:.0f}'} | {'-' if tot is None else f'{tot:.0f}'} |"
+            )
             series.setdefault(f"{k} events/s", []).append(r["rate"])
+            if main is not None and tot is not None:
+                series.setdefault(f"{k} event-loop CPU us/event", []).append(main)
+                series.setdefault(f"{k} process CPU us/event", []).append(tot)
             if k != PASS:
                 series.setdefault(f"{k} / pass-through", []).append(r["rate"] / base)
     figures = {k: spread(v) for k, v in series.items()}
@@ -191,7 +202,7 @@ def report(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
         print("| figure | median (min to max) |")
         print("|---|---|")
         for k, sp in figures.items():
-            print(f"| {k} | {fmt_spread(sp, '', 0) if 'events/s' in k else _pct(sp)} |")
+            print(f"| {k} | {fmt_spread(sp, '', 0) if ('events/s' in k or 'CPU' in k) else _pct(sp)} |")
     on = f"rb-streams worker, {CONFIGS[0][0]}"
     print(
         f"SUMMARY throughput: worker (everything on) {figures[on + ' events/s']['median']:.0f} steps/s = "
@@ -228,12 +239,19 @@ def passthrough(s: Settings, n: int, partitions: int) -> dict[str, Any]:
         stdout=subprocess.DEVNULL,
         stderr=open(results_dir() / "passthrough.log", "wb"),  # noqa: SIM115
     )
+    cpu = CpuSampler(pt.pid)
     try:
         cnt, first, last = asyncio.run(drain_timing(s.bootstrap_servers, pt_out, n, 600))
     finally:
+        cpu.stop()
         pt.terminate()
         pt.wait(30)
-    row = {"n": cnt, "seconds": last - first, "rate": cnt / max(1e-9, last - first)}
+    row = {
+        "n": cnt,
+        "seconds": last - first,
+        "rate": cnt / max(1e-9, last - first),
+        **_cpu(cpu, first, last, cnt),
+    }
     log(f"  pass-through: {cnt} in {last - first:.2f}s = {row['rate']:.0f}/s")
     return row
 
@@ -260,16 +278,32 @@ def worker(s: Settings, n: int, profile: bool) -> dict[str, Any]:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
+    cpu = CpuSampler(w.proc.pid)
     try:
         # every run_start and step yields a decision
         cnt, first, last = asyncio.run(drain_timing(s.bootstrap_servers, s.steering_topic, n, 900))
     finally:
+        cpu.stop()
         if spy:
             spy.wait(60)
         w.stop()
-    row = {"n": cnt, "seconds": last - first, "rate": cnt / max(1e-9, last - first)}
+    row = {
+        "n": cnt,
+        "seconds": last - first,
+        "rate": cnt / max(1e-9, last - first),
+        **_cpu(cpu, first, last, cnt),
+    }
     log(f"  worker: {cnt} in {last - first:.2f}s = {row['rate']:.0f}/s")
     return row
+
+
+def _cpu(cpu: CpuSampler, first: float, last: float, n: int) -> dict[str, float]:
+    """CPU per event while draining: the main thread (the event loop) and the whole process
+    with its children. Empty where /proc is not available."""
+    got = cpu.between(first, last)
+    if got is None or n <= 0:
+        return {}
+    return {"main_cpu_us": got["main_cpu_s"] / n * 1e6, "cpu_us": got["cpu_s"] / n * 1e6}
 
 
 if __name__ == "__main__":
