@@ -91,10 +91,12 @@ def core(n_steps: int, runs: int, monitors: bool, reps: int = 300) -> dict[int, 
     for _ in range(reps):
         for k, (before, raw) in snapshots.items():
             table = {"r": before}
+
+            def decoded(rid: str, table: dict[str, bytes] = table) -> TraceState | None:
+                return TraceState.decode(table[rid])
+
             t0 = time.perf_counter_ns()
-            res = handle(
-                raw, lambda rid, table=table: TraceState.decode(table[rid]), limits, time.time(), sem
-            )
+            res = handle(raw, decoded, limits, time.time(), sem)
             assert res.state is not None
             res.state.encode()
             warm[k].append((time.perf_counter_ns() - t0) / 1000.0)

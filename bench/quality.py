@@ -153,10 +153,10 @@ def summarise(runs: list[RunRecord], samples: int = 2) -> dict[str, Any]:
     for r in runs:
         if not r.label.get("exact_repeat_loop"):
             continue
-        fires = [s.step for s in r.steps if "semantic_loop" in s.fired]
+        fired_at = [s.step for s in r.steps if "semantic_loop" in s.fired]
         for ep in _loop_episodes(r.label.get("repeat_steps") or []):
             episodes += 1
-            caught += any(any(abs(f - k) <= LOOP_WINDOW for k in ep) for f in fires)
+            caught += any(any(abs(f - k) <= LOOP_WINDOW for k in ep) for f in fired_at)
     no_loop = [r for r in runs if "exact_repeat_loop" in r.label and not r.label["exact_repeat_loop"]]
     if episodes or no_loop:
         report["semantic_loop_labelled"] = {

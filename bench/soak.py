@@ -25,6 +25,7 @@ from bench.common import bench_settings, ensure_broker, log, machine, results_di
 from streams.agent.client import SteeringClient
 from streams.local.simulate import BEHAVIOURS, trajectory
 from streams.local.worker_process import WorkerProcess
+from streams.settings import Settings
 
 
 def rss_mb(pid: int) -> float:
@@ -56,7 +57,9 @@ def metrics(port: int) -> dict[str, float]:
     return out
 
 
-async def fleet(settings, concurrency: int, steps: int, pause: float, until: float, seen: list[int]) -> None:
+async def fleet(
+    settings: Settings, concurrency: int, steps: int, pause: float, until: float, seen: list[int]
+) -> None:
     counter = itertools.count()
 
     async def agent(c: SteeringClient, slot: int) -> None:

@@ -28,7 +28,7 @@ ANCHOR_MAX_STEPS = 2000
 LENGTHS = (10, 50, 100, 500, 1000, 2000)
 
 
-def measure(max_steps: int) -> list[dict[str, float]]:
+def measure(max_steps: int) -> list[dict[str, int]]:
     task, steps = trajectory("healthy", max_steps, seed=7)
     ours_total = 0
     anchor_total = 0
