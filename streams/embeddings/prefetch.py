@@ -45,9 +45,10 @@ class EmbedPrefetch:
         self.in_flight = 0
 
     def __call__(self, texts: Sequence[str]) -> None:
-        todo = [t for t in dict.fromkeys(texts) if not self.cache.has(t)]
-        if len(todo) < len(texts):
-            self._observe("cached", len(texts) - len(todo))
+        wanted = list(dict.fromkeys(texts))
+        todo = [t for t in wanted if not self.cache.has(t)]
+        if len(todo) < len(wanted):
+            self._observe("cached", len(wanted) - len(todo))
         if not todo:
             return
         with self._lock:

@@ -9,9 +9,8 @@ model runs on a small fraction of checkpoints of a healthy run. Its verdict land
 later: the checkpoint keeps the texts to compare (`confirm`) and the run's next step compares
 them, so the worker can embed them in the background meanwhile (`to_embed`) and the decision
 path finds the vectors cached; replay computes them inline, with the same result. A thought
-that acknowledges a
-change of direction ("switching to", "first I need to", "the user now wants") makes the new
-direction the focus instead of a drift.
+that acknowledges a change of direction ("switching to", "first I need to", "the user now
+wants") makes the new direction the focus instead of a drift.
 """
 
 from __future__ import annotations

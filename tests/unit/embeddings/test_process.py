@@ -49,15 +49,22 @@ def test_the_child_runs_at_a_lower_priority(minilm: MiniLMEmbedder) -> None:
         child.close()
 
 
-def test_a_dead_child_fails_one_call_and_is_replaced(minilm: MiniLMEmbedder) -> None:
+@pytest.mark.parametrize(
+    "embed",
+    [
+        pytest.param(lambda child, texts: child.embed(texts), id="embed"),
+        pytest.param(lambda child, texts: child.submit_each(texts).result(timeout=60), id="submit_each"),
+    ],
+)
+def test_a_dead_child_fails_one_call_and_is_replaced(minilm: MiniLMEmbedder, embed) -> None:
     child = ProcessEmbedder(minilm.model_dir, name=minilm.name, dim=minilm.dim)
     try:
         pid = child.start()
         os.kill(pid, signal.SIGKILL)
         time.sleep(0.5)
         with pytest.raises(BrokenProcessPool):
-            child.embed(TEXTS[:1])
-        assert np.array_equal(child.embed(TEXTS[:1]), minilm.embed(TEXTS[:1]))  # a new child
+            embed(child, TEXTS[:1])
+        assert np.array_equal(embed(child, TEXTS[:1]), minilm.embed(TEXTS[:1]))  # a new child
     finally:
         child.close()
 
@@ -74,19 +81,5 @@ def test_submit_each_embeds_one_text_per_pass_like_the_monitors(minilm: MiniLMEm
         got = child.submit_each(TEXTS[:2]).result(timeout=60)
         # the monitors embed one text per call (Semantics): the rows must be those bits
         assert np.array_equal(got, np.stack([minilm.embed([t])[0] for t in TEXTS[:2]]))
-    finally:
-        child.close()
-
-
-def test_a_dead_child_fails_a_submitted_batch_and_is_replaced(minilm: MiniLMEmbedder) -> None:
-    child = ProcessEmbedder(minilm.model_dir, name=minilm.name, dim=minilm.dim)
-    try:
-        pid = child.start()
-        os.kill(pid, signal.SIGKILL)
-        time.sleep(0.5)
-        with pytest.raises(BrokenProcessPool):
-            child.submit_each(TEXTS[:1]).result(timeout=60)
-        got = child.submit_each(TEXTS[:1]).result(timeout=60)  # a new child
-        assert np.array_equal(got[0], minilm.embed(TEXTS[:1])[0])
     finally:
         child.close()
