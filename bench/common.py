@@ -170,6 +170,27 @@ def machine() -> str:
     )
 
 
+def broker_pid(port: int = BENCH_PORT) -> int | None:
+    """The pid of the local benchmark broker (deploy/kafka/kafka.sh's pid file), if it runs."""
+    try:
+        pid = int((REPO / ".local" / f"bench-kafka-{port}" / "kafka.pid").read_text().strip())
+        os.kill(pid, 0)
+        return pid
+    except (OSError, ValueError):
+        return None
+
+
+def _machine_busy() -> int | None:
+    """Clock ticks all CPUs spent busy since boot (user, nice, system, irq, softirq; not
+    idle, iowait or steal), from /proc/stat (None when not Linux)."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:8]]
+        return v[0] + v[1] + v[2] + v[5] + v[6]
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def results_dir() -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     return RESULTS
@@ -189,17 +210,20 @@ def _ticks(path: str, reaped: bool = False) -> int | None:
 class CpuSampler:
     """The CPU time a process spends between two wall-clock instants: its main thread (the
     worker's event loop, what bounds its throughput) and the process with its children (the
-    embedding process; running children and those already waited for). Sampled from /proc
-    every `every` s on a thread and interpolated, so the instants may be read from Kafka
-    timestamps afterwards. Linux only: elsewhere `between` returns None."""
+    embedding process; running children and those already waited for); besides, the whole
+    machine's busy time and, given its pid, the broker's (how much of the cores the rest
+    leaves). Sampled from /proc every `every` s on a thread and interpolated, so the instants
+    may be read from Kafka timestamps afterwards. Linux only: elsewhere `between` returns None."""
 
-    def __init__(self, pid: int, every: float = 0.05) -> None:
+    def __init__(self, pid: int, every: float = 0.05, broker: int | None = None) -> None:
         import threading
 
         self.pid = pid
+        self.broker = broker
         self.every = every
         self.hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-        self.samples: list[tuple[float, int, int]] = []  # (time, main ticks, total ticks)
+        # (time, main ticks, total ticks, machine busy ticks, broker ticks)
+        self.samples: list[tuple[float, int, int, int, int]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
         self._thread.start()
@@ -228,7 +252,11 @@ class CpuSampler:
             if main is None or proc is None:
                 return
             total = proc + sum(t for k in kids if (t := _ticks(f"/proc/{k}/stat")) is not None)
-            self.samples.append((time.time(), main, total))
+            busy = _machine_busy() or 0
+            broker = _ticks(f"/proc/{self.broker}/stat") if self.broker else 0
+            if broker is None:  # gone: its time stays what it was
+                broker = self.samples[-1][4] if self.samples else 0
+            self.samples.append((time.time(), main, total, busy, broker))
             self._stop.wait(self.every)
 
     def stop(self) -> None:
@@ -243,10 +271,9 @@ class CpuSampler:
         return float(s[0][1 + i] if t < s[0][0] else s[-1][1 + i])
 
     def between(self, t0: float, t1: float) -> dict[str, float] | None:
-        """CPU seconds of the main thread and of the process with its children in [t0, t1]."""
+        """CPU seconds in [t0, t1]: the main thread, the process with its children, the
+        whole machine (all cores) and the broker (0 without its pid)."""
         if len(self.samples) < 2:
             return None
-        return {
-            "main_cpu_s": (self._at(t1, 0) - self._at(t0, 0)) / self.hz,
-            "cpu_s": (self._at(t1, 1) - self._at(t0, 1)) / self.hz,
-        }
+        names = ("main_cpu_s", "cpu_s", "machine_busy_s", "broker_cpu_s")
+        return {k: (self._at(t1, i) - self._at(t0, i)) / self.hz for i, k in enumerate(names)}

@@ -132,6 +132,22 @@ ROWS: list[tuple[str, tuple[str, ...], str, str, str, Check | None]] = [
     ),
     (
         "throughput",
+        ("pass-through Faust agent busy cores",),
+        "busy cores of the machine while the pass-through drains",
+        " cores",
+        "",
+        None,
+    ),
+    (
+        "throughput",
+        ("rb-streams worker, monitors + E-traces on busy cores",),
+        "busy cores of the machine while the worker drains, everything on",
+        " cores",
+        "",
+        None,
+    ),
+    (
+        "throughput",
         ("rb-streams worker, monitors on, E-traces off / pass-through",),
         "throughput, E-traces off / pass-through",
         "%",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -28,6 +29,7 @@ from bench.common import (
     CpuSampler,
     add_rounds_args,
     bench_settings,
+    broker_pid,
     commit,
     ensure_broker,
     fmt_spread,
@@ -178,22 +180,29 @@ def report(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
     print(f"\nmachine: {machine()}  date: {time.strftime('%Y-%m-%d')}  commit: {commit()}")
     print(
         "| round | path | events | seconds | events/s | ratio to pass-through | "
-        "event-loop CPU us/event | process CPU us/event (with children) |"
+        "event-loop CPU us/event | process CPU us/event (with children) | broker CPU us/event | "
+        f"busy cores (of {os.cpu_count()}) |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     series: dict[str, list[float]] = {}
     for i, rows in enumerate(rounds, 1):
         base = rows[PASS]["rate"]
         for k, r in rows.items():
             main, tot = r.get("main_cpu_us"), r.get("cpu_us")
+            brk, cores = r.get("broker_cpu_us"), r.get("machine_cores")
             print(
                 f"| {i} | {k} | {r['n']} | {r['seconds']:.2f} | {r['rate']:.0f} | {r['rate'] / base:.0%} | "
-                f"{'-' if main is None else f'{main:.0f}'} | {'-' if tot is None else f'{tot:.0f}'} |"
+                f"{'-' if main is None else f'{main:.0f}'} | {'-' if tot is None else f'{tot:.0f}'} | "
+                f"{'-' if not brk else f'{brk:.0f}'} | {'-' if cores is None else f'{cores:.2f}'} |"
             )
             series.setdefault(f"{k} events/s", []).append(r["rate"])
             if main is not None and tot is not None:
                 series.setdefault(f"{k} event-loop CPU us/event", []).append(main)
                 series.setdefault(f"{k} process CPU us/event", []).append(tot)
+            if brk:
+                series.setdefault(f"{k} broker CPU us/event", []).append(brk)
+            if cores is not None:
+                series.setdefault(f"{k} busy cores", []).append(cores)
             if k != PASS:
                 series.setdefault(f"{k} / pass-through", []).append(r["rate"] / base)
     figures = {k: spread(v) for k, v in series.items()}
@@ -202,7 +211,14 @@ def report(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
         print("| figure | median (min to max) |")
         print("|---|---|")
         for k, sp in figures.items():
-            print(f"| {k} | {fmt_spread(sp, '', 0) if ('events/s' in k or 'CPU' in k) else _pct(sp)} |")
+            shown = (
+                fmt_spread(sp, "", 2)
+                if "cores" in k
+                else fmt_spread(sp, "", 0)
+                if ("events/s" in k or "CPU" in k)
+                else _pct(sp)
+            )
+            print(f"| {k} | {shown} |")
     on = f"rb-streams worker, {CONFIGS[0][0]}"
     print(
         f"SUMMARY throughput: worker (everything on) {figures[on + ' events/s']['median']:.0f} steps/s = "
@@ -239,7 +255,7 @@ def passthrough(s: Settings, n: int, partitions: int) -> dict[str, Any]:
         stdout=subprocess.DEVNULL,
         stderr=open(results_dir() / "passthrough.log", "wb"),  # noqa: SIM115
     )
-    cpu = CpuSampler(pt.pid)
+    cpu = CpuSampler(pt.pid, broker=broker_pid())
     try:
         cnt, first, last = asyncio.run(drain_timing(s.bootstrap_servers, pt_out, n, 600))
     finally:
@@ -278,7 +294,7 @@ def worker(s: Settings, n: int, profile: bool) -> dict[str, Any]:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-    cpu = CpuSampler(w.proc.pid)
+    cpu = CpuSampler(w.proc.pid, broker=broker_pid())
     try:
         # every run_start and step yields a decision
         cnt, first, last = asyncio.run(drain_timing(s.bootstrap_servers, s.steering_topic, n, 900))
@@ -298,12 +314,18 @@ def worker(s: Settings, n: int, profile: bool) -> dict[str, Any]:
 
 
 def _cpu(cpu: CpuSampler, first: float, last: float, n: int) -> dict[str, float]:
-    """CPU per event while draining: the main thread (the event loop) and the whole process
-    with its children. Empty where /proc is not available."""
+    """CPU per event while draining: the main thread (the event loop), the whole process
+    with its children and the broker; and how many of the machine's cores were busy. Empty
+    where /proc is not available."""
     got = cpu.between(first, last)
-    if got is None or n <= 0:
+    if got is None or n <= 0 or last <= first:
         return {}
-    return {"main_cpu_us": got["main_cpu_s"] / n * 1e6, "cpu_us": got["cpu_s"] / n * 1e6}
+    return {
+        "main_cpu_us": got["main_cpu_s"] / n * 1e6,
+        "cpu_us": got["cpu_s"] / n * 1e6,
+        "broker_cpu_us": got["broker_cpu_s"] / n * 1e6,
+        "machine_cores": got["machine_busy_s"] / (last - first),
+    }
 
 
 if __name__ == "__main__":

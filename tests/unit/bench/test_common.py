@@ -40,3 +40,25 @@ def test_cpu_of_the_main_thread_and_of_the_children_between_two_instants() -> No
     assert got["cpu_s"] >= got["main_cpu_s"] + 0.3  # the child's burn counts in the total
     idle = cpu.between(t1 - 0.4, t1)
     assert idle is not None and idle["main_cpu_s"] < 0.1
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
+def test_the_machine_and_a_second_process_are_sampled_beside_the_main_one() -> None:
+    """The broker's CPU (a second pid) and the machine's busy time, over the same instants."""
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    burner = subprocess.Popen([sys.executable, "-c", BURN.format(s=0.6) + "print('burnt', flush=True)\n"])
+    cpu = CpuSampler(idle.pid, every=0.02, broker=burner.pid)
+    t0 = time.time()
+    try:
+        assert burner.wait(30) == 0
+        time.sleep(0.1)
+    finally:
+        t1 = time.time()
+        cpu.stop()
+        idle.kill()
+        idle.wait()
+    got = cpu.between(t0, t1)
+    assert got is not None
+    assert got["main_cpu_s"] < 0.1  # the sleeping process
+    assert 0.3 <= got["broker_cpu_s"] <= 1.0
+    assert got["machine_busy_s"] >= 0.3  # the machine was busy at least with the burner
