@@ -26,7 +26,7 @@ from .metrics import Metrics
 from .processor import Processor
 from .retention import Retention
 from .run_table import RunTable, store_reader
-from .store import FLUSH_INTERVAL_S, RunsTable, RunStore
+from .store import RunsTable
 
 log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_S = 5.0  # a graceful stop gets the session timeout plus this, then the process exits
@@ -141,7 +141,6 @@ class Worker:
         self.app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]  # stubs: a plain fn
         self.app.timer(1.0, name="rb-gauges")(self._update_gauges)
         self.app.timer(s.evict_interval_s, name="rb-evict")(self._sweep)
-        self.app.timer(FLUSH_INTERVAL_S, name="rb-store-flush")(self._flush_store)
         views.install(
             self.app,
             self.table,
@@ -222,13 +221,6 @@ class Worker:
 
     async def _sweep(self) -> None:
         await self.retention.sweep(time.time())
-
-    async def _flush_store(self) -> None:
-        """RocksDB keeps no write-ahead log: flushing bounds what a crash makes recovery re-read
-        (streams.worker.store). In the background: the event loop does not wait for the disk."""
-        store = self.table.data
-        if isinstance(store, RunStore):
-            store.flush(wait=False)
 
     async def _on_revoked(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
         self.processor.ack_order.forget(set(args[0] if args else kwargs.get("revoked", ())))

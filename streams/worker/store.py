@@ -9,10 +9,8 @@ turns the log off in its RocksDB stores for the same reason.
 Without the log, a worker killed outright loses what RocksDB had not flushed to its files yet:
 the states and the persisted offset written after them, together (a flush keeps the order of
 writes, and both live in the partition's one database). Recovery then reads the changelog from
-the older offset and restores the same states, only later. So that later stays short, the
-worker has RocksDB flush every FLUSH_INTERVAL_S in the background (as Kafka Streams flushes
-its stores on each commit): a crashed worker re-reads at most about that much of the
-changelog. A graceful stop or a revoked partition flushes first, and reads none again.
+the older offset and restores the same states, only later. A graceful stop or a revoked
+partition flushes first, so a restart after one reads no more of the changelog than before.
 """
 
 from __future__ import annotations
@@ -25,8 +23,6 @@ import rocksdict
 from faust.stores import rocksdb
 from faust.types import TP, CollectionT, StoreT
 from yarl import URL
-
-FLUSH_INTERVAL_S = 30.0  # how much changelog, at most, a crashed worker reads again (plus recovery)
 
 
 def _no_wal() -> rocksdict.WriteOptions:
@@ -45,13 +41,12 @@ class RunStore(rocksdb.Store):
             db.set_write_options(_no_wal())
         return db
 
-    def flush(self, partitions: Iterable[int] | None = None, wait: bool = True) -> None:
-        """Write the memtables of these partitions' databases (default: all) to disk; with
-        `wait=False` RocksDB's background threads do it and this returns at once."""
+    def flush(self, partitions: Iterable[int] | None = None) -> None:
+        """Write the memtables of these partitions' databases (default: all) to disk."""
         for p in list(self._dbs) if partitions is None else partitions:
             db = self._dbs.get(p)
             if db is not None and self.use_rocksdict:
-                db.flush(wait)
+                db.flush(True)
 
     def revoke_partitions(self, table: CollectionT, tps: set[TP]) -> None:
         self.flush(tp.partition for tp in tps if tp.topic in table.changelog_topic.topics)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 from pathlib import Path
 
@@ -73,17 +72,3 @@ async def test_stop_and_revoke_flush_the_partitions_they_let_go(tmp_path: Path) 
     assert _on_disk(store, 1, b"run-1", tmp_path / "still-held") is None
     await store.stop()
     assert _on_disk(store, 1, b"run-1", tmp_path / "after-stop") == b"state"
-
-
-async def test_a_background_flush_puts_the_writes_on_disk_without_waiting(tmp_path: Path) -> None:
-    """What the worker's flush timer does every FLUSH_INTERVAL_S: it bounds how much of the
-    changelog a crashed worker reads again."""
-    store = _store(tmp_path, RunsTable)
-    assert isinstance(store, RunStore)
-    store._db_for_partition(0).put(b"run-1", b"state")
-    store.flush(wait=False)
-    for i in range(100):  # RocksDB's background thread: a few ms here
-        if _on_disk(store, 0, b"run-1", tmp_path / f"crash-{i}") == b"state":
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the background flush never reached the disk")
