@@ -26,7 +26,6 @@ from .metrics import Metrics
 from .processor import Processor
 from .retention import Retention
 from .run_table import RunTable, store_reader
-from .store import RunsTable
 
 log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_S = 5.0  # a graceful stop gets the session timeout plus this, then the process exits
@@ -88,7 +87,6 @@ class Worker:
             producer_acks=-1,
             producer_max_batch_size=PRODUCER_MAX_BATCH_BYTES,
             broker_credentials=faust_credentials(s),
-            Table=RunsTable,  # rocksdb:// without RocksDB's write-ahead log (streams.worker.store)
         )
         self.steps = self.app.topic(
             s.steps_topic, partitions=s.partitions, key_serializer="raw", value_serializer="raw"
