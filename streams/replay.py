@@ -75,7 +75,7 @@ class Replayer:
         result = handle(raw, self.states.get, self.limits, now, self.sem, key=key, runs_cap=self.held.refusal)
         if result.plan:
             result = complete(result, self.retriever.answer_now(result.plan))
-        result = seal(result)
+        result = seal(result, self.limits)
         if result.state is not None and result.run_id is not None:
             self.states[result.run_id] = result.state
             if result.opens_run:

@@ -21,7 +21,7 @@ from .decision import Decision, DifficultySource, Injection, MonitorsWire
 from .difficulty import DEFAULT_SCORER, clamp01, get_step_scorer
 from .events import SCHEMA_VERSION, TOKENS_MAX, Limits, Rejected, decode
 from .fsm import FSMState, get_transition, validate_params
-from .monitors import Semantics, extract, hold_back, resolve_weights
+from .monitors import Semantics, clean_weights, extract, hold_back, resolve_weights
 from .monitors import evaluate as evaluate_monitors
 from .monitors import to_embed as monitors_to_embed
 from .render import render_block
@@ -217,7 +217,8 @@ def run_config(ev: dict[str, Any]) -> RunConfig:
         framework=ev.get("framework"),
         model=ev.get("model"),
         task_profile=ev.get("task_profile") or "coding",
-        monitor_weights=ev.get("monitor_weights"),
+        # stored cleaned (known monitors only): a producer's 14,000 junk keys stay out of the state
+        monitor_weights=_given_weights(ev.get("monitor_weights")),
         weights=weights,
         model_routing=dict(ev.get("model_routing") or {}),
         token_budget=ev.get("token_budget"),
@@ -228,6 +229,10 @@ def run_config(ev: dict[str, Any]) -> RunConfig:
         scorer=scorer,
     )
     return cfg
+
+
+def _given_weights(raw: Any) -> dict[str, float] | None:
+    return None if raw is None else clean_weights(raw)
 
 
 # Compared when a run_start repeats: `weights` is resolved from task_profile and
@@ -524,21 +529,43 @@ def handle(
     return result
 
 
-def seal(result: Result) -> Result:
+def seal(result: Result, limits: Limits) -> Result:
     """Encode the decision (as sent) and the state (as stored). Pure and total: a value an
     encoder cannot hold makes the event an internal_error with the fallback state, instead of
-    an exception between the decision and its ack."""
+    an exception between the decision and its ack.
+
+    Both encodings are capped (`limits.max_state_bytes`, `max_decision_bytes`), well under the
+    broker's 1 MB per record: a state or a decision over its cap is the event's internal_error
+    (stage `state_size`), and the run keeps its last good state (see `consumed`), so no input
+    can make a record that the changelog or the steering topic would refuse."""
     try:
         result.wire_decision = None if result.decision is None else orjson.dumps(result.decision)
         result.wire_state = None if result.state is None else result.state.encode()
-        return result
+        oversize = _oversize(result, limits)
+        if oversize is None:
+            return result
+        out = _failed_from(result, "state_size", OversizeError(oversize))
     except Exception as exc:
         out = _failed_from(result, "encode", exc)
     try:
         out.wire_state = None if out.state is None else out.state.encode()
+        if out.wire_state is not None and len(out.wire_state) > limits.max_state_bytes:
+            out.state, out.wire_state = None, None  # a state from before the caps: keep what is stored
     except Exception:
-        out.state = None
+        out.state, out.wire_state = None, None
     return out
+
+
+class OversizeError(ValueError):
+    """An encoded state or decision over its cap (the message says which, and by how much)."""
+
+
+def _oversize(result: Result, limits: Limits) -> str | None:
+    if result.wire_state is not None and len(result.wire_state) > limits.max_state_bytes:
+        return f"run state would be {len(result.wire_state)} bytes > cap {limits.max_state_bytes}"
+    if result.wire_decision is not None and len(result.wire_decision) > limits.max_decision_bytes:
+        return f"decision would be {len(result.wire_decision)} bytes > cap {limits.max_decision_bytes}"
+    return None
 
 
 @dataclass

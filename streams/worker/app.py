@@ -24,6 +24,7 @@ from . import views
 from .gauges import publish_partitions
 from .metrics import Metrics
 from .processor import Processor
+from .producer_guard import guard_buffer
 from .retention import Retention
 from .run_table import RunTable, store_reader
 
@@ -88,6 +89,8 @@ class Worker:
             producer_max_batch_size=PRODUCER_MAX_BATCH_BYTES,
             broker_credentials=faust_credentials(s),
         )
+        # A changelog record the producer refuses is counted and logged, never a crash.
+        guard_buffer(self.app.producer.buffer, lambda _exc: metrics.internal_error("changelog"))
         self.steps = self.app.topic(
             s.steps_topic, partitions=s.partitions, key_serializer="raw", value_serializer="raw"
         )

@@ -45,9 +45,11 @@ STAGES = (
     "etraces",  # the pattern store query (the decision still goes out, without E-traces)
     "complete",  # applying the E-trace answers (core.engine.complete)
     "encode",  # the decision and state encoders (core.engine.seal)
+    "state_size",  # a state or decision over its cap (core.engine.seal; the run keeps its state)
     "send",  # the decision to the steering topic
     "deadletter",  # a dead-letter record to its topic
     "store",  # the run's state to the table
+    "changelog",  # a table record the producer refused (worker.producer_guard; never a crash)
     "evict",  # an rb.evict control record
     "metrics",  # counting the event
     "prefetch",  # handing the next step's monitor texts to the embedding process

@@ -202,7 +202,7 @@ class Processor:
             job.stage = "complete"
             result = complete(result, answers)
         job.stage = "encode"
-        result = seal(result)
+        result = seal(result, self.limits)
         if opened and not result.opens_run and result.run_id is not None:
             self.runs.held.remove(result.run_id)  # the run_start failed after all: no run
         await self._finish(job, result)

@@ -19,6 +19,9 @@ import orjson
 from .shell import analyse, could_not_run, is_file_path, is_shell_program, normalise_path
 
 TEXT_KEPT = 200  # chars of an action / claim / thought kept in run state
+PATH_KEPT = 256  # chars of a file path kept: paths reach the run state (loop, verification, drift)
+PATHS_KEPT = 4  # file paths kept per step
+NAME_KEPT = 128  # chars of a tool's or an agent's name kept (both reach the run state)
 OBS_HASHED = 4000  # chars of an observation that feed its fingerprint
 SKETCH_WORDS = 300  # words of it that feed its sketch
 
@@ -190,6 +193,11 @@ def _paths(action_input: Any, first_line_only: bool) -> list[str]:
     return seen[:4]
 
 
+def _cut_paths(paths: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """At most PATHS_KEPT paths of at most PATH_KEPT chars each, in order, without repeats."""
+    return tuple(dict.fromkeys(p[:PATH_KEPT] for p in paths[:PATHS_KEPT]))
+
+
 def normalise_obs(obs: str) -> str:
     return " ".join(VOLATILE.sub("#", obs[:OBS_HASHED]).split())
 
@@ -290,7 +298,7 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
     raw_agent = ev.get("agent")
     agent = raw_agent.strip() if isinstance(raw_agent, str) else ""
     raw_action = ev.get("action")
-    label = raw_action.strip() if isinstance(raw_action, str) and raw_action.strip() else None
+    label = raw_action.strip()[:NAME_KEPT] if isinstance(raw_action, str) and raw_action.strip() else None
     action = label.lower().replace("-", "_") if label else None
     raw_input = ev.get("action_input")
     raw_obs = ev.get("observation")
@@ -349,6 +357,10 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
     finishes = action in FINISH_ACTIONS or submits or (message and bool(FINAL_ANSWER.match(thought)))
     condenses = action in CONDENSE_ACTIONS
     act_text = f"{label}: {itext}"[:TEXT_KEPT] if label else ""
+    # Every path is cut here, once: the monitors keep them in the run state, and a producer's
+    # 250 KB "path" must not make a state the changelog cannot hold.
+    paths = _cut_paths(paths)
+    changed = _cut_paths(changed)
     norm_obs = normalise_obs(obs)
     return StepFeatures(
         step=int(ev.get("step") or 0),
@@ -371,7 +383,7 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
         finishes=finishes,
         condenses=condenses,
         empty=not thought.strip() and action is None,
-        agent=agent,
+        agent=agent[:NAME_KEPT],
         message=message,
         coordination=message and is_coordination(thought),
         changed=changed,

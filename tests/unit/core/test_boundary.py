@@ -37,7 +37,7 @@ class Store(dict[str, TraceState]):
     def feed(self, ev: dict | bytes, key: object = None, **kw) -> Result:
         raw = b(ev) if isinstance(ev, dict) else ev
         extra = {} if key is None else {"key": key}
-        res = seal(complete(handle(raw, self.get, LIMITS, 1.0, SEM, **extra, **kw), []))
+        res = seal(complete(handle(raw, self.get, LIMITS, 1.0, SEM, **extra, **kw), []), LIMITS)
         if res.state is not None:
             self[res.run_id] = TraceState.decode(res.wire_state)  # as read back from the table
         return res
@@ -97,7 +97,7 @@ def test_an_unencodable_result_is_an_internal_error_at_encode_with_the_fallback_
     s.feed(run_start("r"))
     res = handle(b(step("r", 1)), s.get, LIMITS, 2.0, SEM)
     res.decision["model"] = 2**70  # what a bug could put there: no encoder holds it
-    sealed = seal(res)
+    sealed = seal(res, LIMITS)
     assert sealed.rejection.reason == "internal_error" and sealed.failed_stage == "encode"
     assert sealed.rejection.detail.startswith("encode: TypeError: Integer exceeds 64-bit range")
     assert sealed.wire_decision is None
