@@ -101,6 +101,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from .worker.assemble import assemble
 
     s = _settings(args)
+    s.check_web_exposure()  # before the broker is asked anything
     s.data_path.mkdir(parents=True, exist_ok=True)
     loop = asyncio.new_event_loop()
     try:

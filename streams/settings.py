@@ -16,6 +16,7 @@ fails at start-up with one line naming the variable and the value.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 from collections.abc import Iterator, Mapping
@@ -80,7 +81,12 @@ class _EnvSource(EnvSettingsSource):
 class _SecretFilesSource(PydanticBaseSettingsSource):
     """Secrets from files, so they need not sit in the environment or on a command line:
     `RB_<NAME>_FILE=/path` or a file `RB_<NAME>` in the directory `RB_SECRETS_DIR` (the layout
-    of a mounted Kubernetes Secret). A trailing newline is dropped."""
+    of a mounted Kubernetes Secret). A trailing newline is dropped.
+
+    Fails closed: a secret file that is named but missing, not a regular file, empty or not
+    UTF-8 text, and an `RB_SECRETS_DIR` that is missing or not a directory, are configuration
+    errors naming the variable. Ignoring them would start the worker without the secret (an
+    empty web token leaves /runs and /metrics open)."""
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
         return None, field_name, False
@@ -89,19 +95,58 @@ class _SecretFilesSource(PydanticBaseSettingsSource):
         env = _env()
         secrets: tuple[str, ...] = getattr(self.settings_cls, "SECRETS", ())
         out: dict[str, Any] = {}
-        folder = env.get(SECRETS_DIR_ENV, "")
+        folder = _secrets_dir(env)
         for name in secrets:
             var = ENV_PREFIX + name.upper()
             path = env.get(var + "_FILE", "")
-            if not path and folder and (Path(folder) / var).is_file():
-                path = str(Path(folder) / var)
-            if not path:
-                continue
-            try:
-                out[name] = Path(path).read_text("utf-8").removesuffix("\n").removesuffix("\r")
-            except OSError as exc:
-                raise SettingsError(f"{var}_FILE: cannot read {path!r}: {exc.strerror or exc}") from None
+            if path:
+                out[name] = read_secret_file(Path(path), var + "_FILE")
+            elif folder is not None:
+                candidate = folder / var
+                if candidate.exists() or candidate.is_symlink():
+                    out[name] = read_secret_file(candidate, f"{var} (in {SECRETS_DIR_ENV})")
         return out
+
+
+MAX_SECRET_BYTES = 64 * 1024  # far above any token or key; a larger file is the wrong file
+
+
+def _secrets_dir(env: Mapping[str, str]) -> Path | None:
+    """`RB_SECRETS_DIR` when set; a missing directory (an unmounted Secret) is an error."""
+    folder = env.get(SECRETS_DIR_ENV, "")
+    if not folder:
+        return None
+    p = Path(folder)
+    if not p.exists():
+        raise SettingsError(f"{SECRETS_DIR_ENV}: {folder!r} does not exist")
+    if not p.is_dir():
+        raise SettingsError(f"{SECRETS_DIR_ENV}: {folder!r} is not a directory")
+    return p
+
+
+def read_secret_file(path: Path, var: str) -> str:
+    """A secret's text from `path` (one trailing newline dropped), or a `SettingsError` naming
+    `var` when the file is missing, not a regular file, too large, not UTF-8 or empty."""
+    shown = repr(str(path))
+    if not path.exists():
+        raise SettingsError(f"{var}: {shown} does not exist")
+    if not path.is_file():
+        raise SettingsError(f"{var}: {shown} is not a regular file")
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_SECRET_BYTES + 1)
+    except OSError as exc:
+        raise SettingsError(f"{var}: cannot read {shown}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_SECRET_BYTES:
+        raise SettingsError(f"{var}: {shown} is larger than {MAX_SECRET_BYTES} bytes: not a secret")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SettingsError(f"{var}: {shown} is not UTF-8 text") from None
+    value = text.removesuffix("\n").removesuffix("\r")
+    if not value.strip():
+        raise SettingsError(f"{var}: {shown} is empty")
+    return value
 
 
 class _Base(BaseSettings):
@@ -321,6 +366,8 @@ class Settings(ClientSettings):
     web_port: int = Field(6066, ge=1, le=65535)
     web_advertised_url: str = ""  # how other workers reach this one (default http://<host>:<port>)
     web_token: SecretStr = SecretStr("")  # when set, /runs and /metrics need "Authorization: Bearer <token>"
+    # without a token the worker refuses a web host other than loopback, unless this is true
+    web_allow_anonymous: bool = False
     processing_guarantee: Guarantee = "at_least_once"
     session_timeout_s: float = Field(10.0, gt=0)
     heartbeat_interval_s: float = Field(1.0, gt=0)
@@ -379,7 +426,23 @@ class Settings(ClientSettings):
             )
         return self
 
+    def check_web_exposure(self) -> None:
+        """Refuse to serve the worker's web port anonymously beyond this machine: /runs shows
+        run states and decisions, /metrics every org's counts. Checked when a worker starts,
+        not here at validation: `replay`, `simulate` and `config` serve nothing."""
+        if self.web_exposed and not self.web_allow_anonymous:
+            raise SettingsError(
+                f"RB_WEB_HOST: {self.web_host!r} is reachable from other machines and RB_WEB_TOKEN "
+                "is not set: set RB_WEB_TOKEN (or RB_WEB_TOKEN_FILE), bind 127.0.0.1, or set "
+                "RB_WEB_ALLOW_ANONYMOUS=true"
+            )
+
     # -- derived -------------------------------------------------------------
+    @property
+    def web_exposed(self) -> bool:
+        """Whether /runs and /metrics answer without a token on a non-loopback address."""
+        return not self.web_token.get_secret_value() and not _is_loopback(self.web_host)
+
     @property
     def advertised_url(self) -> str:
         if self.web_advertised_url:
@@ -410,3 +473,13 @@ def _host_ports(broker: str) -> list[str]:
             if hp:
                 parts.append(hp)
     return parts
+
+
+def _is_loopback(host: str) -> bool:
+    """Only `localhost` and loopback literals count; a name could resolve anywhere."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -52,6 +52,13 @@ class Worker:
         prefetch_embeddings: Callable[[Sequence[str]], None] | None = None,
     ) -> None:
         self.settings = s = settings
+        s.check_web_exposure()  # no anonymous /runs and /metrics beyond loopback unless asked for
+        if s.web_exposed:
+            log.warning(
+                "RB_WEB_ALLOW_ANONYMOUS=true: /runs and /metrics answer anyone who reaches %s:%s",
+                s.web_host,
+                s.web_port,
+            )
         self.steering_partitions = steering_partitions or s.partitions
         self.metrics = metrics
         self.retriever = retriever

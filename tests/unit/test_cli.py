@@ -146,3 +146,76 @@ def test_an_internal_error_is_one_line_unless_debugging(
         one_line(capsys.readouterr().err)
         == "rb-streams: internal error: RuntimeError: boom (set RB_DEBUG=1 for the traceback)"
     )
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [(b"", "is empty"), (b"\xff\xfe\x00\x81", "is not UTF-8 text"), (None, "is not a regular file")],
+)
+def test_a_bad_secret_file_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    content: bytes | None,
+    says: str,
+) -> None:
+    secret = tmp_path / "token"
+    if content is None:
+        secret.mkdir()
+    else:
+        secret.write_bytes(content)
+    monkeypatch.setenv("RB_WEB_TOKEN_FILE", str(secret))
+    assert main(["config"]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert line.startswith(f"rb-streams: invalid configuration: RB_WEB_TOKEN_FILE: '{secret}' {says}")
+
+
+def test_a_missing_secrets_directory_is_one_line_and_exit_2_in_a_real_process(tmp_path: Path) -> None:
+    import os
+
+    env = {**os.environ, "RB_SECRETS_DIR": str(tmp_path / "unmounted")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "streams", "config"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert one_line(proc.stderr) == (
+        f"rb-streams: invalid configuration: RB_SECRETS_DIR: '{tmp_path / 'unmounted'}' does not exist"
+    )
+
+
+def test_a_binary_secret_is_one_line_and_exit_2_in_a_real_process(tmp_path: Path) -> None:
+    import os
+
+    secret = tmp_path / "control.key"
+    secret.write_bytes(b"\x00\xff\xfe binary")
+    env = {**os.environ, "RB_CONTROL_KEY_FILE": str(secret)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "streams", "config"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert proc.returncode == 2
+    line = one_line(proc.stderr)
+    assert line.endswith("RB_CONTROL_KEY_FILE: " + repr(str(secret)) + " is not UTF-8 text")
+    assert "internal error" not in line and "UnicodeDecodeError" not in line
+
+
+def test_a_worker_on_a_public_address_without_a_token_refuses_before_asking_the_broker(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The broker named here does not exist: the refusal comes first, in one line.
+    monkeypatch.setenv("RB_WEB_HOST", "0.0.0.0")
+    monkeypatch.delenv("RB_WEB_TOKEN", raising=False)
+    args = ["worker", "--broker", f"kafka://127.0.0.1:{free_port()}", "--data-dir", str(tmp_path)]
+    assert main(args) == 2
+    line = one_line(capsys.readouterr().err)
+    assert line.startswith("rb-streams: invalid configuration: RB_WEB_HOST: '0.0.0.0' is reachable")
+    assert "RB_WEB_ALLOW_ANONYMOUS=true" in line

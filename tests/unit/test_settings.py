@@ -232,3 +232,121 @@ def test_a_flag_is_checked_alone_and_cross_field_rules_when_all_are_known():
     assert args.heartbeat_interval_s == 20.0
     assert main(["config", "--json", "--heartbeat-interval-s", "20", "--session-timeout-s", "30"]) == 0
     assert main(["config", "--heartbeat-interval-s", "20"]) == 2
+
+
+# -- secrets fail closed (issue 32): a named secret that cannot be read is an error, never unset
+
+
+def _bad_secret(tmp_path, kind):
+    """A path for each way a secret file can be wrong."""
+    p = tmp_path / f"secret-{kind}"
+    if kind == "empty":
+        p.write_text("")
+    elif kind == "newline_only":
+        p.write_text("\n")
+    elif kind == "blank":
+        p.write_text("  \t \r\n")
+    elif kind == "binary":
+        p.write_bytes(b"\xff\xfe\x00\x81token")
+    elif kind == "directory":
+        p.mkdir()
+    elif kind == "too_large":
+        p.write_text("x" * (64 * 1024 + 1))
+    elif kind == "dangling_link":
+        p.symlink_to(tmp_path / "nowhere")
+    # "missing": nothing at p
+    return p
+
+
+BAD_SECRETS = {
+    "missing": "does not exist",
+    "dangling_link": "does not exist",
+    "empty": "is empty",
+    "newline_only": "is empty",
+    "blank": "is empty",
+    "binary": "is not UTF-8 text",
+    "directory": "is not a regular file",
+    "too_large": "is larger than",
+}
+
+
+@pytest.mark.parametrize("var", ["RB_WEB_TOKEN", "RB_CONTROL_KEY", "RB_QDRANT_API_KEY", "RB_SASL_PASSWORD"])
+@pytest.mark.parametrize("kind", sorted(BAD_SECRETS))
+def test_a_bad_secret_file_is_one_error_naming_its_variable(tmp_path, var, kind):
+    path = _bad_secret(tmp_path, kind)
+    with pytest.raises(SettingsError) as e:
+        Settings.from_env({var + "_FILE": str(path)})
+    msg = str(e.value)
+    assert msg.startswith(f"{var}_FILE: ") and BAD_SECRETS[kind] in msg and "\n" not in msg
+    assert str(path) in msg
+
+
+@pytest.mark.parametrize("kind", sorted(set(BAD_SECRETS) - {"missing"}))
+def test_a_bad_file_in_the_secrets_directory_is_an_error_naming_its_variable(tmp_path, kind):
+    folder = tmp_path / "secrets"
+    folder.mkdir()
+    bad = _bad_secret(tmp_path, kind)
+    bad.rename(folder / "RB_WEB_TOKEN")
+    with pytest.raises(SettingsError) as e:
+        Settings.from_env({"RB_SECRETS_DIR": str(folder)})
+    assert str(e.value).startswith("RB_WEB_TOKEN (in RB_SECRETS_DIR): ") and BAD_SECRETS[kind] in str(e.value)
+
+
+def test_a_secret_absent_from_the_secrets_directory_is_simply_unset(tmp_path):
+    (tmp_path / "RB_CONTROL_KEY").write_text("k\n")
+    s = Settings.from_env({"RB_SECRETS_DIR": str(tmp_path)})
+    assert s.secret(s.control_key) == "k" and s.secret(s.web_token) == ""
+
+
+def test_a_missing_secrets_directory_or_a_file_in_its_place_is_an_error(tmp_path):
+    with pytest.raises(SettingsError, match=r"^RB_SECRETS_DIR: .* does not exist$"):
+        Settings.from_env({"RB_SECRETS_DIR": str(tmp_path / "unmounted")})
+    (tmp_path / "file").write_text("RB_WEB_TOKEN=x")
+    with pytest.raises(SettingsError, match=r"^RB_SECRETS_DIR: .* is not a directory$"):
+        Settings.from_env({"RB_SECRETS_DIR": str(tmp_path / "file")})
+
+
+def test_the_agent_side_settings_fail_closed_on_secrets_too(tmp_path):
+    from streams.settings import ClientSettings
+
+    with pytest.raises(SettingsError, match="RB_SECRETS_DIR"):
+        ClientSettings.from_env({"RB_SECRETS_DIR": str(tmp_path / "unmounted")})
+    with pytest.raises(SettingsError, match="RB_SASL_PASSWORD_FILE"):
+        ClientSettings.from_env({"RB_SASL_PASSWORD_FILE": str(_bad_secret(tmp_path, "binary"))})
+
+
+def test_a_good_secret_file_keeps_its_text_but_one_trailing_newline(tmp_path):
+    p = tmp_path / "token"
+    p.write_text(" t0k\u00e9n \n", encoding="utf-8")
+    assert Settings.from_env({"RB_WEB_TOKEN_FILE": str(p)}).web_token.get_secret_value() == " t0k\u00e9n "
+    p.write_bytes(b"crlf\r\n")
+    assert Settings.from_env({"RB_WEB_TOKEN_FILE": str(p)}).web_token.get_secret_value() == "crlf"
+
+
+# -- the worker's web port: no anonymous /runs and /metrics beyond loopback
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.53", "::1", "[::1]", "localhost", "LOCALHOST"])
+def test_a_loopback_web_host_needs_no_token(host):
+    s = Settings.from_env({"RB_WEB_HOST": host})
+    assert not s.web_exposed
+    s.check_web_exposure()
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "", "10.1.2.3", "worker-1", "localhost.example"])
+def test_a_public_web_host_without_a_token_is_refused_in_one_line(host):
+    s = Settings.from_env({}, web_host=host)
+    assert s.web_exposed
+    with pytest.raises(SettingsError) as e:
+        s.check_web_exposure()
+    msg = str(e.value)
+    assert msg.startswith(f"RB_WEB_HOST: {host!r} is reachable from other machines") and "\n" not in msg
+    assert "RB_WEB_TOKEN" in msg and "RB_WEB_ALLOW_ANONYMOUS=true" in msg
+
+
+def test_a_public_web_host_is_allowed_with_a_token_or_an_explicit_opt_out():
+    Settings.from_env({"RB_WEB_HOST": "0.0.0.0", "RB_WEB_TOKEN": "t"}).check_web_exposure()
+    s = Settings.from_env({"RB_WEB_HOST": "0.0.0.0", "RB_WEB_ALLOW_ANONYMOUS": "true"})
+    s.check_web_exposure()
+    assert s.web_exposed and s.web_allow_anonymous
+    assert Settings().web_allow_anonymous is False

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from streams.settings import Settings
+from streams.settings import SECRETS_DIR_ENV, Settings, SettingsError
 from tests.unit.deploy._support import ROOT
 
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -116,7 +116,7 @@ def test_prometheus_scrapes_every_worker_and_grafana_gets_the_dashboard():
 
 
 def test_published_ports_do_not_collide():
-    ports = [p.split(":")[0] for svc in SERVICES.values() for p in svc.get("ports", [])]
+    ports = [published(p)[1] for svc in SERVICES.values() for p in svc.get("ports", [])]
     assert len(ports) == len(set(ports))
 
 
@@ -146,8 +146,7 @@ def test_kubernetes_statefulset_uses_the_image_settings_and_probes():
     (sts,) = [d for d in docs if d["kind"] == "StatefulSet"]
     (cm,) = [d for d in docs if d["kind"] == "ConfigMap"]
     for var in cm["data"]:
-        assert var in SETTING_ENV, var
-    Settings.from_env({k: str(v) for k, v in cm["data"].items()})
+        assert var in SETTING_ENV | {SECRETS_DIR_ENV}, var
     (c,) = sts["spec"]["template"]["spec"]["containers"]
     assert c["image"].startswith("rb-streams:")
     for e in c.get("env", []):
@@ -169,7 +168,7 @@ def test_kafka_has_a_listener_agents_on_the_host_can_reach():
     advertised = dict(x.split("://", 1) for x in kafka_env["KAFKA_ADVERTISED_LISTENERS"].split(","))
     assert advertised["HOST"] == "localhost:9094" and advertised["PLAINTEXT"] == "kafka:9092"
     assert "HOST:PLAINTEXT" in kafka_env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"]
-    assert "9094:9094" in SERVICES["kafka"]["ports"]
+    assert [published(p) for p in SERVICES["kafka"]["ports"]] == [("127.0.0.1", "9094", "9094")]
 
 
 def test_grafana_has_no_default_admin_password():
@@ -223,3 +222,175 @@ def test_kubernetes_keeps_workers_reachable_through_rebalances_and_drains():
     (sts,) = [d for d in docs if d["kind"] == "StatefulSet"]
     assert pdb["spec"]["maxUnavailable"] == 1
     assert pdb["spec"]["selector"]["matchLabels"] == sts["spec"]["selector"]["matchLabels"]
+
+
+# -- secure by default (issue 32): secrets required, nothing open beyond this machine ---------
+
+# What `docker compose up` needs in its environment; the tests give it these stand-ins.
+COMPOSE_SECRETS = {
+    "RB_WEB_TOKEN": "web-t0ken",
+    "RB_CONTROL_KEY": "c0ntrol-key",
+    "RB_QDRANT_API_KEY": "qdr4nt-key",
+    "GRAFANA_ADMIN_PASSWORD": "gr4fana",
+}
+_VAR = re.compile(
+    r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])((?:[^{}]|\{[^{}]*\})*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)"
+)
+
+
+class ComposeInterpolationError(Exception):
+    """What `docker compose` reports, and stops on, for an unset `${VAR:?message}`."""
+
+
+def interpolate(value: Any, env: dict[str, str]) -> Any:
+    """Compose's variable substitution on every string of the parsed file: `$$`, `$VAR`,
+    `${VAR}`, `${VAR:-default}`, `${VAR-default}`, `${VAR:?message}`, `${VAR?message}`."""
+    if isinstance(value, dict):
+        return {k: interpolate(v, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, env) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name = m.group(1) or m.group(4)
+        op, arg = m.group(2), m.group(3) or ""
+        unset = name not in env
+        missing = unset or (op is not None and op.startswith(":") and env[name] == "")
+        if op and op.endswith("?") and missing:
+            raise ComposeInterpolationError(f"required variable {name} is missing a value: {arg}")
+        if op and op.endswith("-") and missing:
+            return arg
+        return env.get(name, "")
+
+    return _VAR.sub(sub, value)
+
+
+def published(mapping: str) -> tuple[str, str, str]:
+    """(host ip, host port, container port) of a short-syntax port; no ip means 0.0.0.0."""
+    parts = str(mapping).split("/")[0].split(":")
+    if len(parts) == 3:
+        return parts[0], parts[1], parts[2]
+    if len(parts) == 2:
+        return "0.0.0.0", parts[0], parts[1]
+    return "0.0.0.0", parts[0], parts[0]
+
+
+def is_loopback(ip: str) -> bool:
+    return ip in {"127.0.0.1", "::1", "[::1]", "localhost"}
+
+
+@pytest.mark.parametrize("var", sorted(COMPOSE_SECRETS))
+@pytest.mark.parametrize("how", ["unset", "empty"])
+def test_compose_refuses_to_start_without_each_secret(var, how):
+    env = {k: v for k, v in COMPOSE_SECRETS.items() if k != var}
+    if how == "empty":
+        env[var] = ""
+    with pytest.raises(ComposeInterpolationError, match=var):
+        interpolate(COMPOSE, env)
+
+
+def test_compose_workers_get_the_web_token_control_key_and_qdrant_key():
+    services = interpolate(COMPOSE, COMPOSE_SECRETS)["services"]
+    qdrant_key = env_of(services["qdrant"])["QDRANT__SERVICE__API_KEY"]
+    assert qdrant_key == COMPOSE_SECRETS["RB_QDRANT_API_KEY"]  # Qdrant's API key is on
+    for name in WORKERS:
+        env = env_of(services[name])
+        assert "RB_WEB_ALLOW_ANONYMOUS" not in env
+        s = Settings.from_env(env)
+        assert s.web_host == "0.0.0.0"  # reachable by Prometheus and the other worker...
+        assert s.secret(s.web_token) == COMPOSE_SECRETS["RB_WEB_TOKEN"]  # ...with a token
+        s.check_web_exposure()
+        assert s.secret(s.control_key) == COMPOSE_SECRETS["RB_CONTROL_KEY"]
+        assert s.secret(s.qdrant_api_key) == qdrant_key
+    # without the token a worker on 0.0.0.0 would refuse to start
+    env = {k: v for k, v in env_of(services[WORKERS[0]]).items() if k != "RB_WEB_TOKEN"}
+    with pytest.raises(SettingsError, match="RB_WEB_TOKEN"):
+        Settings.from_env(env).check_web_exposure()
+
+
+def test_compose_gives_prometheus_the_web_token_as_a_secret_file():
+    secret = COMPOSE["secrets"]["rb_web_token"]
+    assert secret == {"environment": "RB_WEB_TOKEN"}
+    assert SERVICES["prometheus"]["secrets"] == ["rb_web_token"]  # /run/secrets/rb_web_token
+    prom = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
+    (job,) = [j for j in prom["scrape_configs"] if j["job_name"] == "rb-streams"]
+    assert job["authorization"]["credentials_file"] == "/run/secrets/rb_web_token"
+
+
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_every_published_port_listens_on_loopback_only(name):
+    for mapping in SERVICES[name].get("ports", []):
+        ip, _, _ = published(mapping)
+        assert is_loopback(ip), f"{name} publishes {mapping} on every interface"
+
+
+def test_no_kafka_listener_without_sasl_is_published_beyond_loopback():
+    env = env_of(SERVICES["kafka"])
+    protocols = dict(x.split(":", 1) for x in env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(","))
+    ports = {}
+    for listener in env["KAFKA_LISTENERS"].split(","):
+        lname, _, addr = listener.partition("://")
+        ports[addr.rsplit(":", 1)[1]] = lname
+    for mapping in SERVICES["kafka"]["ports"]:
+        ip, _, container_port = published(mapping)
+        protocol = protocols[ports[container_port]]
+        assert is_loopback(ip) or protocol.startswith("SASL_"), f"{mapping}: {protocol} on {ip}"
+
+
+def test_the_interpolation_of_these_tests_follows_compose():
+    env = {"A": "a", "E": ""}
+    assert interpolate("$$A ${A} $A ${B:-d} ${E:-d} ${E-d} ${B-d}", env) == "$A a a d d  d"
+    assert interpolate("${E?m}", env) == ""
+    with pytest.raises(ComposeInterpolationError, match="B"):
+        interpolate("${B?m}", env)
+    with pytest.raises(ComposeInterpolationError, match="E is missing a value: m"):
+        interpolate("${E:?m}", env)
+
+
+def _k8s_one(kind: str) -> dict[str, Any]:
+    (doc,) = [d for d in k8s_docs() if d["kind"] == kind]
+    return doc
+
+
+def test_kubernetes_workers_need_the_secret_with_token_control_key_and_qdrant_key():
+    cm = _k8s_one("ConfigMap")
+    pod = _k8s_one("StatefulSet")["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    folder = cm["data"][SECRETS_DIR_ENV]
+    (mount,) = [m for m in c["volumeMounts"] if m["mountPath"] == folder]
+    assert mount["readOnly"] is True
+    (vol,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    secret = vol["secret"]
+    assert secret["optional"] is False  # no Secret, no pod
+    assert secret["defaultMode"] == 0o440 and pod["securityContext"]["fsGroup"] == 10001
+    keys = {i["key"]: i["path"] for i in secret["items"]}  # a listed key missing: no pod
+    assert keys == {v: v for v in ("RB_WEB_TOKEN", "RB_CONTROL_KEY", "RB_QDRANT_API_KEY")}
+    # no other source may set or weaken them
+    names = {e["name"] for e in c.get("env", [])} | set(cm["data"])
+    assert not names & {*keys, "RB_WEB_ALLOW_ANONYMOUS", *(k + "_FILE" for k in keys)}
+
+
+def test_kubernetes_settings_with_the_mounted_secret_are_valid_and_fail_closed(tmp_path):
+    cm = {k: str(v) for k, v in _k8s_one("ConfigMap")["data"].items()}
+    assert cm["RB_WEB_HOST"] == "0.0.0.0"
+    mounted = tmp_path / "rb-streams"
+    mounted.mkdir()
+    for key in ("RB_WEB_TOKEN", "RB_CONTROL_KEY", "RB_QDRANT_API_KEY"):
+        (mounted / key).write_text(f"{key.lower()}-value\n")
+    s = Settings.from_env({**cm, SECRETS_DIR_ENV: str(mounted)})
+    s.check_web_exposure()
+    assert s.secret(s.web_token) == "rb_web_token-value"
+    assert s.secret(s.control_key) == "rb_control_key-value"
+    assert s.secret(s.qdrant_api_key) == "rb_qdrant_api_key-value"
+    with pytest.raises(SettingsError, match=SECRETS_DIR_ENV):  # the volume not mounted
+        Settings.from_env({**cm, SECRETS_DIR_ENV: str(tmp_path / "missing")})
+    (mounted / "RB_WEB_TOKEN").write_text("")
+    with pytest.raises(SettingsError, match="RB_WEB_TOKEN"):  # an empty key
+        Settings.from_env({**cm, SECRETS_DIR_ENV: str(mounted)})
+    (mounted / "RB_WEB_TOKEN").unlink()
+    s = Settings.from_env({**cm, SECRETS_DIR_ENV: str(mounted)})
+    with pytest.raises(SettingsError, match="RB_WEB_TOKEN"):  # no token on 0.0.0.0
+        s.check_web_exposure()

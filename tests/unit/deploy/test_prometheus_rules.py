@@ -7,8 +7,12 @@ not skip, without it.
 from __future__ import annotations
 
 import re
+import shutil
+from pathlib import Path
 
 from ._support import PROMETHEUS_DIR, load_rules, load_yaml, promtool
+
+TOKEN_FILE = "/run/secrets/rb_web_token"  # docker-compose.yml mounts the secret rb_web_token there
 
 REQUIRED_ALERTS = (
     "RbWorkerDown",
@@ -21,9 +25,24 @@ REQUIRED_ALERTS = (
 )
 
 
-def test_config_is_valid() -> None:
-    proc = promtool("check", "config", "deploy/prometheus/prometheus.yml")
+def test_config_is_valid(tmp_path: Path) -> None:
+    # The scrape job reads the workers' token from a file that exists only in the Prometheus
+    # container (a compose secret): promtool checks it exists, so check a copy pointing at one.
+    text = (PROMETHEUS_DIR / "prometheus.yml").read_text()
+    assert text.count(TOKEN_FILE) == 1
+    copy = tmp_path / "prometheus"
+    shutil.copytree(PROMETHEUS_DIR, copy)
+    token = tmp_path / "rb_web_token"
+    token.write_text("t0ken\n")
+    (copy / "prometheus.yml").write_text(text.replace(TOKEN_FILE, str(token)))
+    proc = promtool("check", "config", str(copy / "prometheus.yml"))
     assert "SUCCESS" in proc.stdout
+
+
+def test_the_scrape_job_sends_the_workers_web_token() -> None:
+    config = load_yaml(PROMETHEUS_DIR / "prometheus.yml")
+    (job,) = [j for j in config["scrape_configs"] if j["job_name"] == "rb-streams"]
+    assert job["authorization"] == {"credentials_file": TOKEN_FILE}
 
 
 def test_rules_are_valid_and_all_read() -> None:

@@ -3,10 +3,12 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.settings import Settings
+from streams.settings import Settings, SettingsError
+from streams.worker.app import Worker
 from streams.worker.web_auth import authorized, bearer_guard
 
 
@@ -63,3 +65,10 @@ def test_header_bytes_that_are_not_utf8_are_refused():
     assert not authorized("t0k", "Bearer \udcff\udcfe")  # aiohttp's surrogate escapes
     assert not authorized("t0k", "Bearer \ud800")  # not even that
     assert authorized("é-token", "Bearer é-token")
+
+
+def test_a_worker_built_with_an_anonymous_public_web_port_refuses_before_building_anything():
+    """Every way of starting a worker goes through Worker(): the check is its first step."""
+    s = Settings.from_env({}, web_host="0.0.0.0")
+    with pytest.raises(SettingsError, match=r"^RB_WEB_HOST: '0.0.0.0' is reachable"):
+        Worker(s, semantics=None, retriever=None, metrics=None)  # type: ignore[arg-type]
