@@ -19,6 +19,7 @@ from typing import Any
 
 from . import __version__
 from .kafka.security import KafkaAuthError
+from .logsafe import safe_for_log
 from .settings import Settings, SettingsError
 
 # Settings that are never flags: secrets, and what `replay` does not use.
@@ -194,7 +195,7 @@ def _load_file(store: Any, path: str, quiet: bool = False) -> tuple[int, int]:
         raise UserError(f"{path}: no such file")
     good, errors = read_file(path)
     for err in errors:
-        print(f"{path}: {err}", file=sys.stderr)
+        print(f"{path}: {safe_for_log(err, None)}", file=sys.stderr)  # the file's own text
     if not good:
         return 0, len(errors)
     if quiet:
@@ -275,7 +276,8 @@ def cmd_patterns_list(args: argparse.Namespace) -> int:
                 sys.stdout.buffer.write(wire.dumps(p.payload()) + b"\n")
             else:
                 scope = p.org_id or p.failure_type or "-"
-                print(f"{p.tier}\t{p.id}\t{scope}\t{p.title}")
+                cells = (p.tier, p.id, scope, p.title)  # whoever wrote the pattern chose these
+                print("\t".join(safe_for_log(c, None) for c in cells))
     return 0
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from ..core.embedding import Embedder
 from ..core.etraces import Answer, Plan, Query
+from ..logsafe import safe_for_log
 from .pattern_store import PatternStore, QdrantPatternStore
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ class Retriever:
             self.last_error = why
             if self._failures >= self.failures_to_trip or why.startswith("unreachable"):
                 if self.up:
-                    log.warning("pattern store marked down: %s", why)
+                    log.warning("pattern store marked down: %s", safe_for_log(why))
                 self.up = False
                 self._down_until = self.clock() + self.retry_after_s
 

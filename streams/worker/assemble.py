@@ -19,6 +19,7 @@ from ..embeddings.process import ProcessEmbedder
 from ..etraces.pattern_store import QdrantPatternStore
 from ..etraces.patterns import read_file
 from ..etraces.retrieval import Retriever, open_store
+from ..logsafe import safe_for_log
 from ..settings import Settings
 from .app import Worker
 from .metrics import Metrics
@@ -34,7 +35,7 @@ def open_seeded_store(settings: Settings, embedder: Embedder) -> QdrantPatternSt
         if settings.patterns_seed:
             good, bad = read_file(settings.patterns_seed)
             for err in bad:
-                log.error("patterns seed %s: %s", settings.patterns_seed, err)
+                log.error("patterns seed %s: %s", settings.patterns_seed, safe_for_log(err, None))
             store.upsert(good)
             log.info("patterns seed: %d patterns from %s", len(good), settings.patterns_seed)
         return store

@@ -20,6 +20,7 @@ from ..core.events import Limits, Rejected, deadletter_bytes, deadletter_record
 from ..core.monitors import Semantics
 from ..core.retention import parse_evict
 from ..etraces.retrieval import Retriever
+from ..logsafe import safe_for_log, safe_traceback
 from .ack_order import AckOrder
 from .chains import RunChains
 from .metrics import Metrics
@@ -290,13 +291,13 @@ class Processor:
             if trace:
                 self._traced[stage] = now
             log.error(
-                "internal error at stage %s, offset %s of %s[%s]: %s (dead-lettered internal_error, acked)",
+                "internal error at stage %s, offset %s of %s[%s]: %s (dead-lettered internal_error, acked)%s",
                 stage,
                 msg.offset,
                 msg.topic,
                 msg.partition,
-                "unknown" if exc is None else describe(exc),
-                exc_info=exc if trace else None,
+                "unknown" if exc is None else safe_for_log(describe(exc), None),  # may quote the event
+                f"\n{safe_traceback(exc)}" if trace and exc is not None else "",
             )
         except Exception:  # pragma: no cover - logging and counting must not break the boundary
             pass

@@ -21,6 +21,7 @@ from ..core.retention import (
     verified,
     version,
 )
+from ..logsafe import safe_for_log
 from .metrics import Metrics
 from .run_table import RunTable
 
@@ -91,5 +92,5 @@ class Retention:
             )
         self.runs.delete(key, st)
         self._metrics.evictions.labels(reason).inc()
-        log.info("evicted run %s (%s)", req.run_id, reason)
+        log.info("evicted run %s (%s)", safe_for_log(req.run_id), reason)
         return None
