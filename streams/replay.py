@@ -11,13 +11,11 @@ from .core.engine import NO_KEY, complete, handle, seal
 from .core.events import Limits, Rejected, deadletter_bytes, deadletter_record
 from .core.monitors import Semantics
 from .core.retention import (
-    BAD_SIGNATURE,
     DEFAULT_MAX_RUNS_PER_ORG,
     NOT_KEYED,
     RunsHeld,
+    judge,
     parse_evict,
-    verified,
-    version,
 )
 from .core.state import TraceState
 from .etraces.retrieval import Retriever
@@ -59,15 +57,15 @@ class Replayer:
         """One input -> (decision or None, dead-letter record or None). `key`: the message key,
         when replaying records read from Kafka (checked as the worker checks it)."""
         req = parse_evict(raw)
-        if req is not None:  # a recorded eviction: applied as the worker applied it
+        if req is not None:  # a recorded eviction: judged by the worker's rule (core.retention)
             if key is not NO_KEY and key != req.run_id.encode("utf-8"):
                 rej = Rejected("invalid_control", NOT_KEYED, req.run_id)
                 return None, deadletter_record(raw, rej, self.limits, self.clock())
-            if not verified(req, self.control_key):
-                rej = Rejected("invalid_control", BAD_SIGNATURE, req.run_id)
+            applies, refused = judge(req, self.states.get(req.run_id), self.control_key)
+            if refused is not None:
+                rej = Rejected("invalid_control", refused, req.run_id)
                 return None, deadletter_record(raw, rej, self.limits, self.clock())
-            st = self.states.get(req.run_id)
-            if st is not None and version(st) == req.version:
+            if applies:
                 del self.states[req.run_id]
                 self.held.remove(req.run_id)
             return None, None

@@ -9,14 +9,22 @@ Faust only writes a table (and its changelog) from inside a stream event, so the
 for an eviction by publishing an `rb.evict` record to the steps topic under the run's key: it
 arrives in order with the run's own events, and the run is removed only if nothing happened
 to it since the request (its `version` still matches: every event applied to a run changes
-last_step, finished or duplicates). The removal is a changelog tombstone, so a worker
-recovering the table does not bring the run back. `replay` of a recorded steps topic applies
-the same records by version alone, so it evicts exactly what the worker evicted.
+last_step, finished or duplicates, and the version also names the run's incarnation, the
+`ts` of its run_start, so a request made for an earlier run of the same id never matches a
+run started again). The removal is a changelog tombstone, so a worker recovering the table
+does not bring the run back.
 
 Any producer can write to the steps topic, so a control record is verified before it acts:
 with `RB_CONTROL_KEY` set, workers sign their requests (HMAC-SHA256) and worker and replay
-apply only records whose signature checks; without a key the worker still refuses a record
-for a run that is not expired. Refused records are dead-lettered `invalid_control`.
+apply only records whose signature checks. Whether a record applies is then decided by
+`judge`, from the record and the run's state alone, which worker and replay share: replay
+has no worker clock (its states carry its own processing times), so a rule that read the
+clock could not be replayed. A signed record that matches the state applies (the worker
+signed it for exactly that state, once it had expired); a record for another incarnation
+is refused (a replayed one). Without a key anyone can write a matching record, so the
+worker also refuses one for a run its clock says is not expired; replay cannot see that
+clock and applies it (set the key for replay to agree on every record). Refused records
+are dead-lettered `invalid_control`.
 
 The table is also bounded per org (`RunsHeld`): an org may hold at most `RB_MAX_RUNS_PER_ORG`
 runs (unfinished, and finished ones within their retention), counted per partition so that
@@ -39,20 +47,26 @@ EVICT_TYPE = "rb.evict"
 # Why a control record is refused (dead-letter detail, the same from worker and replay).
 NOT_KEYED = "control record not keyed by its run_id"
 BAD_SIGNATURE = "control record signature missing or wrong (RB_CONTROL_KEY)"
+OTHER_RUN = "control record made for an earlier run of this id (its run_start ts differs): a replayed record"
 DEFAULT_MAX_RUNS_PER_ORG = 10_000
 _PREFIX = b'{"type":"rb.evict"'
+
+
+# (last_step, finished, duplicates, the run_start's ts): which run, and how far it has got.
+Version = tuple[int, bool, int, float | None]
 
 
 @dataclass(frozen=True)
 class EvictRequest:
     run_id: str
-    version: tuple[int, bool, int]
+    version: Version
     mac: str | None = None  # HMAC-SHA256 of (type, run_id, version) under RB_CONTROL_KEY
 
 
-def version(st: TraceState) -> tuple[int, bool, int]:
-    """Changes with every event applied to the run."""
-    return (st.last_step, st.finished, st.duplicates)
+def version(st: TraceState) -> Version:
+    """Changes with every event applied to the run, and differs between two runs of one id
+    (the agent's run_start ts: in the recorded stream, so replay computes the same)."""
+    return (st.last_step, st.finished, st.duplicates, st.started_ts)
 
 
 def retention_clock(st: TraceState) -> float | None:
@@ -71,12 +85,12 @@ def expiry(
     return "idle" if idle_timeout_s > 0 and age >= idle_timeout_s else None
 
 
-def _mac(key: str, run_id: str, ver: tuple[int, bool, int]) -> str:
+def _mac(key: str, run_id: str, ver: Version) -> str:
     msg = orjson.dumps([EVICT_TYPE, run_id, list(ver)])
     return hmac.new(key.encode("utf-8"), msg, hashlib.sha256).hexdigest()
 
 
-def evict_request(run_id: str, ver: tuple[int, bool, int], key: str = "") -> bytes:
+def evict_request(run_id: str, ver: Version, key: str = "") -> bytes:
     """The control record; signed when a control key is configured."""
     d: dict[str, object] = {"type": EVICT_TYPE, "run_id": run_id, "version": list(ver)}
     if key:
@@ -91,6 +105,21 @@ def verified(req: EvictRequest, key: str) -> bool:
     return req.mac is not None and hmac.compare_digest(req.mac, _mac(key, req.run_id, req.version))
 
 
+def judge(req: EvictRequest, st: TraceState | None, key: str) -> tuple[bool, str | None]:
+    """(apply it, why it is refused) for a request keyed by its run: the rule worker and
+    replay share. Neither: stale (the run is gone or moved on since it was asked for).
+
+    Reads no clock, so replay decides exactly as the worker did. The worker adds one check
+    when no key is set (`expiry` by its clock: an unsigned record proves nothing)."""
+    if not verified(req, key):
+        return False, BAD_SIGNATURE
+    if st is None:
+        return False, None  # evicted already
+    if st.started_ts != req.version[3]:
+        return False, OTHER_RUN
+    return version(st) == req.version, None
+
+
 def parse_evict(raw: bytes | str | None) -> EvictRequest | None:
     """The request if `raw` is one (a prefix test first: cheap for every other event).
     A malformed one is None: it is then judged as an event (schema_violation)."""
@@ -101,13 +130,16 @@ def parse_evict(raw: bytes | str | None) -> EvictRequest | None:
         return None
     try:
         d = orjson.loads(data)
-        step, finished, dups = d["version"]
+        ver = d["version"]
+        step, finished, dups, started = (*ver, None) if len(ver) == 3 else ver  # 3: before incarnations
         run_id, mac = d["run_id"], d.get("mac")
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         return None
     if not (isinstance(run_id, str) and type(step) is int and type(finished) is bool and type(dups) is int):
         return None
-    return EvictRequest(run_id, (step, finished, dups), mac if isinstance(mac, str) else None)
+    if started is not None and (type(started) is bool or not isinstance(started, (int, float))):
+        return None
+    return EvictRequest(run_id, (step, finished, dups, started), mac if isinstance(mac, str) else None)
 
 
 class RunsHeld:

@@ -17,9 +17,8 @@ from ..core.retention import (
     EvictRequest,
     evict_request,
     expiry,
+    judge,
     retention_clock,
-    verified,
-    version,
 )
 from ..logsafe import safe_for_log
 from .metrics import Metrics
@@ -74,22 +73,26 @@ class Retention:
         return asked
 
     def apply(self, key: bytes | None, req: EvictRequest, now: float) -> str | None:
-        """Remove the run if it is still as expired as when the request was made. Returns why
-        the record is refused (dead-lettered invalid_control), None when applied or stale."""
+        """Remove the run if the request is for its current state (`judge`, the rule replay
+        applies too). Returns why the record is refused (dead-lettered invalid_control), None
+        when applied or stale."""
         if key is None or key != req.run_id.encode("utf-8"):
             return NOT_KEYED
-        if not verified(req, self.control_key):
-            return BAD_SIGNATURE
-        self._asked.pop(key, None)
         st = self.runs.lookup(req.run_id)
-        if st is None or version(st) != req.version:
-            return None  # evicted already, or the run moved on since the request: keep it
+        applies, refused = judge(req, st, self.control_key)
+        if refused == BAD_SIGNATURE:
+            return refused
+        self._asked.pop(key, None)
+        if refused is not None or not applies or st is None:
+            return refused  # refused, or stale: evicted already or moved on since (kept)
         reason = self._expiry(st.finished, retention_clock(st), now)
         if reason is None:
-            return (
-                f"run {req.run_id[:100]!r} is not expired: eviction refused (a record no worker "
-                "wrote, or the retention settings changed since)"
-            )
+            if not self.control_key:  # unsigned: anyone may have written it, the clock decides
+                return (
+                    f"run {req.run_id[:100]!r} is not expired: eviction refused (a record no "
+                    "worker wrote, or the retention settings changed since)"
+                )
+            reason = "finished" if st.finished else "idle"  # signed for this state once expired
         self.runs.delete(key, st)
         self._metrics.evictions.labels(reason).inc()
         log.info("evicted run %s (%s)", safe_for_log(req.run_id), reason)

@@ -13,7 +13,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 
-from ..core.retention import RunsHeld, retention_clock, version
+from ..core.retention import RunsHeld, Version, retention_clock, version
 from ..core.state import TraceState
 from .metrics import STATES, Metrics
 
@@ -30,7 +30,7 @@ class Seen:
 
     clock: float | None  # when the run last moved (None: never)
     finished: bool
-    version: tuple[int, bool, int]
+    version: Version
 
 
 def store_reader(store: Mapping[bytes, bytes]) -> Callable[[bytes], bytes | None]:

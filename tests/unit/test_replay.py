@@ -47,3 +47,100 @@ def test_replay_file_counts():
     src = io.BytesIO(b"\n".join(b(e) for e in events()))
     out = io.BytesIO()
     assert replay_file(src, out, sem=semantics()) == (18, 0)
+
+
+def test_a_replayed_signed_eviction_is_judged_by_replay_as_the_worker_judged_it(tmp_path, sem):
+    """Issue 32: an idle run is evicted, its id starts again, and someone re-sends the first
+    (signed, still valid) eviction record. The worker refuses it (made for the earlier run);
+    replay of the recorded topic must too: it used to evict the new run, answer the agent's
+    repeated run_start with a decision 0 the worker never sent and dead-letter step 1."""
+    import asyncio
+
+    from streams.etraces.retrieval import Retriever
+    from tests.unit.worker.harness import PARTITIONS, GatedStore, rig
+
+    topic: list[bytes] = []  # the steps topic, as the worker read it
+
+    async def worker() -> tuple[list[dict], list[dict]]:
+        r = rig(sem, GatedStore(), idle_s=60.0)
+
+        async def feed(value: bytes) -> None:
+            topic.append(value)
+            await r.feed(value, key=b"r")
+            await r.drain()
+
+        await feed(b(run_start("r")))
+        r.now[0] += 61
+        assert await r.retention.sweep(r.now[0]) == 1
+        evict = r.steps_sent[0][1]
+        await feed(evict)  # applied: the run was idle
+        assert r.runs.lookup("r") is None
+        again = b(run_start("r", ts=1_700_000_500.0))
+        await feed(again)  # the id starts again
+        await feed(evict)  # the first request, replayed
+        await feed(again)  # the agent's retry of its run_start: a duplicate
+        await feed(b(step("r", 1)))
+        return r.decisions, r.deadletters
+
+    decisions, deadletters = asyncio.run(worker())
+    assert [d["step"] for d in decisions] == [0, 0, 1]
+    assert [d["reason"] for d in deadletters] == ["invalid_control"]
+
+    src = tmp_path / "steps.jsonl"
+    src.write_bytes(b"\n".join(topic) + b"\n")
+    out, dl = io.BytesIO(), io.BytesIO()
+    with open(src, "rb") as fh:
+        counts = replay_file(
+            fh,
+            out,
+            dl,
+            sem=sem,
+            retriever=Retriever(GatedStore()),
+            max_runs_per_org=0,
+            partitions=PARTITIONS,
+            control_key="k",
+        )
+    assert counts == (3, 1)
+    strip = lambda d: {k: v for k, v in d.items() if k != "processed_ts"}  # noqa: E731
+    replayed = [strip(orjson.loads(x)) for x in out.getvalue().splitlines()]
+    assert replayed == [strip(d) for d in decisions]
+    dead = [orjson.loads(x) for x in dl.getvalue().splitlines()]
+    assert [(d["reason"], d["detail"]) for d in dead] == [(d["reason"], d["detail"]) for d in deadletters]
+
+
+def test_replay_applies_a_signed_eviction_exactly_when_the_worker_does(sem):
+    """The rule reads no clock: a signed request for the run's exact state applies in both
+    (even a run re-created byte for byte), a moved-on run is kept in both."""
+    import asyncio
+
+    from streams.etraces.retrieval import Retriever
+    from tests.unit.worker.harness import PARTITIONS, GatedStore, rig
+
+    topic: list[bytes] = []
+
+    async def worker() -> tuple[bool, bool]:
+        r = rig(sem, GatedStore(), idle_s=60.0)
+
+        async def feed(value: bytes, key: bytes) -> None:
+            topic.append(value)
+            await r.feed(value, key=key)
+            await r.drain()
+
+        for run in ("x", "y"):
+            await feed(b(run_start(run)), run.encode())
+        r.now[0] += 61
+        assert await r.retention.sweep(r.now[0]) == 2
+        asked = {k: v for k, v, _ in r.steps_sent}
+        await feed(asked[b"x"], b"x")
+        await feed(b(run_start("x")), b"x")  # the same run_start again: the same run, for all we know
+        await feed(asked[b"x"], b"x")  # so the replayed request applies again, in both
+        await feed(b(step("y", 1)), b"y")  # y moved on: its request is stale
+        await feed(asked[b"y"], b"y")
+        return r.runs.lookup("x") is None, r.runs.lookup("y") is None
+
+    assert asyncio.run(worker()) == (True, False)
+    rp = Replayer(
+        sem=sem, retriever=Retriever(GatedStore()), max_runs_per_org=0, partitions=PARTITIONS, control_key="k"
+    )
+    assert all(dl is None for _, dl in rp.run(topic))
+    assert "x" not in rp.states and "y" in rp.states

@@ -64,9 +64,9 @@ def test_every_applied_event_changes_the_version():
 
 
 def test_requests_round_trip_and_other_events_are_not_requests():
-    raw = evict_request("run-é", (7, True, 1))
-    assert parse_evict(raw) == EvictRequest("run-é", (7, True, 1))
-    assert parse_evict(raw.decode()) == EvictRequest("run-é", (7, True, 1))
+    raw = evict_request("run-é", (7, True, 1, 1_700_000_000.5))
+    assert parse_evict(raw) == EvictRequest("run-é", (7, True, 1, 1_700_000_000.5))
+    assert parse_evict(raw.decode()) == EvictRequest("run-é", (7, True, 1, 1_700_000_000.5))
     assert parse_evict(b(step("r", 1))) is None
     assert parse_evict(b'{"type":"rb.evict","run_id":"x"}') is None  # malformed: left to validation
     assert parse_evict(None) is None
@@ -86,12 +86,12 @@ def test_replay_applies_a_recorded_eviction_only_if_the_run_has_not_moved_on():
 
 
 def test_signed_requests_verify_only_under_their_key():
-    raw = evict_request("r", (3, False, 0), key="k1")
+    raw = evict_request("r", (3, False, 0, None), key="k1")
     req = parse_evict(raw)
     assert req is not None and req.mac is not None
     assert verified(req, "k1") and not verified(req, "k2")
-    assert verified(parse_evict(evict_request("r", (3, False, 0))), "")  # no key: not checked
-    assert not verified(parse_evict(evict_request("r", (3, False, 0))), "k1")  # unsigned
+    assert verified(parse_evict(evict_request("r", (3, False, 0, None))), "")  # no key: not checked
+    assert not verified(parse_evict(evict_request("r", (3, False, 0, None))), "k1")  # unsigned
     forged = parse_evict(raw.replace(b'"version":[3,', b'"version":[4,'))
     assert forged is not None and not verified(forged, "k1")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from streams.core.monitors import Semantics
-from streams.core.retention import evict_request, parse_evict, version
+from streams.core.retention import OTHER_RUN, evict_request, parse_evict, version
 from tests.factories import run_finish, run_start, step
 from tests.unit.worker.harness import GatedStore, Rig, rig
 
@@ -71,11 +71,25 @@ def test_a_forged_or_misrouted_eviction_is_refused_and_the_run_kept(sem: Semanti
     asyncio.run(go())
 
 
-def test_a_run_that_is_not_expired_is_not_evicted_by_a_valid_request(sem: Semantics) -> None:
+def test_without_a_control_key_a_run_that_is_not_expired_is_not_evicted(sem: Semantics) -> None:
     async def go() -> None:
         r, ver = await one_idle_run(sem)
-        await r.feed(evict_request("r", ver, "k"), key=b"r")  # signed, but too early
+        r.retention.control_key = ""  # unsigned records: anyone may have written one
+        await r.feed(evict_request("r", ver), key=b"r")  # matches the run, but too early
         assert r.runs.lookup("r") is not None
         assert [d["reason"] for d in r.deadletters] == ["invalid_control"]
+        assert "is not expired" in r.deadletters[0]["detail"]
+
+    asyncio.run(go())
+
+
+def test_a_request_made_for_an_earlier_run_of_the_id_is_refused(sem: Semantics) -> None:
+    async def go() -> None:
+        r, ver = await one_idle_run(sem)
+        r.now[0] += 61
+        earlier = evict_request("r", (*ver[:3], 1_600_000_000.0), "k")  # signed, another run_start ts
+        await r.feed(earlier, key=b"r")
+        assert r.runs.lookup("r") is not None
+        assert [d["detail"] for d in r.deadletters] == [OTHER_RUN]
 
     asyncio.run(go())
