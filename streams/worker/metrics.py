@@ -27,6 +27,11 @@ LAG_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10
 RETRIEVAL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 WAIT_BUCKETS = (0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.5, 1.0)
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+# The event-to-decision lag is observed only when the agent's ts is plausible: at most this far
+# ahead of the worker's clock (counted as 0) or this far behind. Any other ts (one run_start
+# with ts=-1e300 made the histogram's sum 1e300) is counted in rb_event_ts_implausible_total.
+LAG_AHEAD_MAX_S = 60.0
+LAG_MAX_S = 86_400.0
 
 STATES = ("INIT", "FAST", "NORMAL", "SLOW", "SKIP", "END")
 TRANSITIONS = (
@@ -95,6 +100,12 @@ class Metrics:
             "rb_event_to_decision_seconds",
             "End-to-end lag: the event's ts (agent clock) to the decision",
             buckets=LAG_BUCKETS,
+            registry=r,
+        )
+        self.lag_implausible = Counter(
+            "rb_event_ts_implausible",
+            "Decisions left out of rb_event_to_decision_seconds: their event ts was more than "
+            "60 s ahead of the worker's clock or more than a day behind it",
             registry=r,
         )
         self.monitor_scores = Histogram(
@@ -224,7 +235,11 @@ class Metrics:
             self.latency.observe(seconds)
             ts = d.get("event_ts")
             if isinstance(ts, (int, float)):
-                self.lag.observe(max(0.0, now - ts))
+                lag = now - ts
+                if -LAG_AHEAD_MAX_S <= lag <= LAG_MAX_S:
+                    self.lag.observe(max(0.0, lag))
+                else:
+                    self.lag_implausible.inc()
             mon = d["monitors"]
             for name, score in mon["scores"].items():
                 child(self.monitor_scores, name).observe(score)

@@ -30,3 +30,32 @@ def test_the_registry_reports_the_process_memory_and_cpu() -> None:
     assert m.registry.get_sample_value("process_cpu_seconds_total") is not None
     body, _ = m.render()
     assert b"python_info" in body
+
+
+def test_the_event_to_decision_lag_observes_only_plausible_event_times(sem) -> None:
+    """Issue 32: one run_start with ts=-1e300 made rb_event_to_decision_seconds_sum 1e300."""
+    import asyncio
+
+    from streams.worker.metrics import LAG_AHEAD_MAX_S, LAG_MAX_S
+    from tests.factories import run_start
+    from tests.unit.worker.harness import GatedStore, rig
+
+    async def go() -> dict[str, float]:
+        r = rig(sem, GatedStore())
+        now = r.now[0]
+        for i, ts in enumerate(
+            (-1e300, now - 0.5, now + 30, now + LAG_AHEAD_MAX_S + 1, now - LAG_MAX_S - 1, 1e300)
+        ):
+            await r.feed(run_start(f"r{i}", ts=ts))
+        await r.drain()
+        assert len(r.decisions) == 6 and r.deadletters == []  # every run is answered all the same
+        get = r.metrics.registry.get_sample_value
+        names = ("rb_event_to_decision_seconds_count", "rb_event_to_decision_seconds_sum")
+        values = {n: get(n) or 0.0 for n in names}
+        values["implausible"] = get("rb_event_ts_implausible_total") or 0.0
+        return values
+
+    v = asyncio.run(go())
+    assert v["rb_event_to_decision_seconds_count"] == 2  # 0.5 s behind, and 30 s ahead (as 0)
+    assert v["rb_event_to_decision_seconds_sum"] == 0.5
+    assert v["implausible"] == 4
