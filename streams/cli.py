@@ -255,7 +255,7 @@ def cmd_patterns_load(args: argparse.Namespace) -> int:
 
 def cmd_patterns_delete(args: argparse.Namespace) -> int:
     with _store(args) as store:
-        n = store.delete(args.ids)
+        n = store.delete(args.ids, org_id=args.org)
     if args.json:
         _print_json({"deleted": n, "asked": len(args.ids)})
     else:
@@ -396,8 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--starter", action="store_true", help="also load the starter library that ships with rb-streams"
     )
     pl.set_defaults(func=cmd_patterns_load)
-    pd = psub.add_parser("delete", help="delete patterns by id")
+    pd = psub.add_parser("delete", help="delete shared (E2/E3) patterns by id, or an org's E1 ones")
     pd.add_argument("ids", nargs="+", metavar="ID")
+    pd.add_argument("--org", help="delete this org's E1 patterns with these ids (no other org's)")
     pd.set_defaults(func=cmd_patterns_delete)
     pls = psub.add_parser("list", help="list the stored patterns")
     pls.add_argument("--tier", choices=["e1", "e2", "e3"], help="only this tier")

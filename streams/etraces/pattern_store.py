@@ -4,6 +4,11 @@ Collection layout keeps the hot path free of payload filters (local mode evaluat
 in Python, slow at 10k+ points): one collection per E1 org, one E2 collection per failure
 type plus one with every E2 pattern, one for E3. Server mode also gets keyword payload
 indexes on tier/org_id/failure_type for ad-hoc queries.
+
+A pattern is named by its id within its scope: E2 and E3 patterns are shared (one id names
+one pattern), an E1 pattern belongs to its org (its point id derives from org and id). So two
+orgs may use the same id, and loading one org's file never overwrites or removes another
+org's pattern, nor a shared one (a shared pattern that changed tier or failure type moves).
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+import orjson
+
 from ..core.embedding import Embedder
 from ..core.etraces import E3_MAX, Answer, Hit, Query
 from .patterns import FAILURE_TYPE_VALUES, Pattern
@@ -26,6 +33,7 @@ log = logging.getLogger(__name__)
 PREFIX = "rb_"
 E3_COLLECTION = "rb_e3"
 E2_ALL = "rb_e2"
+E1_PREFIX = f"{PREFIX}e1_"
 _ID_NS = uuid.UUID("6f1c3a52-8f0e-4c1e-9d55-2b7e0c1f9a10")
 _SAFE = re.compile(r"[^a-z0-9_-]+")
 E3_CACHE_S = 10.0
@@ -49,14 +57,22 @@ class StoreInUse(RuntimeError):
     """Local mode: another process holds the store directory."""
 
 
-def point_id(pattern_id: str) -> str:
-    return str(uuid.uuid5(_ID_NS, pattern_id))
+def point_id(pattern_id: str, org_id: str | None = None) -> str:
+    """A shared pattern's point id (`org_id` None), or an org's E1 pattern's: from (org, id),
+    so the same id in two orgs names two patterns."""
+    if org_id is None:
+        return str(uuid.uuid5(_ID_NS, pattern_id))
+    return str(uuid.uuid5(_ID_NS, orjson.dumps(["e1", org_id, pattern_id]).decode("utf-8")))
+
+
+def pattern_point(p: Pattern) -> str:
+    return point_id(p.id, p.org_id if p.tier == "e1" else None)
 
 
 def e1_collection(org_id: str) -> str:
     """Per-org collection; the hash keeps distinct org ids distinct after sanitising."""
     safe = _SAFE.sub("_", org_id.lower())[:40]
-    return f"{PREFIX}e1_{safe}_{hashlib.sha1(org_id.encode('utf-8')).hexdigest()[:10]}"
+    return f"{E1_PREFIX}{safe}_{hashlib.sha1(org_id.encode('utf-8')).hexdigest()[:10]}"
 
 
 def e2_collection(failure_type: str | None) -> str:
@@ -198,7 +214,9 @@ class QdrantPatternStore:
     def upsert(
         self, patterns: Sequence[Pattern], batch: int = 64, progress: Callable[[int, int], None] | None = None
     ) -> int:
-        """Idempotent by pattern id; a pattern that changed tier/org/type leaves its old place."""
+        """Idempotent by pattern (an org's E1 pattern by org and id, a shared one by id); a
+        shared pattern that changed tier or failure type leaves its old place. Never touches
+        another org's patterns: an org's E1 collection is only ever written by its own."""
         from qdrant_client import models
 
         done = 0
@@ -206,18 +224,24 @@ class QdrantPatternStore:
         for i in range(0, len(patterns), batch):
             chunk = list(patterns[i : i + batch])
             vecs = self.embedder.embed([p.vector_text for p in chunk])
-            ids = [point_id(p.id) for p in chunk]
+            ids = [pattern_point(p) for p in chunk]
             targets: dict[str, list[models.PointStruct]] = {}
+            stale: dict[str, list[str]] = {}
             for p, pid, v in zip(chunk, ids, vecs, strict=True):
                 payload = {**p.payload(), "embedder": self.embedder.name}
-                for name in collections_for(p):
+                places = collections_for(p)
+                for name in places:
                     targets.setdefault(name, []).append(
                         models.PointStruct(id=pid, vector=v.tolist(), payload=payload)
                     )
-            for name in existing:
-                stale = [pid for p, pid in zip(chunk, ids, strict=True) if name not in collections_for(p)]
-                if stale:
-                    self.client.delete(name, points_selector=models.PointIdsList(points=stale))  # type: ignore[arg-type]
+                if p.tier != "e1":  # a shared pattern leaves the shared places it no longer has
+                    for name in existing:
+                        if not name.startswith(E1_PREFIX) and name not in places:
+                            stale.setdefault(name, []).append(pid)
+                elif places[0] in existing:  # stored before ids were scoped by org: its id alone
+                    stale.setdefault(places[0], []).append(point_id(p.id))
+            for name, pids in stale.items():
+                self.client.delete(name, points_selector=models.PointIdsList(points=pids))  # type: ignore[arg-type]
             for name, points in targets.items():
                 self._ensure(name)
                 self.client.upsert(name, points=points)
@@ -228,16 +252,25 @@ class QdrantPatternStore:
         self._e3 = None
         return done
 
-    def delete(self, pattern_ids: Iterable[str]) -> int:
-        """Remove patterns everywhere; returns how many of the ids were found."""
+    def delete(self, pattern_ids: Iterable[str], org_id: str | None = None) -> int:
+        """Remove shared (E2, E3) patterns by id, or with `org_id` that org's E1 patterns (and
+        nothing of any other org); returns how many of the ids were found."""
         from qdrant_client import models
 
-        ids = [point_id(p) for p in pattern_ids]
+        wanted = list(dict.fromkeys(pattern_ids))
+        if org_id is None:
+            names = [n for n in self.collections() if not n.startswith(E1_PREFIX)]
+            by_point = {point_id(p): p for p in wanted}
+        else:
+            own = e1_collection(org_id)
+            names = [n for n in self.collections() if n == own]
+            by_point = {point_id(p, org_id): p for p in wanted}
+            by_point.update({point_id(p): p for p in wanted})  # stored before ids were scoped by org
         found: set[str] = set()
-        for name in self.collections():
-            got = self.client.retrieve(name, ids=ids, with_payload=False)
+        for name in names:
+            got = self.client.retrieve(name, ids=list(by_point), with_payload=False)
             if got:
-                found.update(str(p.id) for p in got)
+                found.update(by_point[str(p.id)] for p in got)
                 self.client.delete(name, points_selector=models.PointIdsList(points=[p.id for p in got]))
         self._e3 = None
         return len(found)

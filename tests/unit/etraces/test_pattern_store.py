@@ -13,7 +13,7 @@ from qdrant_client import QdrantClient
 from streams.cli import main
 from streams.core import etraces
 from streams.core.etraces import Query
-from streams.etraces.pattern_store import E2_ALL, QdrantPatternStore, StoreInUse, e1_collection
+from streams.etraces.pattern_store import E2_ALL, E3_COLLECTION, QdrantPatternStore, StoreInUse, e1_collection
 from streams.etraces.patterns import LineError, Pattern, PatternError, parse_pattern, read_jsonl
 from tests.models import models
 
@@ -93,16 +93,95 @@ def pats(*records: dict[str, Any]) -> list[Pattern]:
 SIT = "The session token expiry check raises KeyError expires_at when I run the auth tests."
 
 
-def test_upsert_is_idempotent_and_moves_a_pattern_that_changed_scope(minilm: Any, tmp_path: Path) -> None:
+def test_upsert_is_idempotent_and_moves_a_shared_pattern_that_changed_tier_or_type(
+    minilm: Any, tmp_path: Path
+) -> None:
     store = QdrantPatternStore(minilm, path=tmp_path / "p")
     p = pats(rec(id="x", failure_type="loop"))
     store.upsert(p)
     store.upsert(p)
     assert store.stats()["collections"] == {E2_ALL: 1, f"{E2_ALL}_loop": 1}
+    store.upsert(pats(rec(id="x")))
+    assert store.stats()["collections"] == {E2_ALL: 1, f"{E2_ALL}_loop": 0}
+    store.upsert(pats(rec(id="x", tier="e3", situation=None)))
+    assert store.stats()["collections"] == {E2_ALL: 0, f"{E2_ALL}_loop": 0, E3_COLLECTION: 1}
+    # an org's E1 pattern with the same id is the org's own: the shared one stays
     store.upsert(pats(rec(id="x", tier="e1", org_id="acme")))
-    assert store.stats()["collections"] == {E2_ALL: 0, f"{E2_ALL}_loop": 0, e1_collection("acme"): 1}
-    assert store.delete(["x", "missing"]) == 1
+    assert store.stats()["collections"][E3_COLLECTION] == 1
+    assert store.stats()["collections"][e1_collection("acme")] == 1
+    assert store.delete(["x", "missing"]) == 1  # the shared one
+    assert [(p.tier, p.org_id) for p in store.iter_patterns()] == [("e1", "acme")]
+    assert store.delete(["x"], org_id="acme") == 1
     assert list(store.iter_patterns()) == []
+    store.close()
+
+
+def _e1_file(path: Path, org: str, guidance: str, *ids: str) -> Path:
+    lines = [orjson.dumps(rec(id=i, tier="e1", org_id=org, guidance=guidance, situation=SIT)) for i in ids]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def test_loading_another_orgs_file_with_the_same_ids_never_touches_the_owners_patterns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 32: pattern ids were global, so globex loading a file with acme's id removed
+    acme's pattern. Through the CLI and a local store on disk, as an operator does it."""
+    where = ["--patterns-path", str(tmp_path / "store")]
+    acme = _e1_file(tmp_path / "acme.jsonl", "acme", "Acme: rotate the token.", "fix-1", "fix-2")
+    globex = _e1_file(tmp_path / "globex.jsonl", "globex", "Globex: call the vault.", "fix-1")
+    shared = tmp_path / "shared.jsonl"
+    shared.write_bytes(orjson.dumps(rec(id="fix-1", situation=SIT, guidance="Shared.")) + b"\n")
+    for f in (acme, globex, shared, globex):  # globex twice: idempotent
+        assert main(["patterns", "load", str(f), *where]) == 0
+    capsys.readouterr()
+    assert main(["patterns", "list", "--json", *where]) == 0
+    listed = [orjson.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert sorted((p["tier"], p["org_id"], p["pattern_id"], p["guidance"]) for p in listed) == [
+        ("e1", "acme", "fix-1", "Acme: rotate the token."),
+        ("e1", "acme", "fix-2", "Acme: rotate the token."),
+        ("e1", "globex", "fix-1", "Globex: call the vault."),
+        ("e2", None, "fix-1", "Shared."),
+    ]
+    # deleting globex's fix-1 leaves acme's and the shared one
+    assert main(["patterns", "delete", "fix-1", "--org", "globex", *where]) == 0
+    assert main(["patterns", "delete", "fix-2", "--org", "globex", *where]) == 1  # not globex's
+    store = QdrantPatternStore(models().full, path=tmp_path / "store")
+    try:
+        hits = store.answer(Query("e1", SIT, "acme", None, 4, 0.5)).hits
+        assert sorted(h.pattern_id for h in hits) == ["fix-1", "fix-2"]
+        assert {h.payload["org_id"] for h in hits} == {"acme"}
+        assert store.answer(Query("e1", SIT, "globex", None, 4, 0.5)).hits == ()
+        assert [h.pattern_id for h in store.answer(Query("e2", SIT, None, None, 4, 0.5)).hits] == ["fix-1"]
+    finally:
+        store.close()
+
+
+def test_e1_points_stored_before_ids_were_scoped_are_replaced_by_their_own_org(
+    minilm: Any, tmp_path: Path
+) -> None:
+    """A store written by an earlier version holds acme's E1 pattern at the id's point alone;
+    reloading acme's file leaves one copy, and nothing of another org is touched."""
+    from qdrant_client import models as qm
+
+    from streams.etraces.pattern_store import point_id
+
+    store = QdrantPatternStore(minilm, path=tmp_path / "p")
+    old, other = pats(
+        rec(id="fix-1", tier="e1", org_id="acme", situation=SIT),
+        rec(id="fix-1", tier="e1", org_id="globex", situation=SIT),
+    )
+    store.upsert([other])
+    store._ensure(e1_collection("acme"))
+    vec = minilm.embed([old.vector_text])[0].tolist()
+    legacy = qm.PointStruct(id=point_id("fix-1"), vector=vec, payload=old.payload())
+    store.client.upsert(e1_collection("acme"), points=[legacy])
+    store.upsert([old])
+    counts = store.stats()["collections"]
+    assert counts == {e1_collection("acme"): 1, e1_collection("globex"): 1}
+    store.client.upsert(e1_collection("acme"), points=[legacy])  # once more, then deleted by org
+    assert store.delete(["fix-1"], org_id="acme") == 1
+    assert store.stats()["collections"] == {e1_collection("acme"): 0, e1_collection("globex"): 1}
     store.close()
 
 
