@@ -26,6 +26,18 @@ from .settings import Settings, SettingsError
 _NO_FLAG = set(Settings.SECRETS)
 # The settings the pattern commands use: where the store is.
 _STORE_FLAGS = ("data_dir", "patterns_path", "qdrant_url", "etrace_timeout_ms", "log_level")
+# `tenants add`: how to reach the broker as an admin, and the layout of the topics it creates
+KAFKA_FLAGS = (
+    "broker",
+    "topic_prefix",
+    "security_protocol",
+    "sasl_mechanism",
+    "sasl_username",
+    "ssl_cafile",
+    "partitions",
+    "replication_factor",
+    "tenants",
+)
 DEBUG_ENV = "RB_DEBUG"  # set to show tracebacks of internal errors
 
 
@@ -315,6 +327,34 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tenants_add(args: argparse.Namespace) -> int:
+    """A tenant's topics and ACLs (multi-tenant mode), then the settings its agents need."""
+    from aiokafka.errors import KafkaError
+
+    from .kafka.tenants import add_tenant, client_env
+
+    s = _settings(args)
+    try:
+        done = asyncio.run(
+            add_tenant(s, args.name, principal=args.principal, worker_principal=args.worker_principal)
+        )
+    except KafkaError as exc:
+        raise UserError(
+            f"could not set up tenant {args.name!r} on {s.broker}: {type(exc).__name__}: {exc}"
+        ) from None
+    print(
+        f"tenant {done.tenant}: topics {', '.join(done.topics)} (created: {', '.join(done.created) or 'none'})"
+    )
+    for acl in done.acls:
+        print(f"  allow {acl.describe()}")
+    print("its agents' settings:")
+    for k, v in client_env(s, done.tenant).items():
+        print(f"  {k}={v}")
+    served = [*s.tenant_names, done.tenant] if done.tenant not in s.tenant_names else list(s.tenant_names)
+    print(f"the workers serve it with RB_TENANTS={','.join(served)} (restart them to pick it up)")
+    return 0
+
+
 def cmd_kafka(args: argparse.Namespace) -> int:
     from .local.broker import kafka
 
@@ -428,6 +468,17 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true", help="one JSON object")
     _add_settings_flags(c)
     c.set_defaults(func=cmd_config)
+
+    tn = sub.add_parser("tenants", help="multi-tenant mode: a tenant's topics and ACLs")
+    tsub = tn.add_subparsers(dest="tenants_command", required=True, metavar="action")
+    ta = tsub.add_parser("add", help="create a tenant's topics and ACLs, print its agents' settings")
+    ta.add_argument("name", help="the tenant (1-64 letters, digits, '_' or '-'): its org and topic infix")
+    ta.add_argument("--principal", default="", help="its Kafka principal (default User:<name>)")
+    ta.add_argument(
+        "--worker-principal", default="", help="also allow the workers' principal (User:<name>) its topics"
+    )
+    _add_settings_flags(ta, KAFKA_FLAGS)
+    ta.set_defaults(func=cmd_tenants_add)
 
     k = sub.add_parser("kafka", help="start/stop/status of the local Maven-resolved broker")
     k.add_argument("action", choices=["install", "start", "stop", "restart", "status"])

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO
 
 from .core.decision import Decision
-from .core.engine import NO_KEY, complete, handle, seal
+from .core.engine import NO_KEY, complete, evict_refusal, handle, seal
 from .core.events import Limits, Rejected, deadletter_bytes, deadletter_record
 from .core.monitors import Semantics
 from .core.retention import (
@@ -52,15 +52,21 @@ class Replayer:
         self.sem = sem
 
     def feed(
-        self, raw: bytes | str | None, key: object = NO_KEY
+        self, raw: bytes | str | None, key: object = NO_KEY, tenant: str | None = None
     ) -> tuple[Decision | None, dict[str, Any] | None]:
         """One input -> (decision or None, dead-letter record or None). `key`: the message key,
-        when replaying records read from Kafka (checked as the worker checks it)."""
+        when replaying records read from Kafka (checked as the worker checks it). `tenant`: the
+        tenant whose topic the input came from (multi-tenant mode, as the worker takes it)."""
         req = parse_evict(raw)
         if req is not None:  # a recorded eviction: judged by the worker's rule (core.retention)
             if key is not NO_KEY and key != req.run_id.encode("utf-8"):
                 rej = Rejected("invalid_control", NOT_KEYED, req.run_id)
                 return None, deadletter_record(raw, rej, self.limits, self.clock())
+            foreign = evict_refusal(self.states.get(req.run_id), tenant)
+            if foreign is not None:
+                return None, deadletter_record(
+                    raw, Rejected("invalid_control", foreign, req.run_id), self.limits, self.clock()
+                )
             applies, refused = judge(req, self.states.get(req.run_id), self.control_key)
             if refused is not None:
                 rej = Rejected("invalid_control", refused, req.run_id)
@@ -70,7 +76,16 @@ class Replayer:
                 self.held.remove(req.run_id)
             return None, None
         now = self.clock()
-        result = handle(raw, self.states.get, self.limits, now, self.sem, key=key, runs_cap=self.held.refusal)
+        result = handle(
+            raw,
+            self.states.get,
+            self.limits,
+            now,
+            self.sem,
+            key=key,
+            runs_cap=self.held.refusal,
+            tenant=tenant,
+        )
         if result.plan:
             result = complete(result, self.retriever.answer_now(result.plan))
         result = seal(result, self.limits)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import socket
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -330,6 +331,11 @@ class KafkaSettings(_Base):
     def deadletter_topic(self) -> str:
         return f"{self.topic_prefix}.deadletter"
 
+    def tenant_topic(self, tenant: str, kind: TopicKind) -> str:
+        """A tenant's own topic in multi-tenant mode: `<prefix>.<tenant>.steps|steering|deadletter`
+        (docs/production.md: the tenant's principal may use these and nothing else)."""
+        return f"{self.topic_prefix}.{tenant}.{kind}"
+
     @property
     def kafka_security(self) -> str:
         if self.security_protocol:
@@ -344,6 +350,21 @@ class ClientSettings(KafkaSettings):
     """The agent side: the broker, plus how long an agent waits for a decision."""
 
     client_deadline_ms: int = Field(250, ge=1)
+    # multi-tenant mode: the tenant whose topics this agent uses (`rb-streams tenants add`)
+    tenant: str = ""
+
+    @field_validator("tenant")
+    @classmethod
+    def _tenant_valid(cls, v: str) -> str:
+        return check_tenant_name(v) if v else v
+
+    @property
+    def client_steps_topic(self) -> str:
+        return self.tenant_topic(self.tenant, "steps") if self.tenant else self.steps_topic
+
+    @property
+    def client_steering_topic(self) -> str:
+        return self.tenant_topic(self.tenant, "steering") if self.tenant else self.steering_topic
 
 
 class Settings(ClientSettings):
@@ -381,6 +402,9 @@ class Settings(ClientSettings):
     max_runs_per_org: int = Field(DEFAULT_MAX_RUNS_PER_ORG, ge=0)
     # when set, rb.evict control records are signed and unsigned ones refused
     control_key: SecretStr = SecretStr("")
+    # multi-tenant mode: the tenants served, comma-separated. Each has its own topics and
+    # principal; a run's org is its tenant, taken from the topic, never from the event
+    tenants: str = ""
     # /ready answers 503 while an event read from a partition has waited this long for its ack
     stall_threshold_s: float = Field(30.0, gt=0)
     max_event_bytes: int = Field(256 * 1024, ge=1)
@@ -414,8 +438,23 @@ class Settings(ClientSettings):
             raise ValueError("not a file")
         return v
 
+    @field_validator("tenants")
+    @classmethod
+    def _tenants_valid(cls, v: str) -> str:
+        names = [t.strip() for t in v.split(",") if t.strip()]
+        for name in names:
+            check_tenant_name(name)
+        if len(set(names)) != len(names):
+            raise ValueError("a tenant is named twice")
+        return ",".join(names)
+
     @model_validator(mode="after")
     def _worker_consistent(self) -> Self:
+        if self.tenant_names and not self.control_key.get_secret_value():
+            raise ValueError(
+                "RB_CONTROL_KEY: required with RB_TENANTS (an unsigned eviction record would let "
+                "one tenant's producer evict another's runs)"
+            )
         if self.heartbeat_interval_s >= self.session_timeout_s:
             raise ValueError(
                 "RB_HEARTBEAT_INTERVAL_S: must be below the session timeout (RB_SESSION_TIMEOUT_S)"
@@ -439,6 +478,11 @@ class Settings(ClientSettings):
 
     # -- derived -------------------------------------------------------------
     @property
+    def tenant_names(self) -> tuple[str, ...]:
+        """The tenants served (multi-tenant mode), or () in single-tenant mode."""
+        return tuple(t for t in self.tenants.split(",") if t)
+
+    @property
     def web_exposed(self) -> bool:
         """Whether /runs and /metrics answer without a token on a non-loopback address."""
         return not self.web_token.get_secret_value() and not _is_loopback(self.web_host)
@@ -461,6 +505,19 @@ class Settings(ClientSettings):
     @property
     def patterns_dir(self) -> Path:
         return Path(self.patterns_path).resolve() if self.patterns_path else self.data_path / "patterns"
+
+
+TopicKind = Literal["steps", "steering", "deadletter"]
+TOPIC_KINDS: tuple[TopicKind, ...] = ("steps", "steering", "deadletter")
+TENANT_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def check_tenant_name(name: str) -> str:
+    """A tenant's name is part of its topic names and its principal: no dots (the topic
+    `<prefix>.<tenant>.steps` must parse one way), at most 64 letters, digits, '_' or '-'."""
+    if not TENANT_NAME.fullmatch(name):
+        raise ValueError(f"{name[:80]!r} is not a tenant name (1-64 letters, digits, '_' or '-')")
+    return name
 
 
 def _host_ports(broker: str) -> list[str]:

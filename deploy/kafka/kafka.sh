@@ -18,6 +18,11 @@
 #                        SCRAM-SHA-256, SCRAM-SHA-512); off when unset
 #   RB_KAFKA_SASL_USERS  user:password[,user:password] accepted on it (SCRAM credentials are
 #                        written at format time, so set this before the first start)
+#   RB_KAFKA_AUTHORIZER  set to 1: enforce ACLs (KRaft's StandardAuthorizer; nothing is allowed
+#                        without an ACL). The PLAINTEXT and controller listeners stay on 127.0.0.1
+#                        and are super users (the worker and admin tools of a local setup);
+#                        principals on the SASL listener get only what ACLs grant them
+#                        (`rb-streams tenants add`)
 #   RB_KAFKA_SSL_PORT    also open an SSL (TLS) listener on 127.0.0.1 here, with a self-signed
 #                        certificate for 127.0.0.1/localhost made by keytool on first start;
 #                        clients trust <dir>/tls/ca.pem (RB_SSL_CAFILE); off when unset
@@ -33,6 +38,7 @@ TIMEOUT="${RB_KAFKA_START_TIMEOUT:-60}"
 SASL_PORT="${RB_KAFKA_SASL_PORT:-}"
 SASL_USERS="${RB_KAFKA_SASL_USERS:-}"
 SSL_PORT="${RB_KAFKA_SSL_PORT:-}"
+AUTHORIZER="${RB_KAFKA_AUTHORIZER:-}"
 LIBS="${RB_KAFKA_LIBS:-$HERE/target/libs}"  # where Maven puts the jars (an installed package: a user cache dir)
 PIDFILE="$DIR/kafka.pid"
 
@@ -104,6 +110,13 @@ sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
 listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required$plain_users;
 listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+PROPS
+  fi
+  if [ "$AUTHORIZER" = "1" ]; then
+    cat >> "$DIR/server.properties" <<PROPS
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=false
+super.users=User:ANONYMOUS
 PROPS
   fi
   if [ -n "$SSL_PORT" ]; then

@@ -83,6 +83,7 @@ class _Run:
     partition: int
     step_log: list[StepLogEntry] = field(default_factory=list)
     last_delivered: int = -1
+    last_published: int = -1  # the highest step this client published (decisions past it: not ours)
     # The run's last event handed to the producer (a task until the producer took it): the
     # next one waits for it, so a run's events keep their order even when a call gives up.
     enqueued: asyncio.Task[Any] | None = None
@@ -178,8 +179,11 @@ class SteeringClient:
         s = settings or ClientSettings.from_env()
         self.settings = s
         self.bootstrap_servers = bootstrap_servers or s.bootstrap_servers
-        self.steps_topic = f"{topic_prefix or s.topic_prefix}.steps"
-        self.steering_topic = f"{topic_prefix or s.topic_prefix}.steering"
+        if topic_prefix:
+            s = s.with_(topic_prefix=topic_prefix)
+        # multi-tenant mode (RB_TENANT): the tenant's own topics, the only ones its principal may use
+        self.steps_topic = s.client_steps_topic
+        self.steering_topic = s.client_steering_topic
         self.deadline_ms = deadline_ms if deadline_ms is not None else s.client_deadline_ms
         self.client_id = client_id or f"rb-client-{uuid.uuid4().hex[:8]}"
         self._producer: AIOKafkaProducer | None = None
@@ -193,6 +197,7 @@ class SteeringClient:
         self._task: asyncio.Task[None] | None = None
         self.late_decisions = 0
         self.duplicate_decisions = 0
+        self.unasked_decisions = 0  # steering records for our runs that answer no step we sent
         self.failed_sends = 0  # events the producer gave up on (broker away past its timeout)
 
     # -- lifecycle ----------------------------------------------------------
@@ -285,15 +290,20 @@ class SteeringClient:
             for records in batches.values():
                 for rec in records:
                     try:
-                        self._deliver(wire.loads(rec.value), now)
+                        self._deliver(wire.loads(rec.value), now, rec.key)
                     except Exception:
                         log.exception("bad decision record at offset %s", rec.offset)
 
-    def _deliver(self, data: dict[str, Any], now: float) -> None:
+    def _deliver(self, data: dict[str, Any], now: float, record_key: bytes | None = None) -> None:
         run = self._runs.get(data.get("run_id", ""))
         if run is None:
             return  # another process's run on a shared partition
         step = data["step"]
+        if type(step) is not int or step > run.last_published or record_key != run.run_id.encode("utf-8"):
+            # Not an answer to a step this client sent (or not keyed as the worker keys its
+            # decisions): someone else's record naming our run. Never steer with it.
+            self.unasked_decisions += 1
+            return
         if step <= run.last_delivered:
             self.duplicate_decisions += 1
             return
@@ -312,6 +322,7 @@ class SteeringClient:
     ) -> Decision | None:
         assert self._producer is not None
         key = (run.run_id, step)
+        run.last_published = max(run.last_published, step)
         fut: asyncio.Future[Decision] | None = None
         if wait:
             fut = asyncio.get_running_loop().create_future()

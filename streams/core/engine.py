@@ -505,12 +505,16 @@ def handle(
     *,
     key: object = NO_KEY,
     runs_cap: RunsCap | None = None,
+    tenant: str | None = None,
 ) -> Result:
     """Decode, validate and apply one input. Never raises: bad input is a rejection with its
     reason, a failure inside is an internal_error result (see `failed`).
 
     `key`: the message key (bytes or None) when the input came from Kafka: it must be the
     run_id, checked before the run is looked up. `runs_cap` refuses a new run (too_many_runs).
+    `tenant`: in multi-tenant mode, the tenant whose topic the input came from (proven by
+    Kafka's ACLs): the run's org is the tenant, an event claiming another org and an event for
+    a run another tenant started are refused (org_mismatch, see `check_tenant`).
     """
     seen = _Seen()
 
@@ -520,7 +524,7 @@ def handle(
         return st
 
     try:
-        result = _handle(raw, looked_up, limits, now, sem, key, runs_cap, seen)
+        result = _handle(raw, looked_up, limits, now, sem, key, runs_cap, seen, tenant)
     except Exception as exc:
         return failed("evaluate", exc, seen.run_id, seen.prior, seen.step, seen.event_type, now)
     result.prior, result.step, result.now = seen.prior, seen.step, now
@@ -568,6 +572,31 @@ def _oversize(result: Result, limits: Limits) -> str | None:
     return None
 
 
+ANOTHER_TENANTS_RUN = "this run id belongs to a run another tenant started; use a run id of your own"
+
+
+def evict_refusal(st: TraceState | None, tenant: str | None) -> str | None:
+    """Why an eviction record on a tenant's topic is refused: it names another tenant's run."""
+    if tenant is not None and st is not None and st.config.org_id != tenant:
+        return ANOTHER_TENANTS_RUN
+    return None
+
+
+def check_claim(ev: dict[str, Any], tenant: str, step: int | None) -> None:
+    """An event on a tenant's topic speaks for that tenant only: an `org_id` naming another org
+    is refused (org_mismatch), never trusted."""
+    claimed = ev.get("org_id")
+    # decoding fills the schema's default ("default") in: no claim, and the tenant's org anyway
+    if claimed not in (None, "default", tenant):
+        raise Rejected(
+            "org_mismatch",
+            f"the event claims org_id {str(claimed)[:100]!r} on tenant {tenant!r}'s topic; a tenant's "
+            "events belong to its own org (leave org_id out)",
+            ev["run_id"],
+            step,
+        )
+
+
 @dataclass
 class _Seen:
     """What `_handle` learnt before a failure, for the fallback."""
@@ -587,6 +616,7 @@ def _handle(
     key: object,
     runs_cap: RunsCap | None,
     seen: _Seen,
+    tenant: str | None = None,
 ) -> Result:
     ev: dict[str, Any] | None = None
     try:
@@ -606,7 +636,13 @@ def _handle(
                 run_id,
                 seen.step,
             )
+        if tenant is not None:
+            check_claim(ev, tenant, seen.step)
         st = lookup(run_id)
+        if tenant is not None and st is not None and st.config.org_id != tenant:
+            raise Rejected("org_mismatch", ANOTHER_TENANTS_RUN, run_id, seen.step)
+        if tenant is not None and etype == "run_start":
+            ev = {**ev, "org_id": tenant}
         if etype == "run_start":
             if st is not None:
                 conflict = config_conflict(st, ev)

@@ -9,15 +9,18 @@ import logging
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
 
-from ..settings import Settings, SettingsError
+from ..settings import TOPIC_KINDS, Settings, SettingsError
 from .security import client_kwargs, diagnose
 
 log = logging.getLogger(__name__)
 
 
 async def ensure_topics(settings: Settings, timeout_s: float = 30.0) -> dict[str, int]:
-    """Create steps/steering/deadletter if missing; return each topic's partition count."""
+    """Create steps/steering/deadletter if missing (and every served tenant's three, in
+    multi-tenant mode); return each topic's partition count."""
     names = [settings.steps_topic, settings.steering_topic, settings.deadletter_topic]
+    for tenant in settings.tenant_names:
+        names += [settings.tenant_topic(tenant, k) for k in TOPIC_KINDS]
     deadline = asyncio.get_running_loop().time() + timeout_s
     while True:
         admin = AIOKafkaAdminClient(
@@ -65,6 +68,15 @@ def check_partitions(settings: Settings, counts: dict[str, int]) -> None:
             f"{steps} partitions; the count is fixed once the topics exist: set RB_PARTITIONS={steps} "
             f"(or use a new RB_TOPIC_PREFIX and RB_APP_ID)"
         )
+    for tenant in settings.tenant_names:
+        for kind in TOPIC_KINDS:
+            name = settings.tenant_topic(tenant, kind)
+            n = counts.get(name)
+            if n is not None and n != settings.partitions:
+                raise SettingsError(
+                    f"topic {name} has {n} partitions but RB_PARTITIONS={settings.partitions}: a "
+                    "tenant's topics must have the same count as the worker's (re-create them)"
+                )
     steering = counts.get(settings.steering_topic)
     if steering is not None and steering != steps:
         raise SettingsError(

@@ -67,7 +67,10 @@ class WorkerProcess:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"worker not ready after {timeout_s}s:\n{self.tail()}")
             await asyncio.sleep(0.2)
-        async with SteeringClient(self.settings, deadline_ms=1000) as c:
+        # multi-tenant mode: the probe goes through the first tenant's topics
+        tenants = self.settings.tenant_names
+        probe = self.settings.with_(tenant=tenants[0]) if tenants else self.settings
+        async with SteeringClient(probe, deadline_ms=1000) as c:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
                     raise RuntimeError(f"worker exited with {self.proc.returncode}:\n{self.tail()}")

@@ -98,15 +98,21 @@ class Worker:
         )
         # A changelog record the producer refuses is counted and logged, never a crash.
         guard_buffer(self.app.producer.buffer, lambda _exc: metrics.internal_error("changelog"))
-        self.steps = self.app.topic(
-            s.steps_topic, partitions=s.partitions, key_serializer="raw", value_serializer="raw"
-        )
-        self.steering = self.app.topic(
-            s.steering_topic, partitions=s.partitions, key_serializer="raw", value_serializer="raw"
-        )
-        self.deadletter = self.app.topic(
-            s.deadletter_topic, partitions=s.partitions, key_serializer="raw", value_serializer="raw"
-        )
+        # Multi-tenant mode: each tenant's own three topics; the steps topics are read together
+        # (same partition count, so Faust co-partitions them with the run table's changelog),
+        # and a topic's tenant is the org of every event on it.
+        self.tenants = s.tenant_names
+        self.steps_by_tenant = {t: self._topic(s.tenant_topic(t, "steps")) for t in self.tenants}
+        self.steering_by_tenant = {t: self._topic(s.tenant_topic(t, "steering")) for t in self.tenants}
+        self.deadletter_by_tenant = {t: self._topic(s.tenant_topic(t, "deadletter")) for t in self.tenants}
+        self._tenant_by_topic = {s.tenant_topic(t, "steps"): t for t in self.tenants}
+        self._steps_topics = set(self._tenant_by_topic) or {s.steps_topic}
+        if self.tenants:
+            self.steps = self._topic(*(s.tenant_topic(t, "steps") for t in self.tenants))
+        else:
+            self.steps = self._topic(s.steps_topic)
+        self.steering = self._topic(s.steering_topic)
+        self.deadletter = self._topic(s.deadletter_topic)
         self.table = self.app.Table(
             "runs",
             partitions=s.partitions,
@@ -142,6 +148,7 @@ class Worker:
             send_deadletter=self._send_deadletter,
             steering_partition=self._steering_partition,
             prefetch_embeddings=prefetch_embeddings,
+            tenant_of=self._tenant_by_topic.get,
         )
         self.app.agent(self.steps, name="evaluate")(self._evaluate)
         self._install_shutdown_deadline()
@@ -159,18 +166,31 @@ class Worker:
             self.stalled,
         )
 
+    def _topic(self, *names: str) -> Any:
+        s = self.settings
+        return self.app.topic(*names, partitions=s.partitions, key_serializer="raw", value_serializer="raw")
+
     # -- outputs ------------------------------------------------------------
     def _steering_partition(self, run_id: str) -> int:
         return wire.partition_for(run_id, self.steering_partitions)
 
-    async def _send_decision(self, key: bytes, value: bytes, partition: int) -> None:
-        await self.steering.send(key=key, value=value, partition=partition)
+    async def _send_decision(self, key: bytes, value: bytes, partition: int, *, tenant: str | None) -> None:
+        topic = self.steering if tenant is None else self.steering_by_tenant[tenant]
+        await topic.send(key=key, value=value, partition=partition)
 
-    async def _send_deadletter(self, key: bytes | None, value: bytes) -> None:
-        await self.deadletter.send(key=key, value=value)
+    async def _send_deadletter(self, key: bytes | None, value: bytes, *, tenant: str | None) -> None:
+        topic = self.deadletter if tenant is None else self.deadletter_by_tenant[tenant]
+        await topic.send(key=key, value=value)
 
     async def _send_step(self, key: bytes, value: bytes, partition: int) -> None:
-        await self.steps.send(key=key, value=value, partition=partition)
+        """An eviction request, into the steps topic the run's events come from."""
+        topic = self.steps
+        if self.tenants:
+            st = self.runs.lookup(key.decode("utf-8"))
+            if st is None or st.config.org_id not in self.steps_by_tenant:
+                return  # gone already, or of a tenant no longer served: nothing to order it with
+            topic = self.steps_by_tenant[st.config.org_id]
+        await topic.send(key=key, value=value, partition=partition)
 
     # -- health -------------------------------------------------------------
     def ready(self) -> bool:
@@ -222,7 +242,7 @@ class Worker:
     async def _update_gauges(self) -> None:
         self.runs.publish(self.metrics)
         consumer = self.app.consumer
-        owned = [tp for tp in consumer.assignment() if tp.topic == self.settings.steps_topic]
+        owned = [tp for tp in consumer.assignment() if tp.topic in self._steps_topics]
         publish_partitions(
             self.metrics, owned, consumer.highwater, self.processor.ack_order, self.processor.processed
         )

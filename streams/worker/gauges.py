@@ -17,15 +17,19 @@ def publish_partitions(
     processed: Mapping[Hashable, int],
 ) -> None:
     """Set lag and stall per owned partition (`tp.partition` labels; `highwater` may raise
-    before the partition's first fetch, then its lag is left out)."""
+    before the partition's first fetch, then its lag is left out). In multi-tenant mode one
+    partition number covers every tenant's steps topic: lags add up, the stall is the oldest."""
     lag, stall = metrics.consumer_lag, metrics.partition_stall
     lag.clear()
     stall.clear()
     owned = list(owned)
     metrics.assigned_partitions.set(len(owned))
     ages = ack_order.oldest_age()
+    lags: dict[str, int] = {}
+    stalls: dict[str, float] = {}
     for tp in owned:
-        stall.labels(str(tp.partition)).set(round(ages.get(tp, 0.0), 3))
+        p = str(tp.partition)
+        stalls[p] = max(stalls.get(p, 0.0), round(ages.get(tp, 0.0), 3))
         try:
             high = highwater(tp)
         except Exception:  # not fetched yet
@@ -37,4 +41,8 @@ def publish_partitions(
             nxt = None if done is None else done + 1
         if high is None or nxt is None:
             continue
-        lag.labels(str(tp.partition)).set(max(0, high - nxt))
+        lags[p] = lags.get(p, 0) + max(0, high - nxt)
+    for p, age in stalls.items():
+        stall.labels(p).set(age)
+    for p, n in lags.items():
+        lag.labels(p).set(n)

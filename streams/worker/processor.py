@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..core.engine import Result, complete, describe, handle, seal
+from ..core.engine import Result, complete, describe, evict_refusal, handle, seal
 from ..core.events import Limits, Rejected, deadletter_bytes, deadletter_record
 from ..core.monitors import Semantics
 from ..core.retention import parse_evict
@@ -30,8 +30,25 @@ from .run_table import RunTable
 log = logging.getLogger(__name__)
 TRACEBACK_EVERY_S = 60.0  # an internal error's traceback is logged at most this often per stage
 
-SendDecision = Callable[[bytes, bytes, int], Awaitable[object]]  # key, value, partition
-SendDeadletter = Callable[[bytes | None, bytes], Awaitable[object]]  # key, value
+
+class SendDecision(Protocol):
+    """Publish a decision (key, value, partition) to the steering topic of `tenant` (None: the
+    shared one, single-tenant mode)."""
+
+    def __call__(
+        self, key: bytes, value: bytes, partition: int, *, tenant: str | None
+    ) -> Awaitable[object]: ...
+
+
+class SendDeadletter(Protocol):
+    """Publish a dead-letter record to the dead-letter topic of `tenant` (None: the shared one)."""
+
+    def __call__(self, key: bytes | None, value: bytes, *, tenant: str | None) -> Awaitable[object]: ...
+
+
+def no_tenant(_topic: str) -> str | None:
+    """Single-tenant mode: no topic belongs to a tenant."""
+    return None
 
 
 class Message(Protocol):
@@ -70,6 +87,7 @@ class _Job:
     run_id: str | None = None
     step: int | None = None
     released: bool = False
+    tenant: str | None = None  # whose topic the event came from (multi-tenant mode)
 
 
 class Processor:
@@ -91,7 +109,11 @@ class Processor:
         ack_order: AckOrder[Any] | None = None,
         clock: Callable[[], float] = time.time,
         prefetch_embeddings: Callable[[Sequence[str]], None] | None = None,
+        tenant_of: Callable[[str], str | None] = no_tenant,
     ) -> None:
+        """`tenant_of`: the tenant a steps topic belongs to (multi-tenant mode; Kafka's ACLs
+        prove it): the core takes the run's org from it, and the event's answers go to that
+        tenant's topics."""
         self.runs = runs
         self.retention = retention
         self.retriever = retriever
@@ -105,6 +127,7 @@ class Processor:
         self.ack_order: AckOrder[Any] = ack_order or AckOrder()
         self._clock = clock
         self._prefetch_embeddings = prefetch_embeddings
+        self._tenant_of = tenant_of
         self.processed: dict[Hashable, int] = {}  # tp -> last offset evaluated (the lag gauge)
         self._traced: dict[str, float] = {}  # stage -> when its last traceback was logged
 
@@ -118,6 +141,7 @@ class Processor:
         hold back every later ack of its partition, stop its commits and block shutdown.
         """
         job = _Job(event, stream, t0=time.perf_counter(), now=self._clock())
+        job.tenant = self._tenant_of(event.message.topic)
         if stream is not None:
             self.ack_order.received(event.message.tp, event.message.offset)
         try:
@@ -136,7 +160,9 @@ class Processor:
             if prev is not None:
                 await prev_done(prev)  # after the run's pending event, like any of its events
             job.stage, job.run_id = "evict", req.run_id
-            refused = self.retention.apply(key, req, self._clock())
+            refused = evict_refusal(self.runs.lookup(req.run_id), job.tenant)
+            if refused is None:
+                refused = self.retention.apply(key, req, self._clock())
             if refused is not None:
                 await self._deadletter(job, Rejected("invalid_control", refused, req.run_id))
             return False
@@ -178,6 +204,7 @@ class Processor:
             self.sem,
             key=event.key,
             runs_cap=held.refusal,
+            tenant=job.tenant,
         )
         job.run_id, job.step = result.run_id, result.step
         if result.opens_run and result.run_id is not None and result.state is not None:
@@ -239,6 +266,7 @@ class Processor:
                     result.run_id.encode("utf-8"),
                     result.wire_decision,
                     self._steering_partition(result.run_id),
+                    tenant=job.tenant,
                 )
             except Exception as exc:
                 # The decision is lost and says so; the state still moves on exactly as in
@@ -273,7 +301,7 @@ class Processor:
                 {"topic": msg.topic, "partition": msg.partition, "offset": msg.offset},
             )
             key = rej.run_id.encode("utf-8", "surrogatepass") if rej.run_id else None
-            await self._send_deadletter(key, deadletter_bytes(rec))
+            await self._send_deadletter(key, deadletter_bytes(rec), tenant=job.tenant)
         except Exception as exc:  # nothing left to tell: count and log it
             self._internal(job, "deadletter", exc)
             return

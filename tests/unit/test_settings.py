@@ -350,3 +350,15 @@ def test_a_public_web_host_is_allowed_with_a_token_or_an_explicit_opt_out():
     s.check_web_exposure()
     assert s.web_exposed and s.web_allow_anonymous
     assert Settings().web_allow_anonymous is False
+
+
+def test_tenants_are_validated_and_need_a_control_key():
+    s = Settings.from_env({}, tenants=" acme,globex ", control_key="k")
+    assert s.tenant_names == ("acme", "globex")
+    assert s.tenant_topic("acme", "deadletter") == "rb.acme.deadletter"
+    assert Settings.from_env({}).tenant_names == ()
+    for bad in ("a.b", "x" * 65, "acme,acme", "white space"):
+        with pytest.raises(SettingsError, match="RB_TENANTS"):
+            Settings.from_env({}, tenants=bad, control_key="k")
+    with pytest.raises(SettingsError, match="RB_CONTROL_KEY: required with RB_TENANTS"):
+        Settings.from_env({}, tenants="acme")

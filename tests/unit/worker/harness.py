@@ -142,10 +142,10 @@ def rig(
     decisions: list[dict[str, Any]] = []
     deadletters: list[dict[str, Any]] = []
 
-    async def send_decision(key: bytes, value: bytes, partition: int) -> None:
+    async def send_decision(key: bytes, value: bytes, partition: int, *, tenant: str | None) -> None:
         decisions.append(orjson.loads(value))
 
-    async def send_deadletter(key: bytes | None, value: bytes) -> None:
+    async def send_deadletter(key: bytes | None, value: bytes, *, tenant: str | None) -> None:
         deadletters.append(orjson.loads(value))
 
     processor = Processor(

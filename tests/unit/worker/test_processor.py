@@ -79,7 +79,7 @@ def test_a_failure_inside_the_pipeline_is_dead_lettered_and_acked(
         await r.feed(run_start("r"))
         await r.drain()
 
-        async def broken(key: bytes, value: bytes, partition: int) -> None:
+        async def broken(key: bytes, value: bytes, partition: int, *, tenant: str | None) -> None:
             raise RuntimeError("producer gone")
 
         monkeypatch.setattr(r.processor, "_send_decision", broken)
