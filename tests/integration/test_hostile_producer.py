@@ -1,0 +1,73 @@
+"""The red team's outage, against a real broker and worker: three schema-valid events (a
+~252 KB file path, 14,000 junk monitor weights) used to make run states the changelog refused
+(758 KB, 1.26 MB) and put the worker in a crash loop. Now every event is answered, the worker
+keeps running and the next run is steered as usual."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from streams.agent.client import SteeringClient
+from streams.local.worker_process import WorkerProcess
+from tests.integration.kafka_io import read_all
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_three_events_that_crashed_the_worker_are_answered_and_it_keeps_running(worker: WorkerProcess):
+    s = worker.settings
+    path = "/" + "a/" * 125_000  # ~250 KB, under RB_MAX_EVENT_BYTES
+    rid = "hostile-1"
+    events = [
+        {
+            "type": "run_start",
+            "schema_version": 1,
+            "run_id": rid,
+            "monitor_weights": {f"k{i}": 1.0 for i in range(14_000)},
+        },
+        {
+            "type": "step",
+            "schema_version": 1,
+            "run_id": rid,
+            "step": 1,
+            "action": "edit",
+            "action_input": {"path": path},
+        },
+        {
+            "type": "step",
+            "schema_version": 1,
+            "run_id": rid,
+            "step": 2,
+            "action": "edit",
+            "action_input": {"path": path + "b"},
+        },
+    ]
+
+    async def main() -> tuple[list[dict], list[int]]:
+        p = AIOKafkaProducer(bootstrap_servers=s.bootstrap_servers, max_request_size=1_048_576)
+        await p.start()
+        try:
+            for ev in events:
+                await p.send_and_wait(s.steps_topic, orjson.dumps(ev), key=rid.encode())
+        finally:
+            await p.stop()
+        got = await read_all(s.bootstrap_servers, s.steering_topic, expect=3, timeout_s=60)
+        async with SteeringClient(s, deadline_ms=10_000) as c:  # the next run, as usual
+            steps = [(await c.start_run("after-hostile")).step]  # type: ignore[union-attr]
+            for k in (1, 2):
+                d = await c.step("after-hostile", k, thought="read the file", action="read_file")
+                assert d is not None
+                steps.append(d.step)
+        return got, steps
+
+    decisions, steps = asyncio.run(main())
+    mine = sorted(d["step"] for d in decisions if d["run_id"] == rid)
+    assert mine == [0, 1, 2]
+    assert steps == [0, 1, 2]
+    assert worker.proc.poll() is None
+    log = worker.log_path.read_text(errors="replace")
+    assert "We experienced a crash" not in log and "MessageSizeTooLarge" not in log
