@@ -20,7 +20,7 @@ from typing import Any
 from . import __version__
 from .kafka.security import KafkaAuthError
 from .logsafe import safe_for_log
-from .settings import Settings, SettingsError
+from .settings import Settings, SettingsError, check_tenant_name
 
 # Settings that are never flags: secrets, and what `replay` does not use.
 _NO_FLAG = set(Settings.SECRETS)
@@ -161,6 +161,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             max_runs_per_org=s.max_runs_per_org,
             partitions=s.partitions,
             control_key=s.control_key.get_secret_value(),
+            tenant=args.tenant,
         )
     summary = {"decisions": n_dec, "deadletters": n_dl}
     if args.json:
@@ -172,6 +173,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if n_dl and (args.strict or not n_dec):
         return 1  # --strict: anything dead-lettered fails; without it, a file with no valid event does
     return 0
+
+
+def _tenant_arg(raw: str) -> str:
+    try:
+        return check_tenant_name(raw)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _counted(src: Any, bar: Any) -> Iterator[bytes]:
@@ -413,6 +421,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--deadletter", help="write dead-letter records here (JSONL)")
     r.add_argument("--strict", action="store_true", help="exit 1 when any event was dead-lettered")
     r.add_argument("--json", action="store_true", help="print the summary as JSON (on stderr)")
+    r.add_argument(
+        "--tenant",
+        default=None,
+        type=_tenant_arg,
+        help="multi-tenant mode: the events came from this tenant's steps topic (its org, as the worker rules)",
+    )
     r.add_argument("--patterns", default=None, help="local pattern store directory to query (read-only use)")
     _add_settings_flags(
         r,

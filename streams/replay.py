@@ -97,11 +97,13 @@ class Replayer:
             return None, deadletter_record(raw, result.rejection, self.limits, now)
         return result.decision, None
 
-    def run(self, lines: Iterable[bytes]) -> Iterator[tuple[Decision | None, dict[str, Any] | None]]:
+    def run(
+        self, lines: Iterable[bytes], tenant: str | None = None
+    ) -> Iterator[tuple[Decision | None, dict[str, Any] | None]]:
         for line in lines:
             if not line.strip():
                 continue
-            yield self.feed(line.rstrip(b"\r\n"))
+            yield self.feed(line.rstrip(b"\r\n"), tenant=tenant)
 
 
 def replay_file(
@@ -115,8 +117,10 @@ def replay_file(
     max_runs_per_org: int = DEFAULT_MAX_RUNS_PER_ORG,
     partitions: int = DEFAULT_PARTITIONS,
     control_key: str = "",
+    tenant: str | None = None,
 ) -> tuple[int, int]:
-    """Write one decision per line; return (decisions, dead-letters)."""
+    """Write one decision per line; return (decisions, dead-letters). `tenant`: every line came
+    from that tenant's steps topic (multi-tenant mode)."""
     n_dec = n_dl = 0
     rp = Replayer(
         limits,
@@ -126,7 +130,7 @@ def replay_file(
         partitions=partitions,
         control_key=control_key,
     )
-    for decision, dl in rp.run(src):
+    for decision, dl in rp.run(src, tenant):
         if decision is not None:
             out.write(wire.dumps(decision) + b"\n")
             n_dec += 1

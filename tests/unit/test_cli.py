@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -219,3 +220,34 @@ def test_a_worker_on_a_public_address_without_a_token_refuses_before_asking_the_
     line = one_line(capsys.readouterr().err)
     assert line.startswith("rb-streams: invalid configuration: RB_WEB_HOST: '0.0.0.0' is reachable")
     assert "RB_WEB_ALLOW_ANONYMOUS=true" in line
+
+
+def test_replay_with_a_tenant_applies_the_tenant_rule(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(
+        b'{"type":"run_start","schema_version":1,"run_id":"a"}\n'
+        b'{"type":"run_start","schema_version":1,"run_id":"b","org_id":"globex"}\n'
+    )
+    dl = tmp_path / "dl.jsonl"
+    assert (
+        main(
+            [
+                "replay",
+                str(src),
+                "-o",
+                str(tmp_path / "out.jsonl"),
+                "--deadletter",
+                str(dl),
+                "--tenant",
+                "acme",
+            ]
+        )
+        == 0
+    )
+    assert [json.loads(x)["reason"] for x in dl.read_text().splitlines()] == ["org_mismatch"]
+    with pytest.raises(SystemExit) as e:
+        main(["replay", str(src), "--tenant", "a.b"])
+    assert e.value.code == 2
+    assert "is not a tenant name" in capsys.readouterr().err
