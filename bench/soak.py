@@ -1,14 +1,18 @@
 """Soak: runs start, step and finish continuously for a long time; the worker's memory and
 table must level off instead of growing with the number of runs ever seen.
 
-    .venv/bin/python -m bench.soak --minutes 20 --concurrency 40 --steps 30 --pause 0.2
+    .venv/bin/python -m bench.soak --minutes 60 --concurrency 40 --steps 30 --pause 0.2
 
 A fleet of `concurrency` simulated agents (streams.local.simulate behaviours), each starting a new
 run when its previous one finishes; one run in ten is abandoned without run_finish, so the
 idle timeout has work too. Retention is short (RB_FINISHED_RETENTION_S=60,
 RB_IDLE_TIMEOUT_S=120) so eviction reaches a steady state within the soak. Every `--sample`
-seconds: worker RSS (with its E-trace embedding process), rb_table_entries, evictions, the RocksDB directory size, runs seen.
-Baseline for the ratio: the RSS when the worker is ready (first sample).
+seconds: RSS of the worker and of its descendants (the E-trace embedding process) separately,
+rb_table_entries, evictions, the RocksDB directory size, runs seen, and every cache gauge the
+worker exports (rb_cache_entries, rb_rocksdb_memory_bytes, rb_malloc_bytes).
+Baseline for the ratio: the RSS when the worker is ready (first sample). The plateau test:
+per process, the least-squares slope of RSS over the last `--slope-minutes` (20; the second
+half of a shorter soak), in MB/min, printed with the series every `--every` minutes.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import re
 import time
 import urllib.request
 from pathlib import Path
+from typing import NamedTuple
 
 from bench.common import bench_settings, ensure_broker, log, machine, results_dir, stop_broker
 from streams.agent.client import SteeringClient
@@ -28,17 +33,62 @@ from streams.local.worker_process import WorkerProcess
 from streams.settings import Settings
 
 
-def rss_mb(pid: int) -> float:
-    """RSS of the worker and its child processes (the E-trace embedding process)."""
-    total = 0.0
+def own_rss_mb(pid: int) -> float:
+    """RSS of one process (NaN once it is gone)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
-                total += int(line.split()[1]) / 1024.0
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+                return int(line.split()[1]) / 1024.0
     except OSError:
-        return total or float("nan")
-    return total + sum(rss_mb(int(c)) for c in children)
+        pass
+    return float("nan")
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def rss_mb(pid: int) -> float:
+    """RSS of the worker and its child processes (the E-trace embedding process)."""
+    worker, child = rss_split(pid)
+    return worker + child
+
+
+def rss_split(pid: int) -> tuple[float, float]:
+    """(the worker's own RSS, the sum over its descendants: the embedding process and the
+    multiprocessing helpers), so a growth can be told to one process or the other."""
+    rest = 0.0
+    todo = children(pid)
+    while todo:
+        c = todo.pop()
+        r = own_rss_mb(c)
+        if r == r:  # gone meanwhile: NaN
+            rest += r
+        todo.extend(children(c))
+    return own_rss_mb(pid), rest
+
+
+def slope(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of (seconds, MB) points, in MB per minute (NaN under two points)."""
+    pts = [(t, y) for t, y in points if y == y]
+    if len(pts) < 2:
+        return float("nan")
+    mt = sum(t for t, _ in pts) / len(pts)
+    my = sum(y for _, y in pts) / len(pts)
+    den = sum((t - mt) ** 2 for t, _ in pts)
+    if den == 0:
+        return float("nan")
+    return 60.0 * sum((t - mt) * (y - my) for t, y in pts) / den
+
+
+def tail_window(rows_t: list[float], minutes: float) -> float:
+    """Start (seconds) of the window the plateau slope is fitted on: the last `minutes`, or
+    the second half of a soak shorter than twice that."""
+    end = rows_t[-1] if rows_t else 0.0
+    return end - minutes * 60.0 if end >= 2 * minutes * 60.0 else end / 2.0
 
 
 def dir_mb(path: Path) -> float:
@@ -46,6 +96,8 @@ def dir_mb(path: Path) -> float:
 
 
 def metrics(port: int) -> dict[str, float]:
+    """The soak's counters, and every `rb_cache_entries{cache}` and
+    `rb_rocksdb_memory_bytes{kind}` the worker exports (as `cache:<name>`, `rocksdb:<kind>`)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
         text = r.read().decode()
     out: dict[str, float] = {}
@@ -54,6 +106,12 @@ def metrics(port: int) -> dict[str, float]:
         for m in re.finditer(rf"^{name}(?:\{{[^}}]*\}})? ([0-9.e+-]+)$", text, re.M):
             total += float(m.group(1))
         out[name] = total
+    for m in re.finditer(r'^rb_cache_entries\{cache="([^"]+)"\} ([0-9.e+-]+)$', text, re.M):
+        out[f"cache:{m.group(1)}"] = float(m.group(2))
+    for m in re.finditer(r'^rb_rocksdb_memory_bytes\{kind="([^"]+)"\} ([0-9.e+-]+)$', text, re.M):
+        out[f"rocksdb:{m.group(1)}"] = float(m.group(2))
+    for m in re.finditer(r'^rb_malloc_bytes\{kind="([^"]+)"\} ([0-9.e+-]+)$', text, re.M):
+        out[f"malloc:{m.group(1)}"] = float(m.group(2))
     return out
 
 
@@ -90,6 +148,13 @@ def main() -> None:
     ap.add_argument("--retention", type=float, default=60.0)
     ap.add_argument("--idle", type=float, default=120.0)
     ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--every", type=float, default=5.0, help="minutes between the per-process rows shown")
+    ap.add_argument(
+        "--slope-minutes",
+        type=float,
+        default=20.0,
+        help="the plateau slope is fitted over this many final minutes (the second half if shorter)",
+    )
     args = ap.parse_args()
 
     started = ensure_broker()
@@ -102,7 +167,8 @@ def main() -> None:
     )
     out = results_dir() / "soak.log"
     w = WorkerProcess.start(s, out)
-    rows: list[tuple[float, float, float, float, float, float, int]] = []
+    rows: list[Row] = []
+    caches: dict[str, float] = {}
     try:
         seen = [0]
         t0 = time.monotonic()
@@ -111,9 +177,11 @@ def main() -> None:
         async def sampler() -> None:
             while True:
                 m = metrics(s.web_port)
-                row = (
+                worker_mb, child_mb = rss_split(w.proc.pid)
+                row = Row(
                     time.monotonic() - t0,
-                    rss_mb(w.proc.pid),
+                    worker_mb,
+                    child_mb,
                     m["rb_table_entries"],
                     m["rb_runs_evicted_total"],
                     dir_mb(Path(s.data_dir)),
@@ -121,9 +189,13 @@ def main() -> None:
                     seen[0],
                 )
                 rows.append(row)
+                caches.clear()
+                caches.update({k: v for k, v in m.items() if ":" in k})
+                extra = " ".join(f"{k.split(':', 1)[1]}={v:.0f}" for k, v in sorted(caches.items()))
                 log(
-                    f"t={row[0]:6.0f}s rss={row[1]:7.1f} MB table={row[2]:6.0f} evicted={row[3]:6.0f} "
-                    f"rocksdb={row[4]:6.1f} MB decisions={row[5]:8.0f} runs={row[6]}"
+                    f"t={row.t:6.0f}s rss={row.rss:7.1f} MB (worker {row.worker:7.1f}, embedding "
+                    f"{row.child:6.1f}) table={row.table:6.0f} evicted={row.evicted:6.0f} "
+                    f"rocksdb={row.data_mb:6.1f} MB decisions={row.decisions:8.0f} runs={row.runs} {extra}"
                 )
                 if time.monotonic() >= until:
                     return
@@ -137,23 +209,75 @@ def main() -> None:
         w.stop()
         if started:
             stop_broker()
+    report(args, rows, caches)
 
+
+class Row(NamedTuple):
+    t: float  # seconds since the worker was ready
+    worker: float  # the worker's own RSS, MB
+    child: float  # its descendants' RSS (the embedding process), MB
+    table: float
+    evicted: float
+    data_mb: float
+    decisions: float
+    runs: int
+
+    @property
+    def rss(self) -> float:
+        return self.worker + self.child
+
+
+def report(args: argparse.Namespace, rows: list[Row], caches: dict[str, float]) -> None:
+    """The full series, a series every `--every` minutes per process, and per process the
+    least-squares slope over the last `--slope-minutes` (the plateau test)."""
     first, last = rows[0], rows[-1]
-    half = [r for r in rows if r[0] >= rows[-1][0] / 2]
-    peak_rss = max(r[1] for r in rows)
-    peak_table = max(r[2] for r in rows)
+    half = [r for r in rows if r.t >= last.t / 2]
+    peak_rss = max(r.rss for r in rows)
+    peak_table = max(r.table for r in rows)
     print(f"machine: {machine()}")
     print(
-        f"{'t (s)':>7} {'RSS MB':>8} {'table':>7} {'evicted':>8} {'RocksDB MB':>11} {'decisions':>10} {'runs':>7}"
+        f"{'t (s)':>7} {'RSS MB':>8} {'worker':>8} {'embed':>7} {'table':>7} {'evicted':>8} "
+        f"{'RocksDB MB':>11} {'decisions':>10} {'runs':>7}"
     )
     for r in rows:
-        print(f"{r[0]:7.0f} {r[1]:8.1f} {r[2]:7.0f} {r[3]:8.0f} {r[4]:11.1f} {r[5]:10.0f} {r[6]:7d}")
-    second_half_growth = max(r[1] for r in half) - min(r[1] for r in half)
+        print(
+            f"{r.t:7.0f} {r.rss:8.1f} {r.worker:8.1f} {r.child:7.1f} {r.table:7.0f} {r.evicted:8.0f} "
+            f"{r.data_mb:11.1f} {r.decisions:10.0f} {r.runs:7d}"
+        )
+    every = args.every * 60.0
+    print(f"\nper process, every {args.every:g} min (MB):")
+    print(f"{'min':>5} {'worker':>8} {'embedding':>10} {'total':>8}")
+    mark = 0.0
+    for r in rows:
+        if r.t + args.sample / 2 >= mark or r is last:
+            print(f"{r.t / 60:5.1f} {r.worker:8.1f} {r.child:10.1f} {r.rss:8.1f}")
+            while mark <= r.t + args.sample / 2:
+                mark += every
+    start = tail_window([r.t for r in rows], args.slope_minutes)
+    window = [r for r in rows if r.t >= start]
+    slopes = {
+        "worker": slope([(r.t, r.worker) for r in window]),
+        "embedding": slope([(r.t, r.child) for r in window]),
+        "total": slope([(r.t, r.rss) for r in window]),
+    }
+    span = (last.t - start) / 60.0
+    elapsed_min = max(last.t / 60.0, 1e-9)
     print(
-        f"SUMMARY soak: {args.minutes:g} min, {last[6]} runs, {last[5]:.0f} decisions; "
-        f"RSS {first[1]:.0f} -> {last[1]:.0f} MB (peak {peak_rss:.0f}, x{last[1] / first[1]:.2f} of the "
-        f"RSS at start; second-half spread {second_half_growth:.0f} MB); table peak {peak_table:.0f} "
-        f"entries, final {last[2]:.0f} (runs seen {last[6]}), evicted {last[3]:.0f}"
+        f"\nslope over the last {span:.1f} min (least squares, MB/min): "
+        + ", ".join(f"{k} {v:+.3f}" for k, v in slopes.items())
+    )
+    if caches:
+        print("cache sizes at the end: " + ", ".join(f"{k}={v:.0f}" for k, v in sorted(caches.items())))
+    second_half_growth = max(r.rss for r in half) - min(r.rss for r in half)
+    print(
+        f"SUMMARY soak: {args.minutes:g} min, {last.runs} runs, {last.decisions:.0f} decisions "
+        f"({last.decisions / (elapsed_min * 60.0):.0f}/s); "
+        f"RSS {first.rss:.0f} -> {last.rss:.0f} MB (worker {first.worker:.0f} -> {last.worker:.0f}, "
+        f"embedding {first.child:.0f} -> {last.child:.0f}; peak {peak_rss:.0f}, x{last.rss / first.rss:.2f} "
+        f"of the RSS at start; second-half spread {second_half_growth:.0f} MB); slope over the last "
+        f"{span:.0f} min: worker {slopes['worker']:+.2f}, embedding {slopes['embedding']:+.2f} MB/min; "
+        f"table peak {peak_table:.0f} entries, final {last.table:.0f} (runs seen {last.runs}), "
+        f"evicted {last.evicted:.0f}"
     )
 
 

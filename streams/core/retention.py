@@ -195,5 +195,9 @@ class RunsHeld:
         for run_id, org in runs.items():
             self.add(run_id, org)
 
+    def __len__(self) -> int:
+        """Runs counted (one per run in the table): the `runs_held` cache gauge."""
+        return len(self._runs)
+
     def held(self, org: str) -> int:
         return sum(n for (_, o), n in self._counts.items() if o == org)

@@ -87,3 +87,8 @@ class CachedEmbedder:
     @property
     def cache_len(self) -> int:
         return len(self._cache)
+
+    @property
+    def capacity(self) -> int:
+        """The LRU's bound (entries)."""
+        return self._size

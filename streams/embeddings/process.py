@@ -42,13 +42,17 @@ def _start(model_dir: str, nice: int) -> None:
     global _model
     from threadpoolctl import threadpool_limits
 
+    from ..allocator import configure
+    from ..memtrace import start_from_env
     from .minilm import MiniLMEmbedder
     from .models import BLAS_THREADS
 
+    configure()  # two malloc arenas, a fixed mmap threshold (streams.allocator)
     if nice > 0:
         with contextlib.suppress(OSError):  # not permitted: run at the worker's priority
             os.nice(nice)
     threadpool_limits(limits=BLAS_THREADS, user_api="blas")
+    start_from_env("embed")  # opt-in heap tracing (RB_MEMTRACE_FILE): the child's own report
     _model = MiniLMEmbedder(model_dir)
     parent = os.getppid()
 

@@ -77,6 +77,11 @@ class Retriever:
         self.last_error: str | None = None
         self.up = store is not None
 
+    @property
+    def prefetched(self) -> int:
+        """Runs with answers in flight or waiting (at most max_prefetched): a cache gauge."""
+        return len(self._prefetched)
+
     # -- health ---------------------------------------------------------------
     def _unavailable(self) -> str | None:
         if self.store is None:

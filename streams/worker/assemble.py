@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
+from .. import allocator
 from ..core.embedding import Embedder
 from ..embeddings.cache import CachedEmbedder
 from ..embeddings.minilm import MiniLMEmbedder
@@ -20,11 +22,16 @@ from ..etraces.pattern_store import QdrantPatternStore
 from ..etraces.patterns import read_file
 from ..etraces.retrieval import Retriever, open_store
 from ..logsafe import safe_for_log
+from ..memtrace import start_from_env
 from ..settings import Settings
 from .app import Worker
+from .gauges import CacheProbe
 from .metrics import Metrics
+from .run_table import bound_rocksdb
 
 log = logging.getLogger(__name__)
+CACHE_GAUGES_INTERVAL_S = 5.0  # rb_cache_entries and rb_rocksdb_memory_bytes are read this often
+MALLOC_TRIM_INTERVAL_S = 60.0  # free heap pages go back to the kernel this often (allocator.trim)
 
 
 def open_seeded_store(settings: Settings, embedder: Embedder) -> QdrantPatternStore | None:
@@ -82,17 +89,45 @@ def build_retriever(
 
 def assemble(settings: Settings, steering_partitions: int | None = None) -> Worker:
     """A ready-to-run worker for `settings` (the topics exist already)."""
+    allocator.configure()  # before the threads allocate: see streams.allocator
+    start_from_env("worker")  # opt-in heap tracing (RB_MEMTRACE_FILE), before anything is loaded
     models = load_models()  # once: the monitors and the pattern store share them
     metrics = Metrics()
     embedder, child = query_embedder(settings, models)
     close = child.close if child is not None else None
     retriever = build_retriever(settings, open_seeded_store(settings, embedder), metrics, close)
     prefetch = EmbedPrefetch(models.full, child, observe=metrics.prefetch) if child is not None else None
-    return Worker(
+    semantics = models.semantics()
+    worker = Worker(
         settings,
-        semantics=models.semantics(),
+        semantics=semantics,
         retriever=retriever,
         metrics=metrics,
         steering_partitions=steering_partitions,
         prefetch_embeddings=prefetch,
     )
+    bound_rocksdb(worker.table.data)  # before the partitions' stores open
+    worker.runs.on_delete.append(retriever.discard)  # an evicted run's prefetched answers go too
+    probe = CacheProbe(
+        metrics,
+        runs=worker.runs,
+        retention=worker.retention,
+        chains=worker.processor.chains,
+        ack_order=worker.processor.ack_order,
+        semantics=semantics,
+        retriever=retriever,
+        fast=models.fast,
+        full=models.full,
+        query=embedder if isinstance(embedder, CachedEmbedder) and child is not None else None,
+        prefetch=prefetch,
+        rocksdbs=lambda: rocksdb_partitions(worker.table.data),
+    )
+    worker.app.timer(CACHE_GAUGES_INTERVAL_S, name="rb-cache-gauges")(probe.publish)
+    worker.app.timer(MALLOC_TRIM_INTERVAL_S, name="rb-malloc-trim")(allocator.trim_async)
+    return worker
+
+
+def rocksdb_partitions(store: Any) -> list[Any]:
+    """The RocksDB databases (one per partition) behind a Faust table's store; none for the
+    memory store."""
+    return list(getattr(store, "_dbs", {}).values())

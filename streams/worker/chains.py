@@ -30,6 +30,10 @@ class RunChains:
     def __len__(self) -> int:
         return len(self._tasks)
 
+    @property
+    def max_in_flight(self) -> int:
+        return self._max
+
     async def spawn(self, key: Hashable, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Run `coro` as the run's latest deferred event; waits while `max_in_flight` are alive.
 

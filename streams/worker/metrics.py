@@ -61,6 +61,30 @@ STAGES = (
     "ack",  # releasing the event's ack
     "dispatch",  # anything else between reading the event and finishing it
 )
+# The worker's in-memory structures that must stay bounded, by `rb_cache_entries{cache}` label
+# (gauges.CacheProbe reads them; a soak's growth shows in the one that keeps rising).
+CACHES = (
+    "decoded_states",  # run states kept decoded beside the table (run_table.DECODED_KEPT)
+    "run_index",  # retention clock per table entry (run_table.RunTable.seen)
+    "runs_held",  # run -> org for the per-org cap (core.retention.RunsHeld)
+    "evictions_asked",  # eviction requests sent, not yet applied (retention.Retention)
+    "fast_vectors",  # static-model vectors (embeddings.models.FAST_CACHE)
+    "full_vectors",  # MiniLM vectors of the monitors (embeddings.models.FULL_CACHE)
+    "query_vectors",  # MiniLM vectors of E-trace queries (embeddings.models.FULL_CACHE)
+    "similarity_stacks",  # stacked anchor sets (core.monitors.semantics)
+    "task_names",  # names in each run's task (core.monitors.drift)
+    "etrace_prefetched",  # runs with E-trace answers in flight or waiting (etraces.retrieval)
+    "run_chains",  # runs with an event finished off the agent loop (chains.RunChains)
+    "acks_pending",  # events read, not yet acked (ack_order.AckOrder)
+    "embed_prefetch_in_flight",  # batches in the embedding process (embeddings.prefetch)
+)
+# RocksDB's own memory, summed over the run table's partition stores (rb_rocksdb_memory_bytes).
+ROCKSDB_MEMORY = {
+    "memtables": "rocksdb.cur-size-all-mem-tables",
+    "block_cache": "rocksdb.block-cache-usage",
+    "table_readers": "rocksdb.estimate-table-readers-mem",
+}
+MALLOC = ("in_use", "free", "mmapped")  # rb_malloc_bytes kinds: see streams.allocator.stats
 RENDER_MAX_AGE_S = 1.0  # /metrics renders at most once per second, however many scrape
 # aiohttp takes the charset separately; the exposition format is UTF-8 anyway.
 CONTENT_TYPE = "; ".join(p for p in CONTENT_TYPE_LATEST.split("; ") if not p.startswith("charset="))
@@ -189,6 +213,32 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.cache_entries = Gauge(
+            "rb_cache_entries",
+            "Entries in each of the worker's bounded in-memory caches and indexes",
+            ["cache"],
+            registry=r,
+        )
+        self.cache_capacity = Gauge(
+            "rb_cache_capacity",
+            "The bound of each cache in rb_cache_entries (0: bounded by something else, e.g. "
+            "the table's entries or in-flight work)",
+            ["cache"],
+            registry=r,
+        )
+        self.rocksdb_memory = Gauge(
+            "rb_rocksdb_memory_bytes",
+            "Memory RocksDB reports for the run table's stores (all partitions), by kind",
+            ["kind"],
+            registry=r,
+        )
+        self.malloc = Gauge(
+            "rb_malloc_bytes",
+            "The worker process's C heap (glibc mallinfo2): bytes in use, free but kept in the "
+            "arenas (fragmentation: RSS the process cannot use for anything else), mmapped",
+            ["kind"],
+            registry=r,
+        )
         self._body = b""
         self._rendered = -RENDER_MAX_AGE_S
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
@@ -214,6 +264,13 @@ class Metrics:
             self.suppressions.labels(g)
         for outcome in ("embedded", "cached", "skipped", "failed"):
             self.prefetched.labels(outcome)
+        for cache in CACHES:
+            self.cache_entries.labels(cache).set(0)
+            self.cache_capacity.labels(cache).set(0)
+        for kind in ROCKSDB_MEMORY:
+            self.rocksdb_memory.labels(kind).set(0)
+        for kind in MALLOC:
+            self.malloc.labels(kind).set(0)
         for tier in ("e1", "e2", "e3"):
             for result in ("hit", "miss", "error"):
                 self.lookups.labels(tier, result)

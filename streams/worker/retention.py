@@ -53,6 +53,11 @@ class Retention:
         self.control_key = control_key
         self._asked: dict[bytes, float] = {}  # requests sent, not yet applied: key -> when
 
+    @property
+    def asked(self) -> int:
+        """Eviction requests sent and not applied yet (the `evictions_asked` cache gauge)."""
+        return len(self._asked)
+
     def _expiry(self, finished: bool, clock: float | None, now: float) -> str | None:
         return expiry(finished, clock, now, self.finished_retention_s, self.idle_timeout_s)
 
@@ -70,6 +75,8 @@ class Retention:
                 key, evict_request(run_id, seen.version, self.control_key), self._partition_of(run_id)
             )
             asked += 1
+        for key in [k for k in self._asked if k not in self.runs.seen]:
+            del self._asked[key]  # its run left another way (a rebalance took its partition)
         return asked
 
     def apply(self, key: bytes | None, req: EvictRequest, now: float) -> str | None:

@@ -94,6 +94,12 @@ def _task_names(task: str) -> frozenset[str]:
     return frozenset(names_in(task))
 
 
+def task_names_kept() -> tuple[int, int]:
+    """(tasks whose names are kept, the bound): the worker's `task_names` cache gauge."""
+    info = _task_names.cache_info()
+    return info.currsize, info.maxsize or 0
+
+
 def _areas(f: StepFeatures) -> list[str]:
     return [p.rsplit("/", 1)[0] if "/" in p else "" for p in f.paths]
 

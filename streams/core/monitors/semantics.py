@@ -48,6 +48,11 @@ class Semantics:
         self._mats = _LRU(stacks)
         self.compared = 0  # vectors compared so far: the monitors' per-step work, for tests
 
+    @property
+    def stacks(self) -> tuple[int, int]:
+        """(anchor sets kept stacked, their bound): the `similarity_stacks` cache gauge."""
+        return len(self._mats.data), self._mats.size
+
     @staticmethod
     def _vec(model: Embedder, text: str) -> Vector:
         # One text per call: a batch could change BLAS blocking and the last bits.

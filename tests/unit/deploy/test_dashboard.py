@@ -54,6 +54,8 @@ REQUIRED_PANELS = {
     "Active runs and table entries": {"rb_active_runs", "rb_table_entries"},
     "Partition stall (oldest unacked event)": {"rb_partition_stall_seconds"},
     "Internal errors by stage": {"rb_internal_errors_total"},
+    "Cache entries (fill of each bound)": {"rb_cache_entries", "rb_cache_capacity"},
+    "Worker memory by owner (RocksDB, C heap)": {"rb_rocksdb_memory_bytes", "rb_malloc_bytes"},
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from streams.core.etraces import Plan, Query
 from streams.core.monitors import Semantics
 from streams.core.retention import OTHER_RUN, evict_request, parse_evict, version
 from tests.factories import run_finish, run_start, step
@@ -91,5 +92,42 @@ def test_a_request_made_for_an_earlier_run_of_the_id_is_refused(sem: Semantics) 
         await r.feed(earlier, key=b"r")
         assert r.runs.lookup("r") is not None
         assert [d["detail"] for d in r.deadletters] == [OTHER_RUN]
+
+    asyncio.run(go())
+
+
+def test_an_evicted_run_leaves_every_per_run_structure(sem: Semantics) -> None:
+    """An abandoned run never sends run_finish: its eviction is what frees what the worker
+    keeps for it (assemble wires `on_delete` to the retriever as here)."""
+
+    async def go() -> None:
+        r = rig(sem, GatedStore(), idle_s=60.0)
+        retriever = r.processor.retriever
+        r.runs.on_delete.append(retriever.discard)
+        await r.feed(run_start("r"))
+        await r.drain()
+        retriever.prefetch("r", Plan([Query("e2", "a situation", None, None, 2, 0.7)]))
+        assert retriever.prefetched == 1
+        r.now[0] += 61
+        assert await r.retention.sweep(r.now[0]) == 1 and r.retention.asked == 1
+        key, request, _ = r.steps_sent[0]
+        await r.feed(request, key=key)
+        assert r.runs.lookup("r") is None
+        assert retriever.prefetched == 0 and r.retention.asked == 0
+        assert r.runs.decoded_kept == 0 and len(r.runs.seen) == 0 and len(r.runs.held) == 0
+
+    asyncio.run(go())
+
+
+def test_a_request_whose_run_left_another_way_is_forgotten(sem: Semantics) -> None:
+    async def go() -> None:
+        r = rig(sem, GatedStore(), idle_s=60.0)
+        await r.feed(run_start("r"))
+        await r.drain()
+        r.now[0] += 61
+        assert await r.retention.sweep(r.now[0]) == 1 and r.retention.asked == 1
+        r.runs.recount({})  # a rebalance took the run's partition: the request is not ours
+        await r.retention.sweep(r.now[0])
+        assert r.retention.asked == 0
 
     asyncio.run(go())
