@@ -13,15 +13,14 @@ them with Kafka's own tooling (docs/production.md).
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.protocol.admin import CreateAclsRequest
 
 from ..settings import TOPIC_KINDS, Settings, SettingsError, check_tenant_name
 from .security import client_kwargs
+from .topics import create_missing
 
 # Kafka's protocol numbers (org.apache.kafka.common.acl / resource).
 TOPIC, GROUP = 2, 3
@@ -98,13 +97,7 @@ async def add_tenant(
     )
     await admin.start()
     try:
-        existing = set(await admin.list_topics())
-        new = [
-            NewTopic(t, settings.partitions, settings.replication_factor) for t in topics if t not in existing
-        ]
-        if new:
-            with contextlib.suppress(TopicAlreadyExistsError):
-                await admin.create_topics(new)
+        created = await create_missing(admin, settings, topics)
         for acl in acls:
             request = CreateAclsRequest(
                 resource_type=acl.resource_type,
@@ -124,7 +117,7 @@ async def add_tenant(
                     )
     finally:
         await admin.close()
-    return TenantSetup(tenant, topics, [t.name for t in new], acls)
+    return TenantSetup(tenant, topics, created, acls)
 
 
 def client_env(settings: Settings, tenant: str, mechanism: str = "SCRAM-SHA-512") -> dict[str, str]:

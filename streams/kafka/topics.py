@@ -36,14 +36,9 @@ async def ensure_topics(settings: Settings, timeout_s: float = 30.0) -> dict[str
                 raise
             await asyncio.sleep(0.5)
     try:
-        existing = set(await admin.list_topics())
-        new = [
-            NewTopic(n, settings.partitions, settings.replication_factor) for n in names if n not in existing
-        ]
-        if new:
-            with contextlib.suppress(TopicAlreadyExistsError):
-                await admin.create_topics(new)
-            log.info("created topics %s", [t.name for t in new])
+        created = await create_missing(admin, settings, names)
+        if created:
+            log.info("created topics %s", created)
         counts: dict[str, int] = {}
         for _ in range(50):
             meta = await admin.describe_topics(names)
@@ -55,6 +50,17 @@ async def ensure_topics(settings: Settings, timeout_s: float = 30.0) -> dict[str
         return counts
     finally:
         await admin.close()
+
+
+async def create_missing(admin: AIOKafkaAdminClient, settings: Settings, names: list[str]) -> list[str]:
+    """Create those of `names` that do not exist (RB_PARTITIONS, RB_REPLICATION_FACTOR); the
+    names created. Another creator winning the race is fine."""
+    existing = set(await admin.list_topics())
+    new = [NewTopic(n, settings.partitions, settings.replication_factor) for n in names if n not in existing]
+    if new:
+        with contextlib.suppress(TopicAlreadyExistsError):
+            await admin.create_topics(new)
+    return [t.name for t in new]
 
 
 def check_partitions(settings: Settings, counts: dict[str, int]) -> None:
