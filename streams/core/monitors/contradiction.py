@@ -57,7 +57,9 @@ HEDGE = re.compile(
 REFINEMENT = re.compile(
     r"\b(specifically|more precisely|in particular|more specifically|namely|exactly)\b", re.I
 )
-IDENT = re.compile(r"`([^`]{2,60})`|\b([A-Za-z_]+[A-Z_][A-Za-z0-9_]*|[a-z]+_[a-z0-9_]+)\b")
+# Each name read one way (possessive, the first capital after the first letter): as written
+# before, `A_A_A...é` took time quadratic in its length.
+IDENT = re.compile(r"`([^`]{2,60})`|\b([A-Za-z_][a-z]*+[A-Z_][A-Za-z0-9_]*+|[a-z]++_[a-z0-9_]++)\b")
 REVISION = re.compile(
     r"\b(actually|i was wrong|on (closer|second) (look|inspection|thought)|correction|i (mis)?(read|"
     r"understood) (it )?wrong|contrary to what i|not .{1,40} after all|revis(e|ing) my|i previously|"

@@ -19,6 +19,7 @@ import functools
 import re
 from dataclasses import dataclass, field, replace
 
+from ..scan import leftmost, names
 from .base import NOTHING, Finding, clip01, quote
 from .features import StepFeatures, topic_text
 from .semantics import Semantics
@@ -69,9 +70,11 @@ class DriftState:
 
 MIN_THOUGHT = 20
 MAX_AREAS = 24
-IDENT = re.compile(
-    r"`([^`\s]{3,60})`|\b([A-Za-z_]+[A-Z_][A-Za-z0-9_]*|[a-z]+_[a-z0-9_]+|[\w-]+\.[a-z]{1,4})\b"
-)
+# `code`, CamelCase or snake_case names, then file names (`\b[\w-]+\.[a-z]{1,4}\b`, which
+# `scan.leftmost` finds in linear time). Each name is read one way (possessive, the first
+# capital after the first letter): as written before, `A_A_A...é` took quadratic time.
+IDENT = re.compile(r"`([^`\s]{3,60})`|\b([A-Za-z_][a-z]*+[A-Z_][A-Za-z0-9_]*+|[a-z]++_[a-z0-9_]++)\b")
+IDENT_FILE = re.compile(names(r"\.[a-z]{1,4}\b"))
 
 
 def step_text(f: StepFeatures) -> str:
@@ -84,7 +87,10 @@ def step_text(f: StepFeatures) -> str:
 
 def names_in(text: str) -> set[str]:
     """Code names and file names a text mentions: what ties a step to the task."""
-    return {(a or b).lower().strip(".") for a, b in IDENT.findall(text[:2000])}
+    text = text[:2000]
+    return {
+        (m[1] or m[2] if m else text[s:e]).lower().strip(".") for s, e, m in leftmost(IDENT, IDENT_FILE, text)
+    }
 
 
 @functools.lru_cache(maxsize=1024)

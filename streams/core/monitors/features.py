@@ -113,9 +113,12 @@ CMD_KEYS = ("command", "cmd", "script", "code", "input")
 # Normalised away before fingerprinting an observation: what changes on every run of the same
 # command without meaning progress (durations, clocks, addresses, pids).
 VOLATILE = re.compile(
-    # the lookahead lets the scan skip positions that cannot start a match (2x faster)
-    r"(?=[\dp])(?:\d+(\.\d+)?\s?(ms|s|sec|seconds)\b|\d{1,2}:\d{2}:\d{2}(\.\d+)?|0x[0-9a-fA-F]+|"
-    r"\bpid[ =:]\d+|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2})"
+    # the lookahead lets the scan skip positions that cannot start a match (2x faster). A
+    # duration is tried where a digit run starts or right after a clock time (`12:00:00`,
+    # which can end inside a run): from a later digit of the run it ends the same way, and
+    # retrying there was a rescan per digit (0.33 s for 4,000 digits).
+    r"(?=[\dp])(?:(?:(?<!\d)|(?<=:\d\d))\d++(\.\d++)?\s?(ms|s|sec|seconds)\b|\d{1,2}:\d{2}:\d{2}(\.\d+)?|"
+    r"0x[0-9a-fA-F]+|\bpid[ =:]\d+|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2})"
 )
 NO_RESULT = re.compile(
     r"^\s*(no (matches|results|files?|output)( found)?|nothing found|0 (results|matches)|not found|\[\]|\{\}|none)\.?\s*$",
@@ -273,7 +276,8 @@ def _error_line(obs: str) -> str:
 
 
 COORDINATION = re.compile(
-    r"^\W*(next speaker\b|terminate\W*$|\{?\s*\"?(is_request_satisfied|next_speaker|instruction_or_question|"
+    # `\W*+`: leading punctuation read once (backtracking it against `\s*` was quadratic)
+    r"^\W*+(next speaker\b|terminate\W*$|\{?\s*\"?(is_request_satisfied|next_speaker|instruction_or_question|"
     r"is_in_loop|is_progress_being_made)\b|(updated |initial )?(ledger|plan|fact sheet)\s*:|"
     r"(please )?(continue|proceed|go ahead)\W*$)|group chat manager|let other participants?\b",
     re.IGNORECASE,

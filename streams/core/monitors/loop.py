@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..scan import leftmost, names
 from .base import NOTHING, Finding, quote
 from .features import StepFeatures, obs_sketch, short_hash, sketch_similarity
 from .semantics import Semantics
@@ -29,10 +30,14 @@ NO_PROGRESS_OBS = 0.5  # sketch overlap above which two results carry the same i
 
 MESSAGE_CHARS = 160  # of a message step kept to compare with the same agent's next messages
 REWORDED_MESSAGE = 0.85  # static-model cosine of two messages that say the same thing
-# What a message adds: numbers, quoted or code strings, links, file names.
-FACT = re.compile(r"\b\d[\d,.]*\d\b|\d{2,}|`[^`]{2,40}`|\"[^\"]{3,40}\"|https?://\S+|\b[\w-]+\.[a-z]{2,4}\b")
+# What a message adds: numbers, quoted or code strings, links, file names (`\b[\w-]+\.[a-z]{2,4}\b`,
+# which `scan.leftmost` finds in linear time: as one more alternative it was quadratic in a run).
+FACT = re.compile(r"\b\d[\d,.]*\d\b|\d{2,}|`[^`]{2,40}`|\"[^\"]{3,40}\"|https?://\S+")
+FACT_NAME = re.compile(names(r"\.[a-z]{2,4}\b"))
 DIGITS = re.compile(r"\d+")
-ID = re.compile(r"[\w#-]*\d[\w#-]*")
+# Starts only where a run of id characters starts: a later start in the same run ends the same
+# way, so retrying there (a rescan of the run per character) could not find anything new.
+ID = re.compile(r"(?<![\w#-])[\w#-]*\d[\w#-]*")
 SALIENT = re.compile(r'"(?:command|cmd|query|q|pattern|path|file|url)"\s*:\s*"((?:[^"\\]|\\.)*)')
 
 
@@ -107,7 +112,7 @@ class Entry:
             paths=list(f.paths[:2]),
             agent=f.agent,
             message=" ".join(f.thought.split())[:MESSAGE_CHARS] if f.message and not f.coordination else "",
-            facts=sorted({short_hash(m.lower())[:8] for m in FACT.findall(f.thought[:4000])})[:16]
+            facts=sorted({short_hash(m.lower())[:8] for m in message_facts(f.thought[:4000])})[:16]
             if f.message
             else [],
         )
@@ -146,6 +151,11 @@ def _trailing(entries: list[Entry], same: Callable[[Entry], bool]) -> int:
             break
         n += 1
     return n
+
+
+def message_facts(text: str) -> list[str]:
+    """What `FACT` or a file/host name matches in `text`, in order."""
+    return [m[0] if m else text[s:e] for s, e, m in leftmost(FACT, FACT_NAME, text)]
 
 
 def _ids(text: str) -> set[str]:

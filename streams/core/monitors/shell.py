@@ -12,6 +12,7 @@ files.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
 
 SOURCE_EXTENSIONS = frozenset(
@@ -183,9 +184,20 @@ MODIFY_PROGRAMS = frozenset(["mv", "cp", "patch", "truncate"])
 # Housekeeping: removing a reproduction script or making a folder changes nothing to verify.
 HOUSEKEEPING = frozenset(["rm", "rmdir", "mkdir", "touch", "chmod", "ln"])
 WRAPPERS = frozenset(["sudo", "timeout", "env", "time", "nice", "nohup", "xargs", "stdbuf"])
-SUBMIT_WORD = re.compile(r"\b[A-Z][A-Z_]*(SUBMIT|FINAL_OUTPUT|TASK_COMPLETE|COMPLETE_TASK)[A-Z_]*\b")
+# The lookahead checks once that the word ends at a word boundary: without it, a word of many
+# SUBMITs ending in a digit was retried from each of them to its end (quadratic).
+SUBMIT_WORD = re.compile(
+    r"\b[A-Z](?=[A-Z_]*+\b)[A-Z_]*(SUBMIT|FINAL_OUTPUT|TASK_COMPLETE|COMPLETE_TASK)[A-Z_]*+\b"
+)
 
-HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1([^\n]*)\n.*?\n\s*\2\s*(?=\n|$)", re.DOTALL)
+# A heredoc opens with `<<[-]TAG`, `<<'TAG'` or `<<"TAG"` and closes at the first line (after
+# the opening line's) that is TAG alone; unquoted, a shorter TAG (a prefix) closes it if the
+# whole one never does. `strip_heredocs` reads it in linear time: the one regex that did this
+# scanned the rest of the text for each `<<` that never closed (quadratic).
+HEREDOC_OPEN = re.compile(r"<<-?\s*+(['\"]?)(\w++)\1")
+# A line that could close one: (its last newline before it) TAG, then the end of the text (an
+# empty group 3) or whitespace up to a newline (group 4: that whitespace, less its last line).
+HEREDOC_CLOSE = re.compile(r"(?<!\s)(?>\s*(\n))\s*+(\w++)(?:\s*+\Z()|(?=(\s*)\n))")
 REDIRECT = re.compile(r"(?<![\d&<])(?:\d?>>?|&>)\s*([^\s;&|<>]+)")
 ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
@@ -367,11 +379,49 @@ def split_segments(text: str) -> list[str]:
     return out
 
 
+def strip_heredocs(text: str) -> str:
+    r"""The command with each heredoc's body dropped and its opening line kept as `<<EOF rest`,
+    as `re.sub(r"<<-?\s*(['\"]?)(\w+)\1([^\n]*)\n.*?\n\s*\2\s*(?=\n|$)", r"<<EOF\3", text,
+    flags=re.DOTALL)` made it (`bench.regex_cost.OLD`), in linear time."""
+    m = HEREDOC_OPEN.search(text) if "<<" in text else None
+    if m is None:
+        return text
+    # Every line that could close a heredoc: its tag -> (its last newline before it, where the
+    # match would end: the end of the text, or the last newline of its trailing whitespace).
+    closers: dict[str, tuple[list[int], list[int]]] = {}
+    for c in HEREDOC_CLOSE.finditer(text):
+        nls, ends = closers.setdefault(c[2], ([], []))
+        nls.append(c.start(1))
+        ends.append(len(text) if c[3] is not None else c.end(2) + len(c[4]))
+    out: list[str] = []
+    done = eol = 0
+    while m is not None:
+        if m.end() > eol:
+            eol = text.find("\n", m.end())  # where the opening line ends (many `<<` can share it)
+        if eol < 0:
+            break  # no newline after it: no heredoc opens from here on
+        word, quoted = m[2], bool(m[1])
+        for length in (len(word),) if quoted else range(len(word), 0, -1):
+            nls, ends = closers.get(word[:length], ([], []))
+            j = bisect_left(nls, eol + 1)  # a closing line after the opening line
+            if j < len(nls):
+                out += [
+                    text[done : m.start()],
+                    "<<EOF",
+                    text[m.end() if quoted else m.start(2) + length : eol],
+                ]
+                done = ends[j]
+                break
+        m = HEREDOC_OPEN.search(text, max(done, m.start() + 1))
+    out.append(text[done:])
+    return "".join(out)
+
+
 def analyse(command: str) -> CommandFacts:
     """Facts of a whole command line: any segment verifying makes the line verify, and so on."""
     text = command[:4000]
     # a heredoc's body is data, not commands: keep its opening line (where it goes) only
-    text = HEREDOC.sub(lambda m: "<<EOF" + m.group(3), text)
+    text = strip_heredocs(text)
     segs = [s for s in split_segments(text) if s.strip() and not s.strip().startswith("#")]
     facts = [_segment(s) for s in segs[:20]]
 

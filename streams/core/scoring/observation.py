@@ -1,10 +1,13 @@
 """What a tool result says about its step: did it fail, how badly, which tests, which error.
 
 The patterns are the ones tools print whatever the agent (shell, Python, JVM compilers and
-builds, the common test runners), matched on a bounded head and tail of the text: the cost of
-reading an observation does not grow with its size, and summaries sit at the end. Plain
-substring tests come first and the few regular expressions run only where those found a
-candidate, which keeps a step's reading to tens of microseconds.
+builds, the common test runners), matched on a bounded head and tail of the text (summaries sit
+at the end), each in time linear in what it reads (tests/unit/core/test_regex_cost.py): the
+cost of reading an observation does not grow with its size past HEAD_CHARS + TAIL_CHARS, at
+most ~1.5 ms on adversarial text (bench.regex_cost); a text of nothing but whitespace is the
+one read whole, by a C scan (0.25 ms at the 256 KB event limit). Plain substring tests come
+first and the few regular expressions run only where those found a candidate, which keeps a
+step's reading to tens of microseconds.
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ _SHELL_ERROR = re.compile(
     _M | re.IGNORECASE,
 )
 _CRASH_LINE = re.compile(
-    r"^(?:Traceback \(most recent call last\):|Exception in thread |\s*Caused by: [\w.$]+"
+    r"^(?:Traceback \(most recent call last\):|Exception in thread |[^\S\n]*+Caused by: [\w.$]+"
     r"|(?:E\s+)?(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Failure)\b(?::|$)"
     r"|[^\s:]+:\d+(?::\d+)?: (?:fatal )?error\b|(?:fatal )?error(?:\[\w+\])?: |\[ERROR\]"
     r"|FAILURE: Build failed|npm ERR!|fatal: |Killed$)",
@@ -85,24 +88,26 @@ _BAD_OPTION = re.compile(r"^\w[\w -]*: (?:invalid|unrecognized) (?:option|argume
 _TOOL_ERROR = re.compile(r"\A\s*(?:(?:Error|ERROR|error)\b[:!]|\{\s*\"error\"\s*:)")
 # An exit status as wrappers print it: at the start of a line, or "finished with exit code N".
 _EXIT = re.compile(
-    r"^\s*\[?(?:<returncode>|exit ?code:?|exit status:?|return ?code:?)\s*(-?\d+)"
+    r"^[^\S\n]*+\[?(?:<returncode>|exit ?code:?|exit status:?|return ?code:?)\s*(-?\d+)"
     r"|(?:finished|exited|terminated) with (?:exit )?(?:code|status):? (-?\d+)",
     _M | re.IGNORECASE,
 )
-_MARKUP = re.compile(
-    r"<returncode>.*?</returncode>|</?\w+>|\bexit ?code:?\s*-?\d+(?: \([^)]*\))?", re.IGNORECASE
-)
+# Markup and exit statuses, what is left of an output once `strip_markup` removed them: a tag,
+# or an exit status with its note `(...)`; `<returncode>...</returncode>` on one line whole.
+_MARKUP = re.compile(r"</?\w+>|(\bexit ?code:?\s*-?\d+)", re.IGNORECASE)
+_RETURNCODE = re.compile(r"<returncode>", re.IGNORECASE)
+_RETURNCODE_END = re.compile(r"</returncode>", re.IGNORECASE)
 
 # Test runner summaries: (failed, passed). The last match wins (the final summary).
-_PYTEST = re.compile(r"^=*\s*(\d+ [a-z]+(?:, \d+ [a-z]+)*) in [\d.]+s\b.*$", _M)
-_PYTEST_PART = re.compile(r"(\d+) (failed|passed|errors?)\b")
+_PYTEST = re.compile(r"^=*+[^\S\n]*+(\d+ [a-z]+(?:, \d+ [a-z]+)*) in [\d.]+s\b.*$", _M)
+_PYTEST_PART = re.compile(r"(?<!\d)(\d++) (failed|passed|errors?)\b")
 _UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in ", _M)
 _UNITTEST_END = re.compile(r"^(OK|FAILED)\b(?: \(([^)]*)\))?", _M)
 _UNITTEST_BAD = re.compile(r"(?:failures|errors)=(\d+)")
 _JUNIT = re.compile(r"Tests run: (\d+), Failures: (\d+), Errors: (\d+)")
 _JEST = re.compile(r"^Tests:\s+(?:(\d+) failed, )?(?:\d+ skipped, )?(?:(\d+) passed, )?\d+ total", _M)
 _CARGO = re.compile(r"test result: \w+\. (\d+) passed; (\d+) failed")
-_MOCHA = re.compile(r"^\s*(\d+) (passing|failing)\b", _M)
+_MOCHA = re.compile(r"^[^\S\n]*+(\d+) (passing|failing)\b", _M)
 _GO_FAIL = re.compile(r"^--- FAIL: ", _M)
 
 _ERROR_LINE = re.compile(
@@ -183,6 +188,41 @@ def test_counts(text: str) -> tuple[int, int] | None:
     return found
 
 
+def strip_markup(text: str) -> str:
+    r"""`text` without its markup, as `re.sub(r"<returncode>.*?</returncode>|</?\w+>|\bexit
+    ?code:?\s*-?\d+(?: \([^)]*\))?", "", text, flags=re.I)` made it (`bench.regex_cost.OLD`),
+    in linear time: that pattern looked for the end of the line, or of the text, again from
+    each `<returncode>` or `exit code 1 (` that had none (quadratic). Each search below goes
+    where none went before: what it passed is taken, or known to hold no end."""
+    if " (" not in text and _RETURNCODE.search(text) is None:
+        return _MARKUP.sub("", text)  # nothing that a match could extend
+    out: list[str] = []
+    done = 0
+    eol = -1  # the first newline at or after the last `<returncode>`
+    bare_from = len(text) + 1  # no `</returncode>` from here to `eol`
+    no_paren_from = len(text) + 1  # no `)` from here on
+    while (m := _MARKUP.search(text, done)) is not None:
+        end = m.end()
+        if _RETURNCODE.match(text, m.start()):
+            if end > eol:
+                eol = text.find("\n", end)
+                eol, bare_from = (len(text) if eol < 0 else eol), len(text) + 1
+            if not bare_from <= end < eol:
+                if (c := _RETURNCODE_END.search(text, end, eol)) is not None:
+                    end = c.end()  # through the first `</returncode>` on the same line
+                else:
+                    bare_from = end
+        elif m[1] and text.startswith(" (", end) and end + 2 < no_paren_from:
+            if (paren := text.find(")", end + 2)) >= 0:
+                end = paren + 1  # `exit code 1 (note)`: through the first `)`
+            else:
+                no_paren_from = end + 2
+        out.append(text[done : m.start()])
+        done = end
+    out.append(text[done:])
+    return "".join(out)
+
+
 def _fingerprint(text: str) -> int:
     lines = _ERROR_LINE.findall(text)
     return digest(lines[-1] if lines else text[:300])
@@ -200,7 +240,7 @@ def _classify(text: str, lower: str, tests: tuple[int, int] | None, code: int | 
     if _USAGE.match(text) or _TOOL_ERROR.match(text) or ("option" in lower and _BAD_OPTION.search(text)):
         return SEV_USAGE, "usage"
     if code is not None and code != 0 and not (tests is not None and tests[0] == 0):
-        if code == 1 and not _MARKUP.sub("", text).strip():
+        if code == 1 and not strip_markup(text).strip():
             return 0.0, "not_found"  # grep and friends: exit 1 and no output = nothing matched
         return SEV_EXIT, "exit"
     return 0.0, "ok"
@@ -208,7 +248,7 @@ def _classify(text: str, lower: str, tests: tuple[int, int] | None, code: int | 
 
 def read(observation: str | None, flagged: bool) -> Outcome:
     """Read one observation. `flagged` is the step's `observation_is_error`."""
-    if not observation or not observation.strip():
+    if not observation or observation.isspace():  # (strip() would copy a long text first)
         return Outcome(True, SEV_FLAGGED, "flagged") if flagged else OK
     text = window(observation)
     lower = text.lower()
