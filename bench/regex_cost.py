@@ -461,19 +461,21 @@ def _fmt(xs: list[float]) -> str:
 
 def _series(
     fn: Callable[[str], object], make: Callable[[int], str], sizes: list[int], repeat: int, budget: float
-) -> list[str]:
-    cells, last = [], 0.0
+) -> tuple[list[str], list[float]]:
+    """The table's cells for `fn` at each size, and the medians measured (s per KB)."""
+    cells: list[str] = []
+    medians: list[float] = []
     for i, kb in enumerate(sizes):
         s = make(kb * 1024)
         grow = (kb / sizes[i - 1]) ** 2 if i else 1.0
-        if last * grow > budget:
-            cells.append(f"> ({last:.1f} s per call at {sizes[i - 1]} KB)")
+        if medians and medians[-1] * sizes[i - 1] * grow > budget:
+            cells.append(f"> ({medians[-1] * sizes[i - 1]:.1f} s per call at {sizes[i - 1]} KB)")
             cells.extend("" for _ in sizes[i + 1 :])
             break
         xs = [cpu_per_kb(fn, s, runs=1, least_s=0.002) for _ in range(repeat)]
-        last = statistics.median(xs) * kb
+        medians.append(statistics.median(xs))
         cells.append(_fmt(xs))
-    return cells
+    return cells, medians
 
 
 def main() -> int:
@@ -496,15 +498,18 @@ def main() -> int:
         + " |"
     )
     print("|---|---|" + "---|" * (2 * len(sizes)))
+    growth: dict[str, list[float]] = {"before": [], "after": []}
     for name, (unit, tail) in WORST.items():
 
         def make(n: int, unit: str = unit, tail: str = tail) -> str:
             return text(unit, tail, n)
 
         log(f"{name}: before")
-        before = _series(_scan(OLD[name]), make, sizes, args.repeat, args.budget)
+        before, old_kb = _series(_scan(OLD[name]), make, sizes, args.repeat, args.budget)
         log(f"{name}: after")
-        after = _series(new_reader(name), make, sizes, args.repeat, args.budget)
+        after, new_kb = _series(new_reader(name), make, sizes, args.repeat, args.budget)
+        growth["before"].append(old_kb[1] / old_kb[0] if len(old_kb) > 1 else float("inf"))
+        growth["after"].append(new_kb[-1] / new_kb[0])
         shape = f"{unit!r} repeated" + (f", then {tail!r}" if tail else "")
         print(f"| {name} | {shape} | " + " | ".join(before + after) + " |", flush=True)
 
@@ -555,6 +560,13 @@ def main() -> int:
                     last = statistics.median(xs) * n
                     cells.append(_fmt(xs))
         print(f"| {unit!r} | " + " | ".join(cells) + " |", flush=True)
+    print(
+        f"SUMMARY regex_cost: {len(WORST)} patterns that were super-linear: cost per KB x"
+        f"{min(growth['before']):.1f} or more from {sizes[0]} to {sizes[1]} KB before, at most "
+        f"x{max(growth['after']):.2f} from {sizes[0]} to {sizes[-1]} KB after; the fleet's decisions "
+        f"{'identical' if same else 'DIFFER'}, {statistics.median(rounds['before']) * 1e6:.0f} vs "
+        f"{statistics.median(rounds['after']) * 1e6:.0f} us per normal step"
+    )
     return 0
 
 

@@ -23,6 +23,7 @@ BENCHES = {
     "embedders": ["--no-build", "--min-seconds", "0.2", "--rounds", "1"],
     "headline": ["--smoke", "--rounds", "2"],
     "soak": ["--minutes", "0.15", "--concurrency", "2", "--steps", "3", "--sample", "3", "--retention", "2"],
+    "regex_cost": ["--sizes", "1,2", "--step-sizes", "2", "--repeat", "1", "--step-units", "a-"],
 }
 
 
