@@ -21,6 +21,7 @@ from functools import cache
 
 log = logging.getLogger(__name__)
 
+TUNING_ENV = "RB_MALLOC_TUNING"  # "off": glibc's defaults and no trimming (to compare)
 ARENA_MAX_ENV = "MALLOC_ARENA_MAX"  # glibc's own variable: when set, it is left alone
 DEFAULT_ARENA_MAX = 2
 MMAP_THRESHOLD_ENV = "MALLOC_MMAP_THRESHOLD_"
@@ -64,6 +65,13 @@ def available() -> bool:
     return _libc() is not None
 
 
+def tuning(env: Mapping[str, str] | None = None) -> bool:
+    """False when RB_MALLOC_TUNING says off (0, off, false, no): `configure` then changes
+    nothing and the worker does not trim."""
+    source = os.environ if env is None else env
+    return source.get(TUNING_ENV, "").strip().lower() not in ("0", "off", "false", "no")
+
+
 def configure(env: Mapping[str, str] | None = None) -> dict[str, int]:
     """At process start-up, before threads allocate: at most DEFAULT_ARENA_MAX arenas, and a
     fixed mmap threshold. glibc otherwise raises the threshold to the size of each large
@@ -73,7 +81,7 @@ def configure(env: Mapping[str, str] | None = None) -> dict[str, int]:
     source = os.environ if env is None else env
     libc = _libc()
     done: dict[str, int] = {}
-    if libc is None:
+    if libc is None or not tuning(source):
         return done
     if not source.get(ARENA_MAX_ENV) and libc.mallopt(M_ARENA_MAX, DEFAULT_ARENA_MAX) == 1:
         done["arena_max"] = DEFAULT_ARENA_MAX

@@ -123,7 +123,8 @@ def assemble(settings: Settings, steering_partitions: int | None = None) -> Work
         rocksdbs=lambda: rocksdb_partitions(worker.table.data),
     )
     worker.app.timer(CACHE_GAUGES_INTERVAL_S, name="rb-cache-gauges")(probe.publish)
-    worker.app.timer(MALLOC_TRIM_INTERVAL_S, name="rb-malloc-trim")(allocator.trim_async)
+    if allocator.tuning():
+        worker.app.timer(MALLOC_TRIM_INTERVAL_S, name="rb-malloc-trim")(allocator.trim_async)
     return worker
 
 

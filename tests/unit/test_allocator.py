@@ -36,3 +36,12 @@ def test_configure_sets_both_unless_glibc_has_its_own_variables() -> None:
     code = f"from streams import allocator; print(allocator.configure({env!r}))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "{}"
+    off = {allocator.TUNING_ENV: "off"}
+    code = f"from streams import allocator; print(allocator.configure({off!r}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "{}"
+
+
+def test_tuning_is_on_unless_switched_off() -> None:
+    assert allocator.tuning({}) and allocator.tuning({allocator.TUNING_ENV: "1"})
+    assert not any(allocator.tuning({allocator.TUNING_ENV: v}) for v in ("0", "off", "False", " no "))
