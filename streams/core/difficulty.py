@@ -125,6 +125,11 @@ def get_step_scorer(name: str) -> StepScorer:
         raise ValueError(f"unknown scorer {name!r} (registered: {', '.join(scorer_names())})") from None
 
 
+def builtin_scorers() -> dict[str, StepScorer]:
+    """The scorers a Policy starts from."""
+    return dict(_STEP)
+
+
 def scorer_names() -> list[str]:
     return sorted(_STEP)
 

@@ -187,6 +187,11 @@ def get_transition(name: str) -> TransitionFn:
         ) from None
 
 
+def builtin_transitions() -> dict[str, TransitionFn]:
+    """The transitions a Policy starts from."""
+    return dict(_TRANSITIONS)
+
+
 def transition_names() -> list[str]:
     return sorted(_TRANSITIONS)
 

@@ -69,6 +69,11 @@ def load_profiles(path: str | Path) -> list[str]:
     return list(data)
 
 
+def builtin_profiles() -> dict[str, dict[str, float]]:
+    """The weight profiles a Policy starts from."""
+    return {k: dict(v) for k, v in _PROFILES.items()}
+
+
 def profile_names() -> list[str]:
     return sorted(_PROFILES)
 
