@@ -15,6 +15,7 @@ import json
 import statistics
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -31,7 +32,7 @@ from bench.common import (
     stop_broker,
 )
 from streams.agent.client import SteeringClient
-from streams.core.engine import handle
+from streams.core.engine import Engine, Refused
 from streams.core.events import Limits
 from streams.core.state import TraceState
 from streams.embeddings.models import load_models
@@ -55,6 +56,17 @@ def core(n_steps: int, runs: int, monitors: bool, reps: int = 300) -> dict[int, 
     work, state decode/encode and the decision)."""
     limits = Limits()
     sem = load_models().semantics()
+    engine = Engine(None, sem, limits)
+
+    def step_once(raw: bytes, lookup: Callable[[str], TraceState | None]) -> TraceState | None:
+        """read, look up, step: the state the event leaves (None: refused)."""
+        now = time.time()
+        read = engine.read(raw, now)
+        if isinstance(read, Refused):
+            return None
+        out = engine.step(lookup(read.run_id), read, now)
+        return out.state
+
     times: dict[int, list[float]] = {k: [] for k in INDICES if k <= n_steps}
     sizes: dict[int, int] = {}
     snapshots: dict[int, tuple[bytes, bytes]] = {}
@@ -66,9 +78,9 @@ def core(n_steps: int, runs: int, monitors: bool, reps: int = 300) -> dict[int, 
             return None if raw is None else TraceState.decode(raw)
 
         def apply(raw: bytes, table: dict[str, bytes] = table) -> None:
-            res = handle(raw, lookup, limits, time.time(), sem)
-            if res.state is not None:
-                table["r"] = res.state.encode()
+            state = step_once(raw, lookup)
+            if state is not None:
+                table["r"] = state.encode()
 
         task, steps = trajectory("healthy", n_steps + 1, seed=1000 + r)
         apply(orjson.dumps(run_start("r", task=task, model_routing={"FAST": "s"}, monitors_enabled=monitors)))
@@ -96,9 +108,9 @@ def core(n_steps: int, runs: int, monitors: bool, reps: int = 300) -> dict[int, 
                 return TraceState.decode(table[rid])
 
             t0 = time.perf_counter_ns()
-            res = handle(raw, decoded, limits, time.time(), sem)
-            assert res.state is not None
-            res.state.encode()
+            state = step_once(raw, decoded)
+            assert state is not None
+            state.encode()
             warm[k].append((time.perf_counter_ns() - t0) / 1000.0)
     out = {k: (statistics.median(v), sizes[k], statistics.median(warm[k])) for k, v in times.items()}
     for k, (us, size, w) in out.items():

@@ -394,13 +394,27 @@ def maximal_step(unit: str, size: int, run_id: str = "r", k: int = 2) -> dict[st
     return ev
 
 
+def _through(sem: Any, limits: Limits) -> Any:
+    """One input through the engine as the worker runs it: read, step, seal (no answers)."""
+    from streams.core.engine import Engine, Refused
+
+    engine = Engine(None, sem, limits)
+
+    def through(raw: bytes, lookup: Any, now: float, key: bytes) -> Any:
+        read = engine.read(raw, now, key=key)
+        out = read if isinstance(read, Refused) else engine.step(lookup(read.run_id), read, now)
+        return engine.seal(out, [])
+
+    return through
+
+
 def step_seconds(ev: dict[str, Any], sem: Any, runs: int = 1) -> list[float]:
-    """Process CPU seconds of `ev` through the core (handle, complete, seal), each run in a
-    fresh run after a run_start and a normal first step."""
-    from streams.core.engine import complete, handle, seal
+    """Process CPU seconds of `ev` through the core (read, step, seal), each run in a fresh
+    run after a run_start and a normal first step."""
     from streams.core.state import TraceState
 
     limits = Limits()
+    through = _through(sem, limits)
     out = []
     for i in range(runs):
         rid = f"{ev['run_id']}-{i}"
@@ -409,15 +423,12 @@ def step_seconds(ev: dict[str, Any], sem: Any, runs: int = 1) -> list[float]:
         first |= {"action": "read_file", "action_input": {"path": "a.py"}, "agent": None, "model_id": "m"}
         start = {"type": "run_start", "schema_version": 1, "run_id": rid, "ts": 1_700_000_000.0}
         for warm in (start, first):
-            res = seal(
-                complete(handle(orjson.dumps(warm), table.get, limits, 1.0, sem, key=rid.encode()), []),
-                limits,
-            )
-            if res.wire_state is not None:
-                table[rid] = TraceState.decode(res.wire_state)
+            res = through(orjson.dumps(warm), table.get, 1.0, rid.encode())
+            if res.state_bytes is not None:
+                table[rid] = TraceState.decode(res.state_bytes)
         raw = orjson.dumps({**ev, "run_id": rid})
         t0 = time.process_time()
-        seal(complete(handle(raw, table.get, limits, 2.0, sem, key=rid.encode()), []), limits)
+        through(raw, table.get, 2.0, rid.encode())
         out.append(time.process_time() - t0)
     return out
 
@@ -425,11 +436,11 @@ def step_seconds(ev: dict[str, Any], sem: Any, runs: int = 1) -> list[float]:
 def fleet_steps(sem: Any, steps: int = 40) -> tuple[list[float], list[bytes]]:
     """Process CPU seconds of each step of a synthetic fleet (one run per behaviour) through
     the core, and the decisions it sent: normal input, where before and after must agree."""
-    from streams.core.engine import complete, handle, seal
     from streams.core.state import TraceState
     from streams.local.simulate import BEHAVIOURS, trajectory
 
     limits, took, sent = Limits(), [], []
+    through = _through(sem, limits)
     for b in BEHAVIOURS:
         task, payloads = trajectory(b, steps, seed=11)
         rid = f"fleet-{b}"
@@ -442,12 +453,12 @@ def fleet_steps(sem: Any, steps: int = 40) -> tuple[list[float], list[bytes]]:
         for k, ev in enumerate(events):
             raw = orjson.dumps(ev)
             t0 = time.process_time()
-            res = seal(complete(handle(raw, table.get, limits, float(k), sem, key=rid.encode()), []), limits)
+            res = through(raw, table.get, float(k), rid.encode())
             if k:
                 took.append(time.process_time() - t0)
-            if res.wire_state is not None:
-                table[rid] = TraceState.decode(res.wire_state)
-            sent.append(res.wire_decision or b"")
+            if res.state_bytes is not None:
+                table[rid] = TraceState.decode(res.state_bytes)
+            sent.append(res.decision_bytes or b"")
     return took, sent
 
 

@@ -7,29 +7,23 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO
 
 from .core.decision import Decision
-from .core.engine import NO_KEY, complete, evict_refusal, handle, seal
-from .core.events import Limits, Rejected, deadletter_bytes, deadletter_record
+from .core.engine import NO_KEY, Engine, Raw
+from .core.events import Limits, deadletter_bytes
 from .core.monitors import Semantics
-from .core.retention import (
-    DEFAULT_MAX_RUNS_PER_ORG,
-    NOT_KEYED,
-    RunsHeld,
-    judge,
-    parse_evict,
-)
+from .core.policy import Policy
+from .core.retention import DEFAULT_MAX_RUNS_PER_ORG, RunsHeld
 from .core.state import TraceState
 from .etraces.retrieval import Retriever
 from .kafka import wire
+from .pipeline import Evicted, EvictionRule, MemoryRuns, Pipeline
 
 DEFAULT_PARTITIONS = 8  # RB_PARTITIONS' default: the per-partition run cap needs the count
 
 
 class Replayer:
-    """Holds run states in memory, as the worker's table does on Kafka.
-
-    Runs the worker's pipeline (handle, E-traces, complete, seal) in order, so a failure inside
-    the core ends the same way here (internal_error, same fallback state) as in the worker.
-    """
+    """The worker's pipeline (`streams.pipeline.Pipeline`) over run states kept in memory, with
+    E-traces answered synchronously: a failure inside the core ends the same way here
+    (internal_error, same fallback state) as in the worker, and so do evictions and caps."""
 
     def __init__(
         self,
@@ -37,65 +31,39 @@ class Replayer:
         clock: Callable[[], float] = time.time,
         *,
         sem: Semantics,
+        policy: Policy | None = None,
         retriever: Retriever | None = None,
         max_runs_per_org: int = DEFAULT_MAX_RUNS_PER_ORG,
         partitions: int = DEFAULT_PARTITIONS,
         control_key: str = "",
     ) -> None:
-        self.limits = limits or Limits()
         # Without a store, planned E-trace queries are answered "no pattern store configured".
         self.retriever = retriever or Retriever(None)
-        self.states: dict[str, TraceState] = {}
         self.clock = clock
-        self.control_key = control_key
-        self.held = RunsHeld(max_runs_per_org, lambda rid: wire.partition_for(rid, partitions), partitions)
-        self.sem = sem
+        held = RunsHeld(max_runs_per_org, lambda rid: wire.partition_for(rid, partitions), partitions)
+        self.runs = MemoryRuns(held)
+        self.engine = Engine(policy, sem, limits)
+        self.limits = self.engine.limits
+        self.pipeline = Pipeline(self.engine, self.runs, EvictionRule(control_key))
+
+    @property
+    def states(self) -> dict[str, TraceState]:
+        return self.runs.states
+
+    @property
+    def held(self) -> RunsHeld:
+        return self.runs.held
 
     def feed(
-        self, raw: bytes | str | None, key: object = NO_KEY, tenant: str | None = None
+        self, raw: Raw, key: object = NO_KEY, tenant: str | None = None
     ) -> tuple[Decision | None, dict[str, Any] | None]:
         """One input -> (decision or None, dead-letter record or None). `key`: the message key,
         when replaying records read from Kafka (checked as the worker checks it). `tenant`: the
         tenant whose topic the input came from (multi-tenant mode, as the worker takes it)."""
-        req = parse_evict(raw)
-        if req is not None:  # a recorded eviction: judged by the worker's rule (core.retention)
-            if key is not NO_KEY and key != req.run_id.encode("utf-8"):
-                rej = Rejected("invalid_control", NOT_KEYED, req.run_id)
-                return None, deadletter_record(raw, rej, self.limits, self.clock())
-            foreign = evict_refusal(self.states.get(req.run_id), tenant)
-            if foreign is not None:
-                return None, deadletter_record(
-                    raw, Rejected("invalid_control", foreign, req.run_id), self.limits, self.clock()
-                )
-            applies, refused = judge(req, self.states.get(req.run_id), self.control_key)
-            if refused is not None:
-                rej = Rejected("invalid_control", refused, req.run_id)
-                return None, deadletter_record(raw, rej, self.limits, self.clock())
-            if applies:
-                del self.states[req.run_id]
-                self.held.remove(req.run_id)
-            return None, None
-        now = self.clock()
-        result = handle(
-            raw,
-            self.states.get,
-            self.limits,
-            now,
-            self.sem,
-            key=key,
-            runs_cap=self.held.refusal,
-            tenant=tenant,
-        )
-        if result.plan:
-            result = complete(result, self.retriever.answer_now(result.plan))
-        result = seal(result, self.limits)
-        if result.state is not None and result.run_id is not None:
-            self.states[result.run_id] = result.state
-            if result.opens_run:
-                self.held.add(result.run_id, result.state.config.org_id)
-        if result.rejection is not None:
-            return None, deadletter_record(raw, result.rejection, self.limits, now)
-        return result.decision, None
+        out = self.pipeline.run(raw, self.clock(), self.retriever.answer_now, key=key, tenant=tenant)
+        if isinstance(out, Evicted):
+            return None, out.deadletter
+        return out.decision, out.deadletter
 
     def run(
         self, lines: Iterable[bytes], tenant: str | None = None
@@ -113,6 +81,7 @@ def replay_file(
     limits: Limits | None = None,
     *,
     sem: Semantics,
+    policy: Policy | None = None,
     retriever: Retriever | None = None,
     max_runs_per_org: int = DEFAULT_MAX_RUNS_PER_ORG,
     partitions: int = DEFAULT_PARTITIONS,
@@ -125,6 +94,7 @@ def replay_file(
     rp = Replayer(
         limits,
         sem=sem,
+        policy=policy,
         retriever=retriever,
         max_runs_per_org=max_runs_per_org,
         partitions=partitions,

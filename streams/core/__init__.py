@@ -1,21 +1,27 @@
-"""The pure core: no I/O. The worker and `replay` are thin adapters around `engine.handle`."""
+"""The pure core: no I/O. The worker and `replay` drive `Engine` through `streams.pipeline`."""
 
 from .difficulty import score_step
-from .engine import Result, handle
+from .engine import Decided, Duplicate, Effects, Engine, Finished, Outcome, Refused, Sealed
 from .events import Limits, Rejected
 from .fsm import DifficultyFSM, FSMParams, FSMState, register_transition
 from .state import RunConfig, TraceState
 
 __all__ = [
+    "Decided",
     "DifficultyFSM",
+    "Duplicate",
+    "Effects",
+    "Engine",
     "FSMParams",
     "FSMState",
+    "Finished",
     "Limits",
+    "Outcome",
+    "Refused",
     "Rejected",
-    "Result",
     "RunConfig",
+    "Sealed",
     "TraceState",
-    "handle",
     "register_transition",
     "score_step",
 ]

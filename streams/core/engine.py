@@ -1,16 +1,25 @@
-"""Run-state transitions: (state, event) -> (state, decision). The one code path that both
-the Faust worker and `rb-streams replay` run, which is why their decisions are identical.
+"""The core's one entry: `Engine(policy, semantics, limits)`, pure (no I/O).
 
-Total: `handle`, `complete` and `seal` never raise. Whatever fails inside them (a bug, an
-encoder meeting a value it cannot hold) becomes an `internal_error` rejection naming the stage
-and the exception, and the run keeps a consistent state: the one it had, except that a step's
-number is used up (`consumed`), so the run's next step is answered normally. Because the
-fallback is computed here, the worker and replay agree on it too.
+`read` decodes and checks one input (what can be checked before its run is looked up: the
+message key, the tenant's claim); `step` applies it to the run's prior state and returns an
+`Outcome`, a frozen value saying what happened (`Decided | Duplicate | Finished | Refused`)
+with the side effects the adapter must carry out as data (`Effects`: the E-trace queries to
+answer before the decision goes out, those to start for the next decision, the texts to embed
+ahead); `seal` applies the store's answers and encodes: `Sealed` holds the bytes to send and
+to store, or the dead-letter record. The worker and `rb-streams replay` both drive it through
+`streams.pipeline.Pipeline`, which is why their decisions are identical.
+
+Total: none of the three raises. Whatever fails inside (a bug, an encoder meeting a value it
+cannot hold) becomes an `internal_error` refusal naming the stage and the exception, and the
+run keeps a consistent state: the one it had, except that a step's number is used up
+(`consumed`), so the run's next step is answered normally. Because the fallback is computed
+here, the worker and replay agree on it too. Nothing an adapter receives is changed
+afterwards: `seal` builds a new state and a new decision.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -18,63 +27,317 @@ import orjson
 
 from . import etraces
 from .decision import Decision, DifficultySource, Injection, MonitorsWire
-from .difficulty import DEFAULT_SCORER, clamp01, get_step_scorer
-from .events import SCHEMA_VERSION, TOKENS_MAX, Limits, Rejected, decode
-from .fsm import FSMState, get_transition, validate_params
-from .monitors import Semantics, clean_weights, extract, hold_back, resolve_weights
+from .difficulty import DEFAULT_SCORER, clamp01
+from .events import SCHEMA_VERSION, TOKENS_MAX, Limits, Rejected, deadletter_record, decode
+from .fsm import FSMState, validate_params
+from .monitors import Semantics, clean_weights, extract, hold_back
 from .monitors import evaluate as evaluate_monitors
 from .monitors import to_embed as monitors_to_embed
+from .policy import Policy
 from .render import render_block
 from .state import TASK_CHARS_KEPT, RunConfig, TraceState
 
 STATES_WITH_ROUTING = ("FAST", "NORMAL", "SLOW", "SKIP")
 MONITORED_STATES = STATES_WITH_ROUTING  # monitors run in these, never in INIT/END
 
+NO_KEY = object()  # `Engine.read(key=...)` default: the input came without a message key (replay)
+Raw = bytes | str | None
 
-@dataclass
-class Result:
-    """What one input did. Exactly one of decision / rejection / (duplicate or finish) is set."""
 
-    run_id: str | None
-    state: TraceState | None = None  # new state to store (None: store unchanged)
-    decision: Decision | None = None
-    rejection: Rejected | None = None
-    duplicate: bool = False
-    event_type: str | None = None
-    transition: tuple[str, str] | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
-    # E-trace queries the adapter must answer (`complete`) before the decision goes out: E3
-    # on the first call, and the E1/E2 queries the run's previous step planned.
-    plan: etraces.Plan | None = None
-    # E1/E2 queries this step planned (kept in the state as pending): the adapter may start
-    # them now, in the background, so the next decision finds them answered.
+@dataclass(frozen=True, slots=True)
+class Effects:
+    """What the adapter does for a decision, given as data: the core does no I/O."""
+
+    # Queries to answer before the decision goes out (E3 on the first call; the E1/E2 queries
+    # the run's previous step planned): `seal` takes their answers.
+    answer_now: etraces.Plan | None = None
+    # E1/E2 queries this step planned (kept in the state as pending): may start now, in the
+    # background, so the run's next decision finds them answered.
     prefetch: etraces.Plan | None = None
-    # Texts the run's next step embeds with the full model (a drift check this step planned):
-    # the adapter may embed them now, in the background, into the embedder's cache.
+    # Texts the run's next step embeds with the full model (a drift check planned this step).
     to_embed: tuple[str, ...] = ()
-    prior: TraceState | None = None  # the run's state before this event (None: new or unknown)
-    step: int | None = None  # the step number a step event carries
-    now: float | None = None  # the processing time `handle` was given
-    # With an internal_error rejection: the stage that failed and the exception.
-    failed_stage: str | None = None
-    error: BaseException | None = None
-    # Set by `seal`: the decision as sent and the state as stored.
-    wire_decision: bytes | None = None
-    wire_state: bytes | None = None
+
+
+NO_EFFECTS = Effects()
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """A decoded, checked input, before its run is looked up."""
+
+    raw: Raw
+    event: dict[str, Any]  # schema-valid; on a tenant's run_start, org_id is the tenant
+    run_id: str
+    event_type: str  # run_start | step | run_finish
+    step: int | None
+    tenant: str | None = None
 
     @property
-    def opens_run(self) -> bool:
-        """A run_start that creates its run (not a duplicate, not refused)."""
-        return (
-            self.event_type == "run_start"
-            and self.rejection is None
-            and not self.duplicate
-            and self.state is not None
+    def org(self) -> str:
+        return str(self.event.get("org_id") or "default")
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """A run_start or a step answered with a decision (E-trace answers still to apply)."""
+
+    incoming: Incoming
+    prior: TraceState | None
+    state: TraceState
+    decision: Decision
+    now: float
+    effects: Effects = NO_EFFECTS
+    transition: tuple[str, str] | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.incoming.run_id
+
+    @property
+    def step(self) -> int | None:
+        return self.incoming.step
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """A re-sent run_start, step or run_finish: counted in the state, nothing sent."""
+
+    incoming: Incoming
+    prior: TraceState
+    state: TraceState
+    now: float
+
+    @property
+    def run_id(self) -> str:
+        return self.incoming.run_id
+
+    @property
+    def step(self) -> int | None:
+        return self.incoming.step
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """A run_finish applied: the run is terminal."""
+
+    incoming: Incoming
+    prior: TraceState
+    state: TraceState
+    now: float
+
+    @property
+    def run_id(self) -> str:
+        return self.incoming.run_id
+
+    @property
+    def step(self) -> int | None:
+        return self.incoming.step
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """An input dead-lettered with its reason. With an internal_error, the stage that failed
+    and the exception, and the fallback `state` to store (None: store nothing)."""
+
+    rejection: Rejected
+    raw: Raw
+    now: float
+    event_type: str | None = None
+    prior: TraceState | None = None
+    state: TraceState | None = None
+    failed_stage: str | None = None
+    error: BaseException | None = None
+
+    @property
+    def run_id(self) -> str | None:
+        return self.rejection.run_id
+
+    @property
+    def step(self) -> int | None:
+        return self.rejection.step
+
+
+Outcome = Decided | Duplicate | Finished | Refused
+
+
+@dataclass(frozen=True, slots=True)
+class Sealed:
+    """What an input comes to, encoded: the decision to send or the dead-letter record to
+    send, then the state to store. The adapters only carry it out."""
+
+    run_id: str | None
+    event_type: str | None
+    step: int | None
+    now: float
+    prior: TraceState | None = None
+    state: TraceState | None = None  # to store, after the send (None: store nothing)
+    state_bytes: bytes | None = None
+    decision: Decision | None = None
+    decision_bytes: bytes | None = None
+    rejection: Rejected | None = None
+    deadletter: dict[str, Any] | None = None
+    failed_stage: str | None = None  # an internal_error inside the core: the stage, the exception
+    error: BaseException | None = None
+    duplicate: bool = False
+    transition: tuple[str, str] | None = None
+    etrace_outcomes: Mapping[str, str] = field(default_factory=dict)  # tier -> hit | miss | error
+    prefetch: etraces.Plan | None = None  # start now, for the run's next decision
+    to_embed: tuple[str, ...] = ()  # embed now, for the run's next step
+    opens_run: bool = False  # an accepted run_start (the run counts against its org's cap)
+    finishes_run: bool = False  # an accepted run_finish (what is kept for the run may go)
+
+
+class Engine:
+    """Run-state transitions: (prior state, input) -> outcome -> sealed records.
+
+    `policy`: the scorers, transitions and weight profiles a run_start may name (built at the
+    composition root); `semantics`: the embedders the monitors compare with (None: a run with
+    monitors enabled is an internal error); `limits`: the caps on what an input may be and
+    write."""
+
+    def __init__(
+        self, policy: Policy | None = None, semantics: Semantics | None = None, limits: Limits | None = None
+    ) -> None:
+        self.policy = policy or Policy()
+        self.semantics = semantics
+        self.limits = limits or Limits()
+
+    def read(
+        self, raw: Raw, now: float, *, key: object = NO_KEY, tenant: str | None = None
+    ) -> Incoming | Refused:
+        """Decode and validate one input, and check what needs no run state.
+
+        `key`: the message key (bytes or None) when the input came from Kafka: it must be the
+        run_id (a run's state lives with the partition its key maps to). `tenant`: in
+        multi-tenant mode, the tenant whose topic the input came from (proven by Kafka's
+        ACLs): an event claiming another org is refused (org_mismatch), and a run_start's org
+        is the tenant."""
+        seen = _Seen()
+        try:
+            return _read(raw, self.limits, key, tenant, seen)
+        except Rejected as rej:
+            return Refused(rej, raw, now, seen.event_type)
+        except Exception as exc:
+            return failed("evaluate", exc, raw, now, seen.run_id, None, seen.step, seen.event_type)
+
+    def step(self, prior: TraceState | None, incoming: Incoming, now: float) -> Outcome:
+        """Apply a read input to its run's state (`prior`: None for a run not in the table)."""
+        try:
+            outcome = self._step(prior, incoming, now)
+        except Rejected as rej:
+            return Refused(rej, incoming.raw, now, incoming.event_type, prior)
+        except Exception as exc:
+            return failed(
+                "evaluate", exc, incoming.raw, now, incoming.run_id, prior, incoming.step, incoming.event_type
+            )
+        return outcome
+
+    def seal(
+        self, outcome: Outcome, answers: Sequence[etraces.Answer] = (), source: dict[str, Any] | None = None
+    ) -> Sealed:
+        """Apply the store's answers to the queries the outcome must answer now (injections,
+        call counts, the reason when the store could not answer), then encode the decision
+        (as sent) and the state (as stored). `source`: where the input was read (topic,
+        partition, offset), for the dead-letter record.
+
+        Both encodings are capped (`limits.max_state_bytes`, `max_decision_bytes`), well under
+        the broker's 1 MB per record: a state or a decision over its cap is the event's
+        internal_error (stage `state_size`), and the run keeps its last good state (see
+        `consumed`), so no input can make a record that the changelog or the steering topic
+        would refuse."""
+        outcomes: dict[str, str] = {}
+        if isinstance(outcome, Decided) and outcome.effects.answer_now:
+            try:
+                outcome = _complete(outcome, answers, outcomes)
+            except Exception as exc:
+                outcome = _failed_from(outcome, "complete", exc)
+        try:
+            return self._encode(outcome, outcomes, source)
+        except OversizeError as exc:
+            return self._encode(_failed_from(outcome, "state_size", exc), {}, source)
+        except Exception as exc:
+            return self._encode(_failed_from(outcome, "encode", exc), {}, source)
+
+    def _encode(self, outcome: Outcome, outcomes: dict[str, str], source: dict[str, Any] | None) -> Sealed:
+        limits = self.limits
+        if isinstance(outcome, Refused):
+            return _sealed_refusal(outcome, limits, source)
+        state_bytes = outcome.state.encode()
+        if len(state_bytes) > limits.max_state_bytes:
+            raise OversizeError(f"run state would be {len(state_bytes)} bytes > cap {limits.max_state_bytes}")
+        inc = outcome.incoming
+        base = Sealed(
+            inc.run_id, inc.event_type, inc.step, outcome.now, outcome.prior, outcome.state, state_bytes
+        )
+        if isinstance(outcome, Duplicate):
+            return replace(base, duplicate=True)
+        if isinstance(outcome, Finished):
+            return replace(base, finishes_run=True)
+        decision_bytes = orjson.dumps(outcome.decision)
+        if len(decision_bytes) > limits.max_decision_bytes:
+            raise OversizeError(
+                f"decision would be {len(decision_bytes)} bytes > cap {limits.max_decision_bytes}"
+            )
+        effects = outcome.effects
+        return replace(
+            base,
+            decision=outcome.decision,
+            decision_bytes=decision_bytes,
+            transition=outcome.transition,
+            etrace_outcomes=outcomes,
+            prefetch=effects.prefetch,
+            to_embed=effects.to_embed,
+            opens_run=inc.event_type == "run_start",
         )
 
+    def _step(self, prior: TraceState | None, inc: Incoming, now: float) -> Outcome:
+        run_id, ev = inc.run_id, inc.event
+        if inc.tenant is not None and prior is not None and prior.config.org_id != inc.tenant:
+            raise Rejected("org_mismatch", ANOTHER_TENANTS_RUN, run_id, inc.step)
+        if inc.event_type == "run_start":
+            if prior is not None:
+                conflict = config_conflict(prior, ev, self.policy)
+                if conflict is not None:
+                    raise conflict
+                return Duplicate(
+                    inc, prior, _touched(replace(prior, duplicates=prior.duplicates + 1), now), now
+                )
+            return start_run(inc, now, self.limits, self.policy)
+        if prior is None:
+            raise Rejected("unknown_run", f"no run_start seen for run {run_id!r}", run_id, inc.step)
+        if inc.event_type == "step":
+            return apply_step(prior, inc, now, self.limits, self.policy, self.semantics)
+        return finish_run(prior, inc, now)
 
-NO_KEY = object()  # `handle(key=...)` default: the input came without a message key (replay)
-RunsCap = Callable[[str, str], str | None]  # (org_id, run_id) -> why a new run is refused, or None
+
+def _touched(st: TraceState, now: float) -> TraceState:
+    """`st` (a fresh copy) stamped with the processing time: retention's clock."""
+    st.updated_ts = now
+    return st
+
+
+def _sealed_refusal(out: Refused, limits: Limits, source: dict[str, Any] | None) -> Sealed:
+    rej = out.rejection
+    state, state_bytes = out.state, None
+    try:
+        state_bytes = None if state is None else state.encode()
+        if state_bytes is not None and len(state_bytes) > limits.max_state_bytes:
+            state, state_bytes = None, None  # a state from before the caps: keep what is stored
+    except Exception:
+        state, state_bytes = None, None
+    return Sealed(
+        rej.run_id,
+        out.event_type,
+        rej.step,
+        out.now,
+        out.prior,
+        state,
+        state_bytes,
+        rejection=rej,
+        deadletter=deadletter_record(out.raw, rej, limits, out.now, source),
+        failed_stage=out.failed_stage,
+        error=out.error,
+    )
 
 
 def consumed(
@@ -95,26 +358,26 @@ def consumed(
 def failed(
     stage: str,
     exc: BaseException,
+    raw: Raw,
+    now: float,
     run_id: str | None,
     prior: TraceState | None,
     step: int | None,
     event_type: str | None,
-    now: float | None,
-) -> Result:
-    """An internal_error result: the stage, the exception type and message, the fallback state."""
+) -> Refused:
+    """An internal_error refusal: the stage, the exception type and message, the fallback state."""
     detail = f"{stage}: {describe(exc)}"
     try:
         state = consumed(prior, event_type, step, now)
     except Exception:  # the fallback itself must not raise
         state = None
-    return Result(
-        run_id,
-        state=state,
-        rejection=Rejected("internal_error", detail, run_id, step),
-        event_type=event_type,
-        prior=prior,
-        step=step,
-        now=now,
+    return Refused(
+        Rejected("internal_error", detail, run_id, step),
+        raw,
+        now,
+        event_type,
+        prior,
+        state,
         failed_stage=stage,
         error=exc,
     )
@@ -129,8 +392,20 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {msg[:300]}"
 
 
-def _failed_from(result: Result, stage: str, exc: BaseException) -> Result:
-    return failed(stage, exc, result.run_id, result.prior, result.step, result.event_type, result.now)
+def _failed_from(outcome: Outcome, stage: str, exc: BaseException) -> Refused:
+    if isinstance(outcome, Refused):
+        return failed(
+            stage,
+            exc,
+            outcome.raw,
+            outcome.now,
+            outcome.rejection.run_id,
+            outcome.prior,
+            outcome.rejection.step,
+            outcome.event_type,
+        )
+    inc = outcome.incoming
+    return failed(stage, exc, inc.raw, outcome.now, inc.run_id, outcome.prior, inc.step, inc.event_type)
 
 
 def empty_monitors() -> MonitorsWire:
@@ -193,7 +468,7 @@ def _with_log(st: TraceState, decision: Decision, kept: int) -> TraceState:
     return st
 
 
-def run_config(ev: dict[str, Any]) -> RunConfig:
+def run_config(ev: dict[str, Any], policy: Policy) -> RunConfig:
     """What a run_start fixes for the run's lifetime, or Rejected."""
     run_id = ev["run_id"]
     try:
@@ -203,13 +478,13 @@ def run_config(ev: dict[str, Any]) -> RunConfig:
     transition = ev.get("fsm_transition") or "default"
     scorer = ev.get("scorer") or DEFAULT_SCORER
     try:
-        get_transition(transition)
-        get_step_scorer(scorer)
-        weights = resolve_weights(ev.get("task_profile") or "coding", ev.get("monitor_weights"))
+        policy.transition(transition)
+        policy.scorer(scorer)
+        weights = policy.weights(ev.get("task_profile") or "coding", ev.get("monitor_weights"))
     except ValueError as exc:
         raise Rejected("invalid_config", str(exc), run_id) from None
     task = ev.get("task")
-    cfg = RunConfig(
+    return RunConfig(
         org_id=ev.get("org_id") or "default",
         project_id=ev.get("project_id"),
         agent_name=ev.get("agent_name"),
@@ -228,7 +503,6 @@ def run_config(ev: dict[str, Any]) -> RunConfig:
         fsm_transition=transition,
         scorer=scorer,
     )
-    return cfg
 
 
 def _given_weights(raw: Any) -> dict[str, float] | None:
@@ -243,10 +517,10 @@ _CONFIG_FIELDS = tuple(f.name for f in fields(RunConfig) if f.name != "weights")
 _EVENT_KEY = {"fsm": "fsm_thresholds"}  # RunConfig field -> the run_start key it comes from
 
 
-def config_conflict(st: TraceState, ev: dict[str, Any]) -> Rejected | None:
+def config_conflict(st: TraceState, ev: dict[str, Any], policy: Policy) -> Rejected | None:
     """A repeated run_start whose config differs from the run's: reported, never applied."""
     try:
-        cfg = run_config(ev)
+        cfg = run_config(ev, policy)
     except Rejected as rej:
         return Rejected(
             "config_conflict", f"run_start repeated with an invalid config ({rej.detail})", st.run_id
@@ -268,33 +542,26 @@ def config_conflict(st: TraceState, ev: dict[str, Any]) -> Rejected | None:
     )
 
 
-def start_run(ev: dict[str, Any], now: float, limits: Limits) -> Result:
-    run_id = ev["run_id"]
-    cfg = run_config(ev)
-    ts = ev.get("ts")
-    st = TraceState(run_id=run_id, config=cfg, started_ts=ts, last_event_ts=ts)
+def start_run(inc: Incoming, now: float, limits: Limits, policy: Policy) -> Decided:
+    cfg = run_config(inc.event, policy)
+    ts = inc.event.get("ts")
+    st = TraceState(run_id=inc.run_id, config=cfg, started_ts=ts, last_event_ts=ts, updated_ts=now)
     decision = _decision(st, 0, None, None, None, ts, now, None)
     plan = etraces.plan_first_call(st.e3_calls, cfg.e_traces_enabled, etraces.model_family(cfg.model))
-    return Result(
-        run_id,
-        state=_with_log(st, decision, limits.step_log_kept),
-        decision=decision,
-        event_type="run_start",
-        plan=plan or None,
+    return Decided(
+        inc, None, _with_log(st, decision, limits.step_log_kept), decision, now, Effects(plan or None)
     )
 
 
 def apply_step(
-    st: TraceState, ev: dict[str, Any], limits: Limits, now: float, sem: Semantics | None = None
-) -> Result:
-    run_id = st.run_id
+    st: TraceState, inc: Incoming, now: float, limits: Limits, policy: Policy, sem: Semantics | None = None
+) -> Outcome:
+    run_id, ev = st.run_id, inc.event
     step = ev["step"]
     if st.finished:
         raise Rejected("run_finished", f"run finished with outcome {st.outcome!r}", run_id, step)
     if step <= st.last_step:
-        return Result(
-            run_id, state=replace(st, duplicates=st.duplicates + 1), duplicate=True, event_type="step"
-        )
+        return Duplicate(inc, st, _touched(replace(st, duplicates=st.duplicates + 1), now), now)
     if step != st.last_step + 1:
         raise Rejected("out_of_order", f"expected step {st.last_step + 1}, got {step}", run_id, step)
 
@@ -302,7 +569,7 @@ def apply_step(
     params = cfg.fsm_params()
     supplied = ev.get("difficulty")
     # The scorer sees every step, so its memory is current when an agent stops supplying one.
-    scored, scorer_state = get_step_scorer(cfg.scorer)(ev, st.scorer_state, limits.max_thought_chars)
+    scored, scorer_state = policy.scorer(cfg.scorer)(ev, st.scorer_state, limits.max_thought_chars)
     source: DifficultySource
     if supplied is not None:
         difficulty, source = clamp01(float(supplied)), "agent"
@@ -313,7 +580,7 @@ def apply_step(
     history = st.history
     if previous != FSMState.END.value:
         history = ([*history, difficulty])[-params.max_window :]
-        new_state = get_transition(cfg.fsm_transition)(FSMState(previous), history, params).value
+        new_state = policy.transition(cfg.fsm_transition)(FSMState(previous), history, params).value
     else:
         new_state = previous
     tokens = ev.get("tokens") or 0
@@ -329,6 +596,7 @@ def apply_step(
         tokens_used=min(TOKENS_MAX, st.tokens_used + tokens),  # saturates: never past 2**53
         last_event_ts=ts if ts is not None else st.last_event_ts,
         etraces_pending=[],
+        updated_ts=now,
     )
     skipped = None
     if new_state == FSMState.END.value:
@@ -351,15 +619,14 @@ def apply_step(
     answer_now = None
     if pending and new_state != FSMState.END.value:
         answer_now = etraces.Plan(pending, etraces.model_family(decision["model"] or cfg.model))
-    return Result(
-        run_id,
-        state=_with_log(new, decision, limits.step_log_kept),
-        decision=decision,
-        event_type="step",
-        transition=(previous, new_state) if previous != new_state else None,
-        plan=answer_now,
-        prefetch=prefetch or None,
-        to_embed=to_embed,
+    return Decided(
+        inc,
+        st,
+        _with_log(new, decision, limits.step_log_kept),
+        decision,
+        now,
+        Effects(answer_now, prefetch or None, to_embed),
+        (previous, new_state) if previous != new_state else None,
     )
 
 
@@ -395,23 +662,15 @@ def _plan_etraces(
     )
 
 
-def complete(result: Result, answers: list[etraces.Answer]) -> Result:
-    """Apply the store's answers to the planned queries: injections, call counts, and the
-    reason when the store could not answer. Pure; a no-op for results without a plan; never
-    raises (a failure is an internal_error result with the fallback state)."""
-    try:
-        return _complete(result, answers)
-    except Exception as exc:
-        return _failed_from(result, "complete", exc)
-
-
-def _complete(result: Result, answers: list[etraces.Answer]) -> Result:
-    plan, st, d = result.plan, result.state, result.decision
-    if not plan or st is None or d is None:
-        return result
+def _complete(out: Decided, answers: Sequence[etraces.Answer], outcomes: dict[str, str]) -> Decided:
+    """The decision and state with the store's answers applied (new objects: `out` is not
+    changed); `outcomes` gets each tier's hit, miss or error."""
+    plan = out.effects.answer_now
+    assert plan is not None
+    st = replace(out.state)
+    d: Decision = {**out.decision}
     by_tier = {a.tier: a for a in answers}
     errors: dict[str, str] = {}
-    outcomes: dict[str, str] = {}
     added: list[Injection] = []
     for q in plan.queries:
         a = by_tier.get(q.tier)
@@ -419,7 +678,7 @@ def _complete(result: Result, answers: list[etraces.Answer]) -> Result:
             errors[q.tier] = a.error if a is not None and a.error else "not answered"
             outcomes[q.tier] = "error"
             continue
-        setattr(st, f"{q.tier}_calls", getattr(st, f"{q.tier}_calls") + 1)
+        st = st.with_etrace_call(q.tier)
         chosen = etraces.select(q, a.hits, plan.family)
         outcomes[q.tier] = "hit" if chosen else "miss"
         added.extend(etraces.injections_for(q, chosen, plan.family))
@@ -438,9 +697,7 @@ def _complete(result: Result, answers: list[etraces.Answer]) -> Result:
         st.recent_thoughts = []
     if st.step_log and st.step_log[-1][0] == d["step"]:
         st.step_log = [*st.step_log[:-1], log_entry(d)]
-    result.extras["etraces"] = outcomes
-    result.plan = None
-    return result
+    return replace(out, state=st, decision=d, effects=replace(out.effects, answer_now=None))
 
 
 def _run_monitors(
@@ -481,95 +738,22 @@ def _run_monitors(
     decision["injection_text"] = render_block(decision["injections"])
 
 
-def finish_run(st: TraceState, ev: dict[str, Any]) -> Result:
+def finish_run(st: TraceState, inc: Incoming, now: float) -> Outcome:
     if st.finished:
-        return Result(
-            st.run_id,
-            state=replace(st, duplicates=st.duplicates + 1),
-            duplicate=True,
-            event_type="run_finish",
-        )
-    ts = ev.get("ts")
+        return Duplicate(inc, st, _touched(replace(st, duplicates=st.duplicates + 1), now), now)
+    ts = inc.event.get("ts")
     new = replace(
-        st, finished=True, outcome=ev["outcome"], last_event_ts=ts if ts is not None else st.last_event_ts
+        st,
+        finished=True,
+        outcome=inc.event["outcome"],
+        last_event_ts=ts if ts is not None else st.last_event_ts,
+        updated_ts=now,
     )
-    return Result(st.run_id, state=new, event_type="run_finish")
-
-
-def handle(
-    raw: bytes | str | None,
-    lookup: Callable[[str], TraceState | None],
-    limits: Limits,
-    now: float,
-    sem: Semantics | None = None,
-    *,
-    key: object = NO_KEY,
-    runs_cap: RunsCap | None = None,
-    tenant: str | None = None,
-) -> Result:
-    """Decode, validate and apply one input. Never raises: bad input is a rejection with its
-    reason, a failure inside is an internal_error result (see `failed`).
-
-    `key`: the message key (bytes or None) when the input came from Kafka: it must be the
-    run_id, checked before the run is looked up. `runs_cap` refuses a new run (too_many_runs).
-    `tenant`: in multi-tenant mode, the tenant whose topic the input came from (proven by
-    Kafka's ACLs): the run's org is the tenant, an event claiming another org and an event for
-    a run another tenant started are refused (org_mismatch, see `check_tenant`).
-    """
-    seen = _Seen()
-
-    def looked_up(run_id: str) -> TraceState | None:
-        st = lookup(run_id)
-        seen.prior = st
-        return st
-
-    try:
-        result = _handle(raw, looked_up, limits, now, sem, key, runs_cap, seen, tenant)
-    except Exception as exc:
-        return failed("evaluate", exc, seen.run_id, seen.prior, seen.step, seen.event_type, now)
-    result.prior, result.step, result.now = seen.prior, seen.step, now
-    if result.state is not None:  # always a fresh copy (every path replaces the looked-up state)
-        result.state.updated_ts = now
-    return result
-
-
-def seal(result: Result, limits: Limits) -> Result:
-    """Encode the decision (as sent) and the state (as stored). Pure and total: a value an
-    encoder cannot hold makes the event an internal_error with the fallback state, instead of
-    an exception between the decision and its ack.
-
-    Both encodings are capped (`limits.max_state_bytes`, `max_decision_bytes`), well under the
-    broker's 1 MB per record: a state or a decision over its cap is the event's internal_error
-    (stage `state_size`), and the run keeps its last good state (see `consumed`), so no input
-    can make a record that the changelog or the steering topic would refuse."""
-    try:
-        result.wire_decision = None if result.decision is None else orjson.dumps(result.decision)
-        result.wire_state = None if result.state is None else result.state.encode()
-        oversize = _oversize(result, limits)
-        if oversize is None:
-            return result
-        out = _failed_from(result, "state_size", OversizeError(oversize))
-    except Exception as exc:
-        out = _failed_from(result, "encode", exc)
-    try:
-        out.wire_state = None if out.state is None else out.state.encode()
-        if out.wire_state is not None and len(out.wire_state) > limits.max_state_bytes:
-            out.state, out.wire_state = None, None  # a state from before the caps: keep what is stored
-    except Exception:
-        out.state, out.wire_state = None, None
-    return out
+    return Finished(inc, st, new, now)
 
 
 class OversizeError(ValueError):
     """An encoded state or decision over its cap (the message says which, and by how much)."""
-
-
-def _oversize(result: Result, limits: Limits) -> str | None:
-    if result.wire_state is not None and len(result.wire_state) > limits.max_state_bytes:
-        return f"run state would be {len(result.wire_state)} bytes > cap {limits.max_state_bytes}"
-    if result.wire_decision is not None and len(result.wire_decision) > limits.max_decision_bytes:
-        return f"decision would be {len(result.wire_decision)} bytes > cap {limits.max_decision_bytes}"
-    return None
 
 
 ANOTHER_TENANTS_RUN = "this run id belongs to a run another tenant started; use a run id of your own"
@@ -599,67 +783,32 @@ def check_claim(ev: dict[str, Any], tenant: str, step: int | None) -> None:
 
 @dataclass
 class _Seen:
-    """What `_handle` learnt before a failure, for the fallback."""
+    """What `_read` learnt before a failure, for the fallback."""
 
     run_id: str | None = None
     event_type: str | None = None
     step: int | None = None
-    prior: TraceState | None = None
 
 
-def _handle(
-    raw: bytes | str | None,
-    lookup: Callable[[str], TraceState | None],
-    limits: Limits,
-    now: float,
-    sem: Semantics | None,
-    key: object,
-    runs_cap: RunsCap | None,
-    seen: _Seen,
-    tenant: str | None = None,
-) -> Result:
-    ev: dict[str, Any] | None = None
-    try:
-        ev = decode(raw, limits)
-        run_id = ev["run_id"]
-        etype = ev["type"]
-        step = ev.get("step")
-        seen.run_id, seen.event_type = run_id, etype
-        seen.step = step if type(step) is int else None
-        if key is not NO_KEY and key != run_id.encode("utf-8"):
-            # A run's state lives with the partition its key maps to: events keyed otherwise
-            # would split it, so they are refused (before the lookup, which would miss).
-            shown = "no key" if key is None else f"key {key[:100]!r}" if isinstance(key, bytes) else "a key"
-            raise Rejected(
-                "key_mismatch",
-                f"message has {shown}, expected the run_id; events must be keyed by run_id",
-                run_id,
-                seen.step,
-            )
-        if tenant is not None:
-            check_claim(ev, tenant, seen.step)
-        st = lookup(run_id)
-        if tenant is not None and st is not None and st.config.org_id != tenant:
-            raise Rejected("org_mismatch", ANOTHER_TENANTS_RUN, run_id, seen.step)
-        if tenant is not None and etype == "run_start":
-            ev = {**ev, "org_id": tenant}
+def _read(raw: Raw, limits: Limits, key: object, tenant: str | None, seen: _Seen) -> Incoming:
+    ev = decode(raw, limits)
+    run_id = ev["run_id"]
+    etype = ev["type"]
+    step = ev.get("step")
+    seen.run_id, seen.event_type = run_id, etype
+    seen.step = step if type(step) is int else None
+    if key is not NO_KEY and key != run_id.encode("utf-8"):
+        # A run's state lives with the partition its key maps to: events keyed otherwise
+        # would split it, so they are refused (before the lookup, which would miss).
+        shown = "no key" if key is None else f"key {key[:100]!r}" if isinstance(key, bytes) else "a key"
+        raise Rejected(
+            "key_mismatch",
+            f"message has {shown}, expected the run_id; events must be keyed by run_id",
+            run_id,
+            seen.step,
+        )
+    if tenant is not None:
+        check_claim(ev, tenant, seen.step)
         if etype == "run_start":
-            if st is not None:
-                conflict = config_conflict(st, ev)
-                if conflict is not None:
-                    raise conflict
-                return Result(
-                    run_id, state=replace(st, duplicates=st.duplicates + 1), duplicate=True, event_type=etype
-                )
-            if runs_cap is not None:
-                full = runs_cap(ev.get("org_id") or "default", run_id)
-                if full is not None:
-                    raise Rejected("too_many_runs", full, run_id)
-            return start_run(ev, now, limits)
-        if st is None:
-            raise Rejected("unknown_run", f"no run_start seen for run {run_id!r}", run_id, seen.step)
-        if etype == "step":
-            return apply_step(st, ev, limits, now, sem)
-        return finish_run(st, ev)
-    except Rejected as rej:
-        return Result(rej.run_id, rejection=rej, event_type=ev.get("type") if ev else None)
+            ev = {**ev, "org_id": tenant}
+    return Incoming(raw, ev, run_id, etype, seen.step, tenant)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -82,6 +82,16 @@ class TraceState:
     @property
     def fsm_state(self) -> FSMState:
         return FSMState(self.state)
+
+    def with_etrace_call(self, tier: str) -> TraceState:
+        """This state with one more answered call of E-trace `tier` (e1, e2 or e3)."""
+        if tier == "e1":
+            return replace(self, e1_calls=self.e1_calls + 1)
+        if tier == "e2":
+            return replace(self, e2_calls=self.e2_calls + 1)
+        if tier == "e3":
+            return replace(self, e3_calls=self.e3_calls + 1)
+        raise ValueError(f"unknown E-trace tier {tier!r}")
 
     @property
     def budget_used(self) -> float | None:

@@ -1,7 +1,7 @@
 """The monitors' MiniLM work, done ahead of the decision that needs it, in the embedding child.
 
 A drift check is planned at one step and made at the run's next step (`core.monitors.drift`);
-the texts it compares are known a step early (`Result.to_embed`). The worker hands them to
+the texts it compares are known a step early (`Effects.to_embed`). The worker hands them to
 `EmbedPrefetch` once the planning step's decision is sent: the child process embeds them (at
 low priority, off the worker's GIL) into the cache in front of the monitors' full model, so the
 next step's check is a cache hit instead of 15-45 ms of numpy on the event loop. Nothing

@@ -17,7 +17,7 @@ from prometheus_client import (
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics import MetricWrapperBase
 
-from ..core.engine import Result
+from ..core.engine import Sealed
 from ..core.events import load_schema
 from ..core.monitors import MONITORS
 
@@ -46,11 +46,11 @@ TRANSITIONS = (
 DEADLETTER_REASONS: tuple[str, ...] = tuple(load_schema("deadletter")["properties"]["reason"]["enum"])
 # Where an event's processing can fail (rb_internal_errors_total{stage}); see Worker.process.
 STAGES = (
-    "evaluate",  # decode, validate, state transition, monitors (core.engine.handle)
+    "evaluate",  # decode, validate, state transition, monitors (Engine.read, Engine.step)
     "etraces",  # the pattern store query (the decision still goes out, without E-traces)
-    "complete",  # applying the E-trace answers (core.engine.complete)
-    "encode",  # the decision and state encoders (core.engine.seal)
-    "state_size",  # a state or decision over its cap (core.engine.seal; the run keeps its state)
+    "complete",  # applying the E-trace answers (Engine.seal)
+    "encode",  # the decision and state encoders (Engine.seal)
+    "state_size",  # a state or decision over its cap (Engine.seal; the run keeps its state)
     "send",  # the decision to the steering topic
     "deadletter",  # a dead-letter record to its topic
     "store",  # the run's state to the table
@@ -277,7 +277,7 @@ class Metrics:
             for kind in ("error", "timeout", "skipped"):
                 self.store_failures.labels(tier, kind)
 
-    def observe(self, result: Result, seconds: float, now: float) -> None:
+    def observe(self, result: Sealed, seconds: float, now: float) -> None:
         """Count one answered event. Called for every event: label children come from
         `_child` (a dict hit) rather than `labels()` (validation and a lock each time)."""
         child = self._child
@@ -308,7 +308,7 @@ class Metrics:
                 child(self.suppressions, d["suppressed"]).inc()
         if result.transition is not None:
             child(self.transitions, *result.transition).inc()
-        for tier, outcome in result.extras.get("etraces", {}).items():
+        for tier, outcome in result.etrace_outcomes.items():
             child(self.lookups, tier, outcome).inc()
 
     def _child(self, metric: MetricWrapperBase, *values: str) -> Any:

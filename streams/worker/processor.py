@@ -1,4 +1,6 @@
-"""The per-event glue around the pure core: order, E-traces, send, store, ack, error boundary.
+"""The worker's side of the pipeline: per-run order, E-trace answers, send, store, ack, the
+error boundary, metrics. What an event comes to is decided by `streams.pipeline.Pipeline`
+(evict, cap, step, seal, store), the same as in `replay`; this module does Faust's part.
 
 Broker-free: events come in as anything with `key`, `value` and `message` (topic, partition,
 offset, tp), records go out through two send functions, run state lives in a `RunTable` over
@@ -15,12 +17,14 @@ from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..core.engine import Result, complete, describe, evict_refusal, handle, seal
+from ..core.engine import Decided, Engine, Outcome, Sealed, describe
 from ..core.events import Limits, Rejected, deadletter_bytes, deadletter_record
 from ..core.monitors import Semantics
+from ..core.policy import Policy
 from ..core.retention import parse_evict
 from ..etraces.retrieval import Retriever
 from ..logsafe import safe_for_log, safe_traceback
+from ..pipeline import Evicted, EvictionRule, Pipeline
 from .ack_order import AckOrder
 from .chains import RunChains
 from .metrics import Metrics
@@ -110,15 +114,20 @@ class Processor:
         clock: Callable[[], float] = time.time,
         prefetch_embeddings: Callable[[Sequence[str]], None] | None = None,
         tenant_of: Callable[[str], str | None] = no_tenant,
+        policy: Policy | None = None,
     ) -> None:
         """`tenant_of`: the tenant a steps topic belongs to (multi-tenant mode; Kafka's ACLs
         prove it): the core takes the run's org from it, and the event's answers go to that
-        tenant's topics."""
+        tenant's topics. `policy`: the scorers, transitions and profiles runs may name."""
         self.runs = runs
         self.retention = retention
         self.retriever = retriever
-        self.sem = semantics
         self.limits = limits
+        self.pipeline = Pipeline(
+            Engine(policy, semantics, limits),
+            runs,
+            EvictionRule(retention.control_key, (retention.finished_retention_s, retention.idle_timeout_s)),
+        )
         self.metrics = metrics
         self._send_decision = send_decision
         self._send_deadletter = send_deadletter
@@ -155,132 +164,126 @@ class Processor:
         """Process the event, or hand it to a task (True: the task will ack it)."""
         key = job.event.key
         prev = self.chains.pending(key)
-        req = parse_evict(job.event.value)
-        if req is not None:
-            if prev is not None:
-                await prev_done(prev)  # after the run's pending event, like any of its events
-            job.stage, job.run_id = "evict", req.run_id
-            refused = evict_refusal(self.runs.lookup(req.run_id), job.tenant)
-            if refused is None:
-                refused = self.retention.apply(key, req, self._clock())
-            if refused is not None:
-                await self._deadletter(job, Rejected("invalid_control", refused, req.run_id))
+        if prev is not None:
+            if parse_evict(job.event.value) is None:  # queue behind the run's pending event
+                await self.chains.spawn(key, self._detached(job, prev=prev))
+                return True
+            await prev_done(prev)  # an eviction: after the run's pending event, like its events
+        taken = self._evaluate(job)
+        if isinstance(taken, Evicted):
+            await self._evicted(job, taken)
             return False
-        if prev is not None:  # queue behind the run's pending event
-            await self.chains.spawn(key, self._detached(job, prev=prev))
+        plan = taken.effects.answer_now if isinstance(taken, Decided) else None
+        if plan and not self.retriever.ready(taken.run_id or "", plan):
+            await self.chains.spawn(key, self._detached(job, outcome=taken))
             return True
-        result = self._evaluate(job)
-        if result.plan and not self.retriever.ready(result.run_id, result.plan):
-            await self.chains.spawn(key, self._detached(job, result=result))
-            return True
-        await self._conclude(job, result)
+        await self._conclude(job, taken)
         return False
 
     async def _detached(
-        self, job: _Job, prev: asyncio.Task[None] | None = None, result: Result | None = None
+        self, job: _Job, prev: asyncio.Task[None] | None = None, outcome: Outcome | None = None
     ) -> None:
         """An event finished off the agent loop: after its run's previous event, if any."""
         try:
             if prev is not None:
                 await prev_done(prev)
-            if result is None:
+            if outcome is None:
                 job.t0, job.now = time.perf_counter(), self._clock()
-                result = self._evaluate(job)
-            await self._conclude(job, result)
+                taken = self._evaluate(job)
+                if isinstance(taken, Evicted):
+                    await self._evicted(job, taken)
+                    outcome = None
+                else:
+                    outcome = taken
+            if outcome is not None:
+                await self._conclude(job, outcome)
         except Exception as exc:  # the same boundary as `process`: nothing awaits this task
             await self._fail(job, exc)
         await self._release(job)
 
-    def _evaluate(self, job: _Job) -> Result:
+    def _evaluate(self, job: _Job) -> Outcome | Evicted:
         job.stage = "evaluate"
         event = job.event
-        self.processed[event.message.tp] = event.message.offset
-        held = self.runs.held
-        result = handle(
-            event.value,
-            self.runs.lookup,
-            self.limits,
-            job.now,
-            self.sem,
-            key=event.key,
-            runs_cap=held.refusal,
-            tenant=job.tenant,
+        msg = event.message
+        self.processed[msg.tp] = msg.offset
+        taken = self.pipeline.take(
+            event.value, job.now, key=event.key, tenant=job.tenant, source=_source(msg)
         )
-        job.run_id, job.step = result.run_id, result.step
-        if result.opens_run and result.run_id is not None and result.state is not None:
-            # Counted now, in the partition's event order (a new run's run_start is never
-            # queued behind another event), as replay counts it.
-            held.add(result.run_id, result.state.config.org_id)
-        return result
+        if isinstance(taken, Evicted):
+            job.stage, job.run_id = "evict", taken.run_id
+        else:
+            job.run_id, job.step = taken.run_id, taken.step
+        return taken
 
-    async def _conclude(self, job: _Job, result: Result) -> None:
-        """Answer the E-trace plan (if any), encode, send, store; then start the queries this
-        step planned for the run's next decision."""
-        opened = result.opens_run
-        prefetch = result.prefetch
-        if result.plan:
+    async def _evicted(self, job: _Job, ev: Evicted) -> None:
+        """Count an applied eviction, dead-letter a refused one; either way the sweep may ask
+        again for a run whose request was judged."""
+        if not ev.forged:
+            self.retention.settled(job.event.key)
+        if ev.applied is not None:
+            self.metrics.evictions.labels(ev.applied).inc()
+            log.info("evicted run %s (%s)", safe_for_log(ev.run_id), ev.applied)
+        if ev.rejection is not None and ev.deadletter is not None:
+            await self._send_record(job, ev.rejection, ev.deadletter)
+
+    async def _conclude(self, job: _Job, outcome: Outcome) -> None:
+        """Answer the E-trace queries the outcome needs now (if any), seal, send, store; then
+        start what the decision asks for ahead (the next step's queries and embeddings)."""
+        answers: list[Any] = []
+        plan = outcome.effects.answer_now if isinstance(outcome, Decided) else None
+        if plan:
             job.stage = "etraces"
             t0 = time.perf_counter()
             try:
-                answers = await self.retriever.answer(result.plan, result.run_id)
+                answers = await self.retriever.answer(plan, outcome.run_id or "")
             except Exception as exc:  # the retriever answers errors itself; a bug must not stop us
                 self._internal(job, "etraces", exc)
                 answers = []  # the decision goes out without E-traces, saying why
             self.metrics.etrace_wait(time.perf_counter() - t0)
             job.stage = "complete"
-            result = complete(result, answers)
         job.stage = "encode"
-        result = seal(result, self.limits)
-        if opened and not result.opens_run and result.run_id is not None:
-            self.runs.held.remove(result.run_id)  # the run_start failed after all: no run
-        await self._finish(job, result)
-        if result.run_id is None:
+        sealed = self.pipeline.seal(outcome, answers, _source(job.event.message))
+        await self._finish(job, sealed)
+        if sealed.run_id is None:
             return
-        if result.to_embed and self._prefetch_embeddings is not None and result.rejection is None:
+        if sealed.to_embed and self._prefetch_embeddings is not None:
             job.stage = "prefetch"
             try:  # the next step's monitor check, embedded ahead (streams.embeddings.prefetch)
-                self._prefetch_embeddings(result.to_embed)
+                self._prefetch_embeddings(sealed.to_embed)
             except Exception as exc:  # the decision is out: only count it
                 self._internal(job, "prefetch", exc)
         job.stage = "etraces"
-        if result.event_type == "run_finish" and not result.duplicate:
-            self.retriever.discard(result.run_id)
-        elif (
-            prefetch
-            and result.rejection is None
-            and result.state is not None
-            # only what the stored state says is pending (a failed step keeps the old state)
-            and result.state.etraces_pending == [q.to_wire() for q in prefetch.queries]
-        ):
-            self.retriever.prefetch(result.run_id, prefetch)
+        if sealed.finishes_run:
+            self.retriever.discard(sealed.run_id)
+        elif sealed.prefetch:
+            self.retriever.prefetch(sealed.run_id, sealed.prefetch)
 
-    async def _finish(self, job: _Job, result: Result) -> None:
+    async def _finish(self, job: _Job, sealed: Sealed) -> None:
         """Send the decision or dead-letter, then store the state (after the send: a crash in
         between re-sends the same decision rather than losing it), then count."""
-        if result.failed_stage is not None:  # the core caught a failure of its own
-            self._internal(job, result.failed_stage, result.error)
-        if result.rejection is None and result.wire_decision is not None and result.run_id is not None:
+        if sealed.failed_stage is not None:  # the core caught a failure of its own
+            self._internal(job, sealed.failed_stage, sealed.error)
+        if sealed.decision_bytes is not None and sealed.run_id is not None:
             job.stage = "send"
             try:
                 await self._send_decision(
-                    result.run_id.encode("utf-8"),
-                    result.wire_decision,
-                    self._steering_partition(result.run_id),
+                    sealed.run_id.encode("utf-8"),
+                    sealed.decision_bytes,
+                    self._steering_partition(sealed.run_id),
                     tenant=job.tenant,
                 )
             except Exception as exc:
                 # The decision is lost and says so; the state still moves on exactly as in
                 # replay, so the run's later decisions are the same.
                 await self._fail(job, exc)
-        if result.rejection is not None:
-            await self._deadletter(job, result.rejection)
-        if result.wire_state is not None and result.run_id is not None:
-            job.stage = "store"
-            self.runs.store(result.run_id, result.wire_state, result.prior, result.state)
-        if result.rejection is None:
+        if sealed.rejection is not None and sealed.deadletter is not None:
+            await self._send_record(job, sealed.rejection, sealed.deadletter)
+        job.stage = "store"
+        self.pipeline.store(sealed)
+        if sealed.rejection is None:
             job.stage = "metrics"
             try:
-                self.metrics.observe(result, time.perf_counter() - job.t0, job.now)
+                self.metrics.observe(sealed, time.perf_counter() - job.t0, job.now)
             except Exception as exc:  # the event was answered: only count it
                 self._internal(job, "metrics", exc)
 
@@ -291,22 +294,23 @@ class Processor:
         await self._deadletter(job, rej)
 
     async def _deadletter(self, job: _Job, rej: Rejected) -> None:
-        msg = job.event.message
+        """Dead-letter the event for a failure outside the core (the error boundary)."""
         try:
-            rec = deadletter_record(
-                job.event.value,
-                rej,
-                self.limits,
-                job.now,
-                {"topic": msg.topic, "partition": msg.partition, "offset": msg.offset},
-            )
+            rec = deadletter_record(job.event.value, rej, self.limits, job.now, _source(job.event.message))
+        except Exception as exc:  # nothing left to tell: count and log it
+            self._internal(job, "deadletter", exc)
+            return
+        await self._send_record(job, rej, rec)
+
+    async def _send_record(self, job: _Job, rej: Rejected, rec: dict[str, Any]) -> None:
+        try:
             key = rej.run_id.encode("utf-8", "surrogatepass") if rej.run_id else None
             await self._send_deadletter(key, deadletter_bytes(rec), tenant=job.tenant)
         except Exception as exc:  # nothing left to tell: count and log it
             self._internal(job, "deadletter", exc)
             return
         self.metrics.deadletter(rej.reason)
-        log.info("dead-lettered offset %s: %s", msg.offset, rej.reason)
+        log.info("dead-lettered offset %s: %s", job.event.message.offset, rej.reason)
 
     def _internal(self, job: _Job, stage: str, exc: BaseException | None) -> None:
         """Count and log an internal error; the traceback at most once a minute per stage
@@ -351,3 +355,8 @@ class Processor:
 async def prev_done(prev: asyncio.Task[None]) -> None:
     """Wait for a run's earlier event to finish, whatever its outcome (it has its own boundary)."""
     await asyncio.wait([prev])
+
+
+def _source(msg: Message) -> dict[str, Any]:
+    """Where an event was read: the dead-letter record's `source`."""
+    return {"topic": msg.topic, "partition": msg.partition, "offset": msg.offset}

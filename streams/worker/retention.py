@@ -12,15 +12,9 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from ..core.retention import (
-    BAD_SIGNATURE,
-    NOT_KEYED,
-    EvictRequest,
     evict_request,
     expiry,
-    judge,
-    retention_clock,
 )
-from ..logsafe import safe_for_log
 from .metrics import Metrics
 from .run_table import RunTable
 
@@ -79,28 +73,8 @@ class Retention:
             del self._asked[key]  # its run left another way (a rebalance took its partition)
         return asked
 
-    def apply(self, key: bytes | None, req: EvictRequest, now: float) -> str | None:
-        """Remove the run if the request is for its current state (`judge`, the rule replay
-        applies too). Returns why the record is refused (dead-lettered invalid_control), None
-        when applied or stale."""
-        if key is None or key != req.run_id.encode("utf-8"):
-            return NOT_KEYED
-        st = self.runs.lookup(req.run_id)
-        applies, refused = judge(req, st, self.control_key)
-        if refused == BAD_SIGNATURE:
-            return refused
-        self._asked.pop(key, None)
-        if refused is not None or not applies or st is None:
-            return refused  # refused, or stale: evicted already or moved on since (kept)
-        reason = self._expiry(st.finished, retention_clock(st), now)
-        if reason is None:
-            if not self.control_key:  # unsigned: anyone may have written it, the clock decides
-                return (
-                    f"run {req.run_id[:100]!r} is not expired: eviction refused (a record no "
-                    "worker wrote, or the retention settings changed since)"
-                )
-            reason = "finished" if st.finished else "idle"  # signed for this state once expired
-        self.runs.delete(key, st)
-        self._metrics.evictions.labels(reason).inc()
-        log.info("evicted run %s (%s)", safe_for_log(req.run_id), reason)
-        return None
+    def settled(self, key: bytes | None) -> None:
+        """The eviction asked for the run under `key` was judged (applied, stale or refused by
+        the rule): the sweep may ask again if the run is still expired."""
+        if key is not None:
+            self._asked.pop(key, None)

@@ -1,4 +1,4 @@
-"""The core is total: no input and no failure inside makes `handle`/`complete`/`seal` raise, a
+"""The core is total: no input and no failure inside makes `Engine.read`/`step`/`seal` raise, a
 failure is an internal_error naming its stage, and the run stays consistent (its next step is
 answered). Exact integers, saturating sums, the key check, config conflicts, the run cap."""
 
@@ -11,12 +11,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streams.core.engine import Result, complete, handle, seal
+from streams.core.engine import Decided, Engine, Refused, Sealed
 from streams.core.events import TOKENS_MAX, Limits, deadletter_bytes, validator
-from streams.core.fsm import FSMParams, FSMState, get_transition, register_transition
+from streams.core.fsm import FSMParams, FSMState
+from streams.core.policy import Policy
 from streams.core.retention import RunsHeld
 from streams.core.state import TraceState
+from streams.pipeline import MemoryRuns, Pipeline
 from streams.replay import Replayer
+from tests.driving import outcome, sealed
 from tests.factories import b, run_start, step
 from tests.models import semantics
 from tests.poison import Runs, materialize, recipes
@@ -28,18 +31,22 @@ SEM = semantics()
 def _raises(current: FSMState, history: Sequence[float], params: FSMParams) -> FSMState:
     if history and history[-1] == 0.5:
         raise ValueError("boom")
-    return get_transition("default")(current, history, params)
+    return Policy().transition("default")(current, history, params)
 
 
 class Store(dict[str, TraceState]):
-    """The table, as the worker uses it: handle, then complete, then seal, then store."""
+    """The table, as the worker uses it: read, step, seal, then store."""
 
-    def feed(self, ev: dict | bytes, key: object = None, **kw) -> Result:
+    def __init__(self, policy: Policy | None = None) -> None:
+        super().__init__()
+        self.policy = policy
+
+    def feed(self, ev: dict | bytes, key: object = None, **kw) -> Sealed:
         raw = b(ev) if isinstance(ev, dict) else ev
         extra = {} if key is None else {"key": key}
-        res = seal(complete(handle(raw, self.get, LIMITS, 1.0, SEM, **extra, **kw), []), LIMITS)
-        if res.state is not None:
-            self[res.run_id] = TraceState.decode(res.wire_state)  # as read back from the table
+        res = sealed(raw, self.get, LIMITS, 1.0, SEM, policy=self.policy, **extra, **kw)
+        if res.state_bytes is not None:
+            self[res.run_id] = TraceState.decode(res.state_bytes)  # as read back from the table
         return res
 
 
@@ -63,23 +70,15 @@ def test_token_sums_saturate_at_2_pow_53_and_every_decision_encodes_and_validate
     for k in range(1, 5):
         res = s.feed(step("r", k, tokens=TOKENS_MAX))
         assert res.rejection is None and res.decision["tokens_used"] == TOKENS_MAX
-        validator("decision").validate(orjson.loads(res.wire_decision))
+        validator("decision").validate(orjson.loads(res.decision_bytes))
     assert s["r"].tokens_used == TOKENS_MAX
 
 
-@pytest.fixture
-def raising_transition():
-    """Registered for this test only: the registry is process-wide, and other tests (the
-    integration tests compare dead-letter texts that list the registered names) share it."""
-    from streams.core import fsm
-
-    register_transition("unit-raises-at-0.5", _raises)
-    yield
-    fsm._TRANSITIONS.pop("unit-raises-at-0.5", None)
+RAISING = Policy(transitions={**Policy().transitions, "unit-raises-at-0.5": _raises})
 
 
-def test_a_failure_inside_evaluation_is_an_internal_error_and_the_next_step_is_answered(raising_transition):
-    s = Store()
+def test_a_failure_inside_evaluation_is_an_internal_error_and_the_next_step_is_answered():
+    s = Store(policy=RAISING)
     s.feed(run_start("r", fsm_transition="unit-raises-at-0.5"))
     assert s.feed(step("r", 1, difficulty=0.1)).decision["step"] == 1
     res = s.feed(step("r", 2, difficulty=0.5))
@@ -95,30 +94,34 @@ def test_a_failure_inside_evaluation_is_an_internal_error_and_the_next_step_is_a
 def test_an_unencodable_result_is_an_internal_error_at_encode_with_the_fallback_state():
     s = Store()
     s.feed(run_start("r"))
-    res = handle(b(step("r", 1)), s.get, LIMITS, 2.0, SEM)
+    res = outcome(b(step("r", 1)), s.get, LIMITS, 2.0, SEM)
+    assert isinstance(res, Decided)
     res.decision["model"] = 2**70  # what a bug could put there: no encoder holds it
-    sealed = seal(res, LIMITS)
-    assert sealed.rejection.reason == "internal_error" and sealed.failed_stage == "encode"
-    assert sealed.rejection.detail.startswith("encode: TypeError: Integer exceeds 64-bit range")
-    assert sealed.wire_decision is None
-    assert TraceState.decode(sealed.wire_state).last_step == 1  # consumed: step 2 is next
+    out = Engine(None, SEM, LIMITS).seal(res)
+    assert out.rejection.reason == "internal_error" and out.failed_stage == "encode"
+    assert out.rejection.detail.startswith("encode: TypeError: Integer exceeds 64-bit range")
+    assert out.decision_bytes is None
+    assert TraceState.decode(out.state_bytes).last_step == 1  # consumed: step 2 is next
 
 
 def test_a_failure_while_completing_e_traces_is_an_internal_error_at_complete():
     s = Store()
-    res = handle(b(run_start("r")), s.get, LIMITS, 1.0, SEM)
-    assert res.plan  # decision 0 plans E3
-    bad = complete(res, [object()])  # an answer that is not one
+    res = outcome(b(run_start("r")), s.get, LIMITS, 1.0, SEM)
+    assert isinstance(res, Decided) and res.effects.answer_now  # decision 0 plans E3
+    engine = Engine(None, SEM, LIMITS)
+    bad = engine.seal(res, [object()])  # type: ignore[list-item]  # an answer that is not one
     assert bad.rejection.reason == "internal_error" and bad.failed_stage == "complete"
     assert bad.state is None  # a failed run_start leaves no run behind
-    assert complete(handle(b(run_start("r")), s.get, LIMITS, 1.0, SEM), []).decision["step"] == 0
+    assert engine.seal(res, []).decision["step"] == 0  # the outcome itself was not changed
 
 
 def test_a_failing_lookup_is_an_internal_error_not_an_exception():
-    def broken(run_id: str) -> TraceState | None:
-        raise OSError("disk gone")
+    class Broken(MemoryRuns):
+        def lookup(self, run_id: str) -> TraceState | None:
+            raise OSError("disk gone")
 
-    res = handle(b(step("r", 1)), broken, LIMITS, 1.0, SEM)
+    res = Pipeline(Engine(None, SEM, LIMITS), Broken(RunsHeld(0, lambda _: 0, 1))).take(b(step("r", 1)), 1.0)
+    assert isinstance(res, Refused)
     assert res.rejection.reason == "internal_error" and res.rejection.detail == "evaluate: OSError: disk gone"
     assert res.state is None
 
@@ -157,9 +160,9 @@ def test_the_key_is_checked_before_the_lookup():
         looked.append(run_id)
         return None  # the run lives on another partition: this one cannot see it
 
-    res = handle(b(step("r", 1)), lookup, LIMITS, 1.0, SEM, key=b"elsewhere")
+    res = sealed(b(step("r", 1)), lookup, LIMITS, 1.0, SEM, key=b"elsewhere")
     assert res.rejection.reason == "key_mismatch" and looked == []
-    assert handle(b(step("r", 1)), lookup, LIMITS, 1.0, SEM, key=None).rejection.reason == "key_mismatch"
+    assert sealed(b(step("r", 1)), lookup, LIMITS, 1.0, SEM, key=None).rejection.reason == "key_mismatch"
     assert s.feed(step("r", 1), key=b"r").decision["step"] == 1
 
 
@@ -177,13 +180,13 @@ def test_a_repeated_run_start_with_another_config_is_reported_and_ignored():
 
 def test_new_runs_past_an_orgs_cap_are_refused_per_partition_until_one_is_evicted():
     held = RunsHeld(4, lambda rid: 0 if rid.startswith("a") else 1, partitions=2)  # 2 per partition
-    s = Store()
+    runs = MemoryRuns(held)
+    pipeline = Pipeline(Engine(None, SEM, LIMITS), runs)
 
-    def start(rid: str, org: str = "acme") -> Result:
-        res = s.feed(run_start(rid, org_id=org), runs_cap=held.refusal)
-        if res.opens_run:
-            held.add(rid, org)
-        return res
+    def start(rid: str, org: str = "acme") -> Sealed:
+        out = pipeline.run(b(run_start(rid, org_id=org)), 1.0, lambda _: [])
+        assert isinstance(out, Sealed)
+        return out
 
     assert start("a1").decision and start("a2").decision
     full = start("a3")
@@ -191,7 +194,7 @@ def test_new_runs_past_an_orgs_cap_are_refused_per_partition_until_one_is_evicte
     assert start("b1").decision  # the other partition has room
     assert start("a3", org="globex").decision  # other orgs are not affected
     assert start("a1").duplicate  # a run it holds is not refused
-    held.remove("a1")  # evicted
+    runs.delete(b"a1", runs.states["a1"])  # evicted
     assert start("a3").rejection.reason == "config_conflict"  # a3 exists (globex): not new
     assert start("a4").decision
     assert held.held("acme") == 3

@@ -5,10 +5,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.core.engine import handle
 from streams.core.events import Limits
 from streams.core.fsm import DifficultyFSM, FSMState
 from streams.core.state import TraceState
+from tests.driving import sealed
 from tests.factories import b, run_finish, run_start, step
 from tests.models import semantics
 
@@ -17,7 +17,7 @@ LIMITS = Limits()
 
 class Store(dict):
     def feed(self, ev, now=1.0):
-        res = handle(b(ev) if isinstance(ev, dict) else ev, self.get, LIMITS, now, semantics())
+        res = sealed(b(ev) if isinstance(ev, dict) else ev, self.get, LIMITS, now, semantics())
         if res.state is not None:
             self[res.run_id] = res.state
         return res
@@ -214,10 +214,10 @@ def test_custom_transition_returning_end_makes_the_run_terminal():
 
 def test_step_log_keeps_the_last_entries_in_order():
     s = Store()
-    res = handle(b(run_start("r")), s.get, Limits(step_log_kept=3), 1.0, semantics())
+    res = sealed(b(run_start("r")), s.get, Limits(step_log_kept=3), 1.0, semantics())
     s["r"] = res.state
     for i in range(1, 6):
-        s["r"] = handle(
+        s["r"] = sealed(
             b(step("r", i, difficulty=0.1)), s.get, Limits(step_log_kept=3), 2.0, semantics()
         ).state
     entries = s["r"].step_log_entries()

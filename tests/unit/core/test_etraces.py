@@ -8,11 +8,12 @@ import orjson
 import pytest
 
 from streams.core import etraces
-from streams.core.engine import complete, handle
+from streams.core.engine import Decided, Engine, Finished
 from streams.core.etraces import Answer, Hit, Query
 from streams.core.events import Limits
 from streams.core.render import MARKER
 from streams.core.state import TraceState
+from tests.driving import outcome
 
 LIMITS = Limits()
 
@@ -220,7 +221,7 @@ def step(k: int, thought: str = "Let me look at the failing test.", run_id: str 
 
 
 class Run:
-    """Drives one run through `handle` + `complete` with scripted store answers.
+    """Drives one run through the engine (step, then seal) with scripted store answers.
 
     `plans[k]`: the tiers answered for decision k; `planned[k]`: the tiers decision k's step
     planned (kept pending, answered for decision k + 1)."""
@@ -232,12 +233,13 @@ class Run:
         self.planned: list[list[str]] = []
 
     def feed(self, raw: bytes, answer: Any = None) -> dict[str, Any]:
-        r = handle(raw, self.states.get, LIMITS, 0.0, self.sem)
-        self.plans.append([q.tier for q in r.plan.queries] if r.plan else [])
-        self.planned.append([q.tier for q in r.prefetch.queries] if r.prefetch else [])
-        if r.plan:
-            answers = answer(r.plan) if answer else [Answer(q.tier) for q in r.plan.queries]
-            r = complete(r, answers)
+        out = outcome(raw, self.states.get, LIMITS, 0.0, self.sem)
+        assert isinstance(out, Decided)
+        plan, prefetch = out.effects.answer_now, out.effects.prefetch
+        self.plans.append([q.tier for q in plan.queries] if plan else [])
+        self.planned.append([q.tier for q in prefetch.queries] if prefetch else [])
+        answers = (answer(plan) if answer else [Answer(q.tier) for q in plan.queries]) if plan else []
+        r = Engine(None, self.sem, LIMITS).seal(out, answers)
         assert r.state is not None and r.decision is not None
         self.states[r.run_id or ""] = r.state
         return r.decision
@@ -304,14 +306,14 @@ def test_a_run_that_ends_drops_its_pending_queries(sem: Any) -> None:
     run.feed(start())
     run.feed(step(1))
     assert run.states["r1"].etraces_pending
-    r = handle(
+    r = outcome(
         orjson.dumps({"type": "run_finish", "schema_version": 1, "run_id": "r1", "outcome": "success"}),
         run.states.get,
         LIMITS,
         0.0,
         sem,
     )
-    assert r.plan is None and r.prefetch is None and r.decision is None
+    assert isinstance(r, Finished)  # no decision, nothing to answer or start
 
 
 def test_a_failed_query_says_why_and_does_not_use_up_the_call(sem: Any) -> None:

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import pytest
 
-from streams.core.engine import handle
 from streams.core.events import Limits
 from streams.core.retention import (
     EvictRequest,
@@ -15,6 +14,7 @@ from streams.core.retention import (
     version,
 )
 from streams.replay import Replayer
+from tests.driving import sealed
 from tests.factories import b, run_finish, run_start, step
 from tests.models import semantics
 
@@ -41,14 +41,14 @@ def test_zero_disables_each_rule():
 
 def test_the_clock_is_worker_time_not_the_agents_ts():
     states: dict = {}
-    r = handle(b(run_start("r", ts=5.0)), states.get, Limits(), 1000.0, semantics())
+    r = sealed(b(run_start("r", ts=5.0)), states.get, Limits(), 1000.0, semantics())
     assert r.state is not None and r.state.last_event_ts == 5.0
     assert retention_clock(r.state) == 1000.0
     states["r"] = r.state
-    r2 = handle(b(step("r", 1, ts=6.0)), states.get, Limits(), 1010.0, semantics())
+    r2 = sealed(b(step("r", 1, ts=6.0)), states.get, Limits(), 1010.0, semantics())
     assert r2.state is not None and retention_clock(r2.state) == 1010.0
     assert retention_clock(states["r"]) == 1000.0  # the looked-up state is never changed
-    r3 = handle(b(step("r", 1, ts=7.0)), lambda _: r2.state, Limits(), 1020.0, semantics())
+    r3 = sealed(b(step("r", 1, ts=7.0)), lambda _: r2.state, Limits(), 1020.0, semantics())
     assert r3.duplicate and r3.state is not r2.state and retention_clock(r2.state) == 1010.0
 
 
@@ -56,7 +56,7 @@ def test_every_applied_event_changes_the_version():
     states: dict = {}
     versions = []
     for ev in [run_start("r"), step("r", 1), step("r", 1), run_finish("r"), run_finish("r")]:
-        r = handle(b(ev), states.get, Limits(), 1.0, semantics())
+        r = sealed(b(ev), states.get, Limits(), 1.0, semantics())
         assert r.state is not None
         states["r"] = r.state
         versions.append(version(r.state))

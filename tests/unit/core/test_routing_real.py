@@ -14,9 +14,9 @@ import pytest
 
 from bench.captainagent_convert import convert_lines
 from bench.quality import DEFAULT_DATA
-from streams.core.engine import handle
 from streams.core.events import Limits
 from streams.core.state import TraceState
+from tests.driving import sealed
 
 pytestmark = pytest.mark.skipif(not DEFAULT_DATA.is_dir(), reason="real dev runs not present")
 
@@ -50,7 +50,7 @@ def _states(steps: list[dict[str, Any]], scorer: str | None = None) -> list[str]
         start["scorer"] = scorer
     out: list[str] = []
     for ev in [start, *({**s, "run_id": "r"} for s in steps)]:
-        res = handle(orjson.dumps(ev), table.get, LIMITS, 1.0)
+        res = sealed(orjson.dumps(ev), table.get, LIMITS, 1.0)
         assert res.state is not None and res.decision is not None
         table["r"] = res.state
         if ev["type"] == "step":

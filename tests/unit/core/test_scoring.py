@@ -14,13 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams.core.difficulty import get_step_scorer, heuristic_score, register_step_scorer
-from streams.core.engine import handle
 from streams.core.events import Limits
 from streams.core.scoring import observation as obs
 from streams.core.scoring import trajectory
 from streams.core.scoring.trajectory import Weights
 from streams.core.state import TraceState
 from streams.local import simulate
+from tests.driving import sealed
 from tests.factories import b, run_start
 
 LIMITS = Limits()
@@ -384,7 +384,7 @@ def test_scores_stay_within_bounds_and_are_deterministic(steps: list[dict[str, A
 
 class Store(dict[str, TraceState]):
     def feed(self, event: dict[str, Any]) -> dict[str, Any] | None:
-        res = handle(b(event), self.get, LIMITS, 1.0)
+        res = sealed(b(event), self.get, LIMITS, 1.0)
         if res.state is not None:
             self[res.state.run_id] = res.state
         return res.decision

@@ -1,7 +1,7 @@
 """The run state and the decision are bounded by construction: adversarial maximal events
 (every string field at its limit, huge paths, many path keys, deep nesting, many tool calls)
 never make a state or a decision near its cap, and no step exceeds a time budget. Over the cap,
-`seal` makes the event an internal_error (stage `state_size`) and the run keeps its last good
+`Engine.seal` makes the event an internal_error (stage `state_size`) and the run keeps its last good
 state, so nothing the changelog or the steering topic would refuse is ever written."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streams.core.engine import complete, handle, seal
 from streams.core.events import Limits
 from streams.core.monitors import MONITORS
 from streams.core.monitors.features import PATH_KEYS
 from streams.core.state import TraceState
+from tests.driving import sealed
 from tests.factories import b, run_start, step
 from tests.models import semantics
 
@@ -31,15 +31,15 @@ STEP_BUDGET_S = 0.5  # generous: a normal step takes ~0.3 ms, the 2-core CI mach
 
 
 class Table(dict[str, TraceState]):
-    """The run table as the worker uses it: handle, complete, seal, store the sealed bytes."""
+    """The run table as the worker uses it: read, step, seal, store the sealed bytes."""
 
     def feed(self, ev: dict[str, Any]) -> tuple[Any, float]:
         raw = b(ev)
         t0 = time.perf_counter()
-        res = seal(complete(handle(raw, self.get, LIMITS, 1.0, SEM, key=ev["run_id"].encode()), []), LIMITS)
+        res = sealed(raw, self.get, LIMITS, 1.0, SEM, key=ev["run_id"].encode())
         took = time.perf_counter() - t0
-        if res.wire_state is not None:
-            self[res.run_id] = TraceState.decode(res.wire_state)
+        if res.state_bytes is not None:
+            self[res.run_id] = TraceState.decode(res.state_bytes)
         return res, took
 
 
@@ -130,9 +130,9 @@ def test_adversarial_maximal_events_keep_state_and_decision_under_their_bounds_a
     for ev in events:
         res, took = table.feed(ev)
         assert res.rejection is None, res.rejection
-        assert len(res.wire_state) <= STATE_BOUND, (ev["type"], len(res.wire_state))
-        if res.wire_decision is not None:
-            assert len(res.wire_decision) <= DECISION_BOUND
+        assert len(res.state_bytes) <= STATE_BOUND, (ev["type"], len(res.state_bytes))
+        if res.decision_bytes is not None:
+            assert len(res.decision_bytes) <= DECISION_BOUND
         assert took <= STEP_BUDGET_S, (ev["type"], ev.get("step"), took)
 
 
@@ -148,7 +148,7 @@ def test_the_issue_reproduction_three_events_with_a_250_kb_path_stay_small():
     ):
         res, _ = table.feed(_fit(ev))
         assert res.rejection is None
-        sizes.append(len(res.wire_state))
+        sizes.append(len(res.state_bytes))
     assert max(sizes) < 8 * 1024, sizes  # was 197 KB, 758 KB and 1.26 MB
     assert set(table[rid].config.monitor_weights or {}) == set()  # junk names are not kept
 
@@ -166,21 +166,21 @@ def test_a_state_over_the_cap_is_an_internal_error_and_the_run_keeps_its_last_go
     good = table["r"]
     small = Limits(max_state_bytes=len(good.encode()) + 50)  # step 2's longer thought will not fit
     ev = step("r", 2, thought="Let me look at " + " ".join(f"m{i}.py" for i in range(80)), action="edit")
-    res = seal(complete(handle(b(ev), table.get, small, 2.0, SEM, key=b"r"), []), small)
+    res = sealed(b(ev), table.get, small, 2.0, SEM, key=b"r")
     assert res.rejection is not None and res.rejection.reason == "internal_error"
     assert res.failed_stage == "state_size" and "state_size: OversizeError" in res.rejection.detail
-    assert res.wire_decision is None or res.rejection is not None  # no decision goes out
-    kept = TraceState.decode(res.wire_state)
+    assert res.decision_bytes is None or res.rejection is not None  # no decision goes out
+    kept = TraceState.decode(res.state_bytes)
     assert kept.last_step == 2 and kept.monitors == good.monitors and kept.history == good.history
     table["r"] = kept
-    nxt = seal(complete(handle(b(step("r", 3)), table.get, LIMITS, 3.0, SEM, key=b"r"), []), LIMITS)
+    nxt = sealed(b(step("r", 3)), table.get, LIMITS, 3.0, SEM, key=b"r")
     assert nxt.rejection is None and nxt.decision is not None and nxt.decision["step"] == 3
 
 
 def test_a_decision_over_its_cap_is_an_internal_error_too():
     tiny = Limits(max_decision_bytes=200)
     table = Table()
-    res = seal(complete(handle(b(run_start("r")), table.get, tiny, 1.0, SEM, key=b"r"), []), tiny)
+    res = sealed(b(run_start("r")), table.get, tiny, 1.0, SEM, key=b"r")
     assert res.rejection is not None and res.failed_stage == "state_size"
     assert "decision would be" in res.rejection.detail
     assert orjson.loads(b(run_start("r")))["run_id"] == "r"

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import orjson
 
-from streams.core.engine import complete, handle, seal
 from streams.core.events import Limits
 from streams.core.state import TraceState
 from streams.replay import Replayer
+from tests.driving import sealed
 from tests.factories import b, run_finish, run_start, step
 from tests.models import semantics
 
@@ -19,12 +19,9 @@ SEM = semantics()
 
 class Table(dict[str, TraceState]):
     def feed(self, ev: dict, tenant: str | None):
-        res = seal(
-            complete(handle(b(ev), self.get, LIMITS, 1.0, SEM, key=ev["run_id"].encode(), tenant=tenant), []),
-            LIMITS,
-        )
-        if res.wire_state is not None:
-            self[res.run_id] = TraceState.decode(res.wire_state)
+        res = sealed(b(ev), self.get, LIMITS, 1.0, SEM, key=ev["run_id"].encode(), tenant=tenant)
+        if res.state_bytes is not None:
+            self[res.run_id] = TraceState.decode(res.state_bytes)
         return res
 
 
@@ -55,7 +52,7 @@ def test_another_tenants_steps_and_finish_for_a_run_are_refused_and_leave_it_as_
         res = t.feed(ev, "acme")
         assert res.rejection is not None and res.rejection.reason == "org_mismatch", ev["type"]
         assert "another tenant" in res.rejection.detail and "globex" not in res.rejection.detail
-        assert res.wire_state is None and res.wire_decision is None
+        assert res.state_bytes is None and res.decision_bytes is None
     assert t["victim"].encode() == before
     nxt = t.feed(step("victim", 2), "globex")  # the owner's own step 2: answered, not a duplicate
     assert nxt.rejection is None and nxt.decision is not None and nxt.decision["step"] == 2

@@ -115,6 +115,7 @@ def rig(
     retention_s: float = 3600.0,
     idle_s: float = 86400.0,
     prefetch: Callable[[Sequence[str]], None] | None = None,
+    control_key: str = "k",
 ) -> Rig:
     table: dict[bytes, bytes] = {}
     metrics = Metrics()
@@ -137,7 +138,7 @@ def rig(
         finished_retention_s=retention_s,
         idle_timeout_s=idle_s,
         evict_interval_s=1.0,
-        control_key="k",
+        control_key=control_key,
     )
     decisions: list[dict[str, Any]] = []
     deadletters: list[dict[str, Any]] = []

@@ -50,9 +50,9 @@ def test_eviction_respects_versions_a_run_that_moved_on_is_kept(sem: Semantics) 
     asyncio.run(go())
 
 
-async def one_idle_run(sem: Semantics) -> tuple[Rig, tuple[int, bool, int]]:
+async def one_idle_run(sem: Semantics, control_key: str = "k") -> tuple[Rig, tuple[int, bool, int]]:
     """A rig holding run "r" (idle timeout 60 s) and the run's version."""
-    r = rig(sem, GatedStore(), idle_s=60.0)
+    r = rig(sem, GatedStore(), idle_s=60.0, control_key=control_key)
     await r.feed(run_start("r"))
     await r.drain()
     st = r.runs.lookup("r")
@@ -74,8 +74,7 @@ def test_a_forged_or_misrouted_eviction_is_refused_and_the_run_kept(sem: Semanti
 
 def test_without_a_control_key_a_run_that_is_not_expired_is_not_evicted(sem: Semantics) -> None:
     async def go() -> None:
-        r, ver = await one_idle_run(sem)
-        r.retention.control_key = ""  # unsigned records: anyone may have written one
+        r, ver = await one_idle_run(sem, control_key="")  # unsigned records: anyone may write one
         await r.feed(evict_request("r", ver), key=b"r")  # matches the run, but too early
         assert r.runs.lookup("r") is not None
         assert [d["reason"] for d in r.deadletters] == ["invalid_control"]

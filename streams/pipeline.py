@@ -1,0 +1,234 @@
+"""One pipeline for the worker and `replay`: evict -> cap -> step -> E-traces -> seal -> store.
+
+Everything that decides what an input comes to lives here or in the core, once: eviction
+records are judged here (`core.retention.judge`, plus the expiry check when the pipeline has a
+clock to check it with), the per-org run cap is applied and counted here, in the partition's
+event order, and the engine does the rest. The adapters only do their I/O around it: the
+worker's processor answers E-traces asynchronously, sends the decision before it calls
+`store` (a crash in between re-sends the same decision rather than losing it), acks and
+counts; replay answers synchronously (`run`) over a dict-backed run store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .core import etraces
+from .core.engine import (
+    NO_KEY,
+    Decided,
+    Engine,
+    Outcome,
+    Raw,
+    Refused,
+    Sealed,
+    evict_refusal,
+    failed,
+)
+from .core.events import Rejected, deadletter_record
+from .core.retention import (
+    BAD_SIGNATURE,
+    NOT_KEYED,
+    EvictRequest,
+    RunsHeld,
+    expiry,
+    judge,
+    parse_evict,
+    retention_clock,
+)
+from .core.state import TraceState
+
+# Synchronous E-trace answers for a plan (replay: the store is asked inline).
+AnswerNow = Callable[[etraces.Plan], Sequence[etraces.Answer]]
+
+
+class RunStore(Protocol):
+    """Run states by run id, and the runs each org holds (the per-org cap)."""
+
+    @property
+    def held(self) -> RunsHeld: ...
+
+    def lookup(self, run_id: str) -> TraceState | None: ...
+
+    def store(
+        self, run_id: str, wire_state: bytes, prior: TraceState | None, new: TraceState | None
+    ) -> None: ...
+
+    def delete(self, key: bytes, st: TraceState) -> None: ...
+
+
+class MemoryRuns:
+    """A run store over a dict of decoded states (replay: nothing to recover, no bytes read)."""
+
+    def __init__(self, held: RunsHeld) -> None:
+        self.states: dict[str, TraceState] = {}
+        self._held = held
+
+    @property
+    def held(self) -> RunsHeld:
+        return self._held
+
+    def lookup(self, run_id: str) -> TraceState | None:
+        return self.states.get(run_id)
+
+    def store(self, run_id: str, wire_state: bytes, prior: TraceState | None, new: TraceState | None) -> None:
+        if new is not None:
+            self.states[run_id] = new
+        else:  # bytes without a decoded state: decode them, as the table would on its next read
+            self.states[run_id] = TraceState.decode(wire_state)
+
+    def delete(self, key: bytes, st: TraceState) -> None:
+        self.states.pop(st.run_id, None)
+        self._held.remove(st.run_id)
+
+
+@dataclass(frozen=True)
+class EvictionRule:
+    """How eviction records are judged. `control_key`: RB_CONTROL_KEY (records are signed).
+    `windows`: (finished retention, idle timeout) in seconds, for the expiry check of an
+    unsigned record by the pipeline's clock; None when there is no clock to trust (replay: its
+    states carry the replay's own processing times), which then applies a matching unsigned
+    record (set the key for replay to agree with the worker on every record)."""
+
+    control_key: str = ""
+    windows: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Evicted:
+    """What an eviction record came to: the run removed (`applied`: finished or idle), left
+    (stale: it moved on or is gone), or the record refused (`rejection`, `deadletter`)."""
+
+    run_id: str
+    applied: str | None = None
+    rejection: Rejected | None = None
+    deadletter: dict[str, Any] | None = None
+
+    @property
+    def forged(self) -> bool:
+        """Refused before it was judged against the run (not keyed, not signed, another
+        tenant's run): no request the worker made."""
+        return self.rejection is not None and self.rejection.detail in _FORGED
+
+
+_FORGED = frozenset({NOT_KEYED, BAD_SIGNATURE})
+
+
+class Pipeline:
+    """The rules around the engine, in order, over a run store; the same live and offline."""
+
+    def __init__(self, engine: Engine, runs: RunStore, evictions: EvictionRule | None = None) -> None:
+        self.engine = engine
+        self.runs = runs
+        self.evictions = evictions or EvictionRule()
+
+    def take(
+        self,
+        raw: Raw,
+        now: float,
+        *,
+        key: object = NO_KEY,
+        tenant: str | None = None,
+        source: dict[str, Any] | None = None,
+    ) -> Outcome | Evicted:
+        """Evict, or cap and step: what the input does before any E-trace is answered.
+        Never raises (a failure is an internal_error refusal, stage evaluate)."""
+        req = parse_evict(raw)
+        if req is not None:
+            return self._evict(req, raw, now, key, tenant, source)
+        read = self.engine.read(raw, now, key=key, tenant=tenant)
+        if isinstance(read, Refused):
+            return read
+        try:
+            prior = self.runs.lookup(read.run_id)
+            if read.event_type == "run_start" and prior is None:
+                full = self.runs.held.refusal(read.org, read.run_id)
+                if full is not None:
+                    return Refused(Rejected("too_many_runs", full, read.run_id), raw, now, read.event_type)
+        except Exception as exc:  # a state the table cannot give back: this event's failure only
+            return failed("evaluate", exc, raw, now, read.run_id, None, read.step, read.event_type)
+        out = self.engine.step(prior, read, now)
+        if isinstance(out, Decided) and prior is None:
+            # Counted now, in the partition's event order (a new run's run_start never waits
+            # behind another event), before its E-traces are answered.
+            self.runs.held.add(read.run_id, out.state.config.org_id)
+        return out
+
+    def seal(
+        self, outcome: Outcome, answers: Sequence[etraces.Answer] = (), source: dict[str, Any] | None = None
+    ) -> Sealed:
+        """The engine's seal, and the run uncounted if its run_start failed after all."""
+        sealed = self.engine.seal(outcome, answers, source)
+        if isinstance(outcome, Decided) and outcome.prior is None and not sealed.opens_run:
+            self.runs.held.remove(outcome.incoming.run_id)
+        return sealed
+
+    def store(self, sealed: Sealed) -> None:
+        """Keep the sealed state (the worker calls it after sending the decision)."""
+        if sealed.state_bytes is not None and sealed.run_id is not None:
+            self.runs.store(sealed.run_id, sealed.state_bytes, sealed.prior, sealed.state)
+
+    def run(
+        self,
+        raw: Raw,
+        now: float,
+        answer: AnswerNow,
+        *,
+        key: object = NO_KEY,
+        tenant: str | None = None,
+        source: dict[str, Any] | None = None,
+    ) -> Sealed | Evicted:
+        """The whole pipeline, synchronously (replay)."""
+        out = self.take(raw, now, key=key, tenant=tenant, source=source)
+        if isinstance(out, Evicted):
+            return out
+        plan = out.effects.answer_now if isinstance(out, Decided) else None
+        sealed = self.seal(out, answer(plan) if plan else (), source)
+        self.store(sealed)
+        return sealed
+
+    def _evict(
+        self,
+        req: EvictRequest,
+        raw: Raw,
+        now: float,
+        key: object,
+        tenant: str | None,
+        source: dict[str, Any] | None,
+    ) -> Evicted:
+        """Apply an eviction record in order with its run's events, or refuse it."""
+        if key is not NO_KEY and key != req.run_id.encode("utf-8"):
+            return self._refuse(req, NOT_KEYED, raw, now, source)
+        st = self.runs.lookup(req.run_id)
+        refused = evict_refusal(st, tenant)
+        if refused is not None:
+            return self._refuse(req, refused, raw, now, source)
+        applies, refused = judge(req, st, self.evictions.control_key)
+        if refused is not None:
+            return self._refuse(req, refused, raw, now, source)
+        if not applies or st is None:
+            return Evicted(req.run_id)  # stale: evicted already, or moved on since it was asked
+        reason = "finished" if st.finished else "idle"
+        windows = self.evictions.windows
+        if windows is not None:
+            expired = expiry(st.finished, retention_clock(st), now, *windows)
+            if expired is None and not self.evictions.control_key:
+                # unsigned: anyone may have written it, the clock decides
+                why = (
+                    f"run {req.run_id[:100]!r} is not expired: eviction refused (a record no "
+                    "worker wrote, or the retention settings changed since)"
+                )
+                return self._refuse(req, why, raw, now, source)
+            reason = expired or reason  # a signed record was signed for this state once expired
+        self.runs.delete(req.run_id.encode("utf-8"), st)
+        return Evicted(req.run_id, applied=reason)
+
+    def _refuse(
+        self, req: EvictRequest, why: str, raw: Raw, now: float, source: dict[str, Any] | None
+    ) -> Evicted:
+        rej = Rejected("invalid_control", why, req.run_id)
+        return Evicted(
+            req.run_id, rejection=rej, deadletter=deadletter_record(raw, rej, self.engine.limits, now, source)
+        )

@@ -1,0 +1,104 @@
+"""The pipeline around the engine: evictions, the per-org cap, seal and store, in order."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import orjson
+import pytest
+
+from streams.core.engine import Decided, Engine, Refused, Sealed
+from streams.core.events import Limits
+from streams.core.retention import BAD_SIGNATURE, RunsHeld, evict_request, version
+from streams.pipeline import Evicted, EvictionRule, MemoryRuns, Pipeline
+from tests.factories import b, run_finish, run_start, step
+from tests.models import semantics
+
+SEM = semantics()
+
+
+def pipeline(cap: int = 0, key: str = "k", windows: tuple[float, float] | None = None) -> Pipeline:
+    return Pipeline(
+        Engine(None, SEM, Limits()), MemoryRuns(RunsHeld(cap, lambda _: 0, 1)), EvictionRule(key, windows)
+    )
+
+
+def run(p: Pipeline, raw: bytes, now: float = 1.0, key: object = None) -> Sealed | Evicted:
+    return p.run(raw, now, lambda plan: [], **({} if key is None else {"key": key}))
+
+
+def test_an_outcome_is_frozen_and_sealing_it_leaves_it_as_it_was() -> None:
+    p = pipeline()
+    out = p.take(b(run_start("r", e_traces_enabled=True)), 1.0)
+    assert isinstance(out, Decided) and out.effects.answer_now  # E3 on the first call
+    before = orjson.dumps(out.decision), out.state.encode()
+    sealed = p.seal(out, [])
+    assert sealed.decision is not out.decision and "E3" in (sealed.decision or {})["skipped_reason"]
+    assert (orjson.dumps(out.decision), out.state.encode()) == before
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        out.now = 2.0  # type: ignore[misc]
+
+
+def test_a_signed_eviction_for_the_runs_state_removes_it_and_the_org_may_start_another() -> None:
+    p = pipeline(cap=1)
+    run(p, b(run_start("a")))
+    refused = run(p, b(run_start("b")))
+    assert isinstance(refused, Sealed) and refused.rejection and refused.rejection.reason == "too_many_runs"
+    run(p, b(run_finish("a")))
+    st = p.runs.lookup("a")
+    assert st is not None
+    out = run(p, evict_request("a", version(st), "k"), key=b"a")
+    assert isinstance(out, Evicted) and out.applied == "finished" and p.runs.lookup("a") is None
+    started = run(p, b(run_start("b")))
+    assert isinstance(started, Sealed) and started.opens_run
+
+
+def test_a_stale_eviction_keeps_the_run_and_a_forged_one_is_dead_lettered() -> None:
+    p = pipeline()
+    run(p, b(run_start("r")))
+    st = p.runs.lookup("r")
+    assert st is not None
+    old = version(st)
+    run(p, b(step("r", 1)))
+    stale = run(p, evict_request("r", old, "k"), key=b"r")
+    assert isinstance(stale, Evicted) and stale.applied is None and stale.rejection is None
+    forged = run(p, evict_request("r", old, "not-k"), key=b"r")
+    assert isinstance(forged, Evicted) and forged.forged and forged.deadletter is not None
+    assert forged.deadletter["reason"] == "invalid_control" and forged.deadletter["detail"] == BAD_SIGNATURE
+    assert p.runs.lookup("r") is not None
+
+
+def test_an_unsigned_eviction_is_judged_by_the_clock_when_the_pipeline_has_one() -> None:
+    live = pipeline(key="", windows=(60.0, 3600.0))
+    offline = pipeline(key="")
+    for p in (live, offline):
+        run(p, b(run_start("r")))
+        run(p, b(run_finish("r")))
+    st = live.runs.lookup("r")
+    assert st is not None
+    early = run(live, evict_request("r", version(st)), now=30.0, key=b"r")
+    assert isinstance(early, Evicted) and early.rejection and "is not expired" in early.rejection.detail
+    late = run(live, evict_request("r", version(st)), now=61.0, key=b"r")
+    assert isinstance(late, Evicted) and late.applied == "finished"
+    # without a clock to trust (replay), a matching unsigned record applies
+    replayed = run(offline, evict_request("r", version(st)), now=2.0, key=b"r")
+    assert isinstance(replayed, Evicted) and replayed.applied == "finished"
+
+
+def test_a_run_start_that_fails_when_sealed_is_not_counted_against_its_org() -> None:
+    tiny = Limits(max_decision_bytes=10)  # no decision fits: the run_start fails at seal
+    p = Pipeline(Engine(None, SEM, tiny), MemoryRuns(RunsHeld(1, lambda _: 0, 1)))
+    out = p.run(b(run_start("a")), 1.0, lambda plan: [])
+    assert isinstance(out, Sealed) and out.failed_stage == "state_size" and not out.opens_run
+    assert p.runs.held.held("default") == 0 and p.runs.lookup("a") is None
+
+
+def test_a_store_that_cannot_read_a_run_fails_that_event_only() -> None:
+    class Unreadable(MemoryRuns):
+        def lookup(self, run_id: str) -> None:
+            raise OSError("disk gone")
+
+    p = Pipeline(Engine(None, SEM, Limits()), Unreadable(RunsHeld(0, lambda _: 0, 1)))
+    out = p.take(b(step("r", 1)), 1.0)
+    assert isinstance(out, Refused) and out.failed_stage == "evaluate"
+    assert out.rejection.detail == "evaluate: OSError: disk gone"
