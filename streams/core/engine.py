@@ -37,7 +37,7 @@ from .policy import Policy
 from .render import render_block
 from .state import TASK_CHARS_KEPT, RunConfig, TraceState
 
-STATES_WITH_ROUTING = ("FAST", "NORMAL", "SLOW", "SKIP")
+STATES_WITH_ROUTING = frozenset({FSMState.FAST, FSMState.NORMAL, FSMState.SLOW, FSMState.SKIP})
 MONITORED_STATES = STATES_WITH_ROUTING  # monitors run in these, never in INIT/END
 
 NO_KEY = object()  # `Engine.read(key=...)` default: the input came without a message key (replay)
@@ -311,9 +311,8 @@ class Engine:
 
 
 def _touched(st: TraceState, now: float) -> TraceState:
-    """`st` (a fresh copy) stamped with the processing time: retention's clock."""
-    st.updated_ts = now
-    return st
+    """`st` stamped with the processing time: retention's clock."""
+    return replace(st, updated_ts=now)
 
 
 def _sealed_refusal(out: Refused, limits: Limits, source: dict[str, Any] | None) -> Sealed:
@@ -350,9 +349,7 @@ def consumed(
         return None
     if step != prior.last_step + 1:
         return None
-    st = replace(prior, last_step=step)
-    st.updated_ts = now
-    return st
+    return replace(prior, last_step=step, updated_ts=now)
 
 
 def failed(
@@ -415,7 +412,7 @@ def empty_monitors() -> MonitorsWire:
 def _decision(
     st: TraceState,
     step: int,
-    previous: str | None,
+    previous: FSMState | None,
     difficulty: float | None,
     source: DifficultySource | None,
     event_ts: float | None,
@@ -424,14 +421,14 @@ def _decision(
 ) -> Decision:
     """The one place a decision is built: every field, with what this step leaves unset."""
     state = st.state
-    model = st.config.model_routing.get(state) if state in STATES_WITH_ROUTING else None
+    model = st.config.model_routing.get(state.value) if state in STATES_WITH_ROUTING else None
     return {
         "type": "decision",
         "schema_version": SCHEMA_VERSION,
         "run_id": st.run_id,
         "step": step,
-        "fsm_state": state,
-        "previous_state": previous,
+        "fsm_state": state.value,
+        "previous_state": None if previous is None else previous.value,
         "difficulty": difficulty,
         "difficulty_source": source,
         "model": model,
@@ -464,8 +461,7 @@ def log_entry(d: Decision) -> list[Any]:
 
 def _with_log(st: TraceState, decision: Decision, kept: int) -> TraceState:
     tail = st.step_log[-(kept - 1) :] if kept > 1 else []
-    st.step_log = [*tail, log_entry(decision)] if kept > 0 else []
-    return st
+    return replace(st, step_log=[*tail, log_entry(decision)] if kept > 0 else [])
 
 
 def run_config(ev: dict[str, Any], policy: Policy) -> RunConfig:
@@ -578,9 +574,9 @@ def apply_step(
 
     previous = st.state
     history = st.history
-    if previous != FSMState.END.value:
+    if previous is not FSMState.END:
         history = ([*history, difficulty])[-params.max_window :]
-        new_state = policy.transition(cfg.fsm_transition)(FSMState(previous), history, params).value
+        new_state = FSMState(policy.transition(cfg.fsm_transition)(previous, history, params))
     else:
         new_state = previous
     tokens = ev.get("tokens") or 0
@@ -599,25 +595,25 @@ def apply_step(
         updated_ts=now,
     )
     skipped = None
-    if new_state == FSMState.END.value:
+    if new_state is FSMState.END:
         skipped = "FSM=END, run terminal"
-    elif new_state == FSMState.FAST.value:
+    elif new_state is FSMState.FAST:
         skipped = "FSM=FAST, e-traces skipped"
     decision = _decision(new, step, previous, difficulty, source, ts, now, skipped)
     fired_before = list(st.recent_fired)
     to_embed: tuple[str, ...] = ()
     if cfg.monitors_enabled and new_state in MONITORED_STATES:
-        _run_monitors(new, ev, decision, limits, sem)
+        new = _run_monitors(new, ev, decision, limits, sem)
         to_embed = tuple(monitors_to_embed(new.monitors))
-    prefetch = _plan_etraces(new, ev, decision, fired_before, [q.tier for q in pending])
+    new, prefetch = _plan_etraces(new, ev, decision, fired_before, [q.tier for q in pending])
     if prefetch:
-        new.etraces_pending = [q.to_wire() for q in prefetch.queries]
+        new = replace(new, etraces_pending=[q.to_wire() for q in prefetch.queries])
         reason = etraces.deferred_reason(prefetch.queries)
         decision["skipped_reason"] = f"{skipped}; {reason}" if skipped else reason
     # The queries planned on the step before are answered now, for this decision (the call
     # they steer is the next one either way), unless the run just became terminal.
     answer_now = None
-    if pending and new_state != FSMState.END.value:
+    if pending and new_state is not FSMState.END:
         answer_now = etraces.Plan(pending, etraces.model_family(decision["model"] or cfg.model))
     return Decided(
         inc,
@@ -626,7 +622,7 @@ def apply_step(
         decision,
         now,
         Effects(answer_now, prefetch or None, to_embed),
-        (previous, new_state) if previous != new_state else None,
+        (previous.value, new_state.value) if previous is not new_state else None,
     )
 
 
@@ -636,19 +632,20 @@ def _plan_etraces(
     decision: Decision,
     fired_before: list[list[str]],
     pending: list[str],
-) -> etraces.Plan:
+) -> tuple[TraceState, etraces.Plan]:
     """Keep the thought window while a tier may still be called, and plan this step's queries
     (none for a tier still `pending`)."""
     cfg = st.config
     wanted = cfg.e_traces_enabled and (
         st.e1_calls < etraces.CALLS_PER_RUN or st.e2_calls < etraces.CALLS_PER_RUN
     )
-    st.recent_thoughts = etraces.remember_thought(st.recent_thoughts, ev.get("thought")) if wanted else []
+    thoughts = etraces.remember_thought(st.recent_thoughts, ev.get("thought")) if wanted else []
+    st = replace(st, recent_thoughts=thoughts)
     if not wanted:
-        return etraces.Plan()
+        return st, etraces.Plan()
     mon = decision["monitors"]
     gate = etraces.e1_gate_open(cfg.monitors_enabled, mon["fired"], mon["composite"], fired_before)
-    return etraces.plan_step(
+    return st, etraces.plan_step(
         enabled=True,
         fsm_state=st.state,
         org_id=cfg.org_id,
@@ -667,7 +664,7 @@ def _complete(out: Decided, answers: Sequence[etraces.Answer], outcomes: dict[st
     changed); `outcomes` gets each tier's hit, miss or error."""
     plan = out.effects.answer_now
     assert plan is not None
-    st = replace(out.state)
+    st = out.state
     d: Decision = {**out.decision}
     by_tier = {a.tier: a for a in answers}
     errors: dict[str, str] = {}
@@ -686,7 +683,7 @@ def _complete(out: Decided, answers: Sequence[etraces.Answer], outcomes: dict[st
         counts = dict(st.injections_by_source)
         for inj in added:
             counts[inj["source"]] = counts.get(inj["source"], 0) + 1
-        st.injections_by_source = counts
+        st = replace(st, injections_by_source=counts)
         d["injections"] = [*d["injections"], *added]
         d["inject"] = True
         d["injection_text"] = render_block(d["injections"])
@@ -694,24 +691,26 @@ def _complete(out: Decided, answers: Sequence[etraces.Answer], outcomes: dict[st
         reason = etraces.failure_reason(errors)
         d["skipped_reason"] = f"{d['skipped_reason']}; {reason}" if d["skipped_reason"] else reason
     if st.e1_calls >= etraces.CALLS_PER_RUN and st.e2_calls >= etraces.CALLS_PER_RUN:
-        st.recent_thoughts = []
+        st = replace(st, recent_thoughts=[])
     if st.step_log and st.step_log[-1][0] == d["step"]:
-        st.step_log = [*st.step_log[:-1], log_entry(d)]
+        st = replace(st, step_log=[*st.step_log[:-1], log_entry(d)])
     return replace(out, state=st, decision=d, effects=replace(out.effects, answer_now=None))
 
 
 def _run_monitors(
     st: TraceState, ev: dict[str, Any], decision: Decision, limits: Limits, sem: Semantics | None
-) -> None:
-    """Monitors, then the injection guardrails; updates `st` (a fresh copy) and `decision`."""
+) -> TraceState:
+    """Monitors, then the injection guardrails: the new state; fills in `decision` (this
+    step's own, not yet given to anyone)."""
     if sem is None:
         raise ValueError("monitors are enabled but no Semantics (embedders) was given to the engine")
     features = extract(ev, limits.max_thought_chars)
-    st.monitors, res = evaluate_monitors(st.monitors, features, st.config.weights, st.config.task, sem)
+    monitors, res = evaluate_monitors(st.monitors, features, st.config.weights, st.config.task, sem)
     decision["monitors"] = res.as_wire()
-    st.recent_fired = [*st.recent_fired[-1:], res.fired]  # this step and the one before
+    # fired lists of this step and the one before
+    st = replace(st, monitors=monitors, recent_fired=[*st.recent_fired[-1:], res.fired])
     if not res.fired or res.text is None:
-        return
+        return st
     step = decision["step"]
     held = hold_back(
         st.state,
@@ -724,18 +723,22 @@ def _run_monitors(
     )
     if held is not None:
         decision["suppressed"] = held
-        return
-    st.monitor_injections += 1
-    st.last_monitor_injection_step = step
-    st.last_monitor_injection_text = res.text
-    st.injections_by_source = {
-        **st.injections_by_source,
-        "monitor": st.injections_by_source.get("monitor", 0) + 1,
-    }
+        return st
+    st = replace(
+        st,
+        monitor_injections=st.monitor_injections + 1,
+        last_monitor_injection_step=step,
+        last_monitor_injection_text=res.text,
+        injections_by_source={
+            **st.injections_by_source,
+            "monitor": st.injections_by_source.get("monitor", 0) + 1,
+        },
+    )
     injection: Injection = {"source": "monitor", "text": res.text, "pattern_id": None, "similarity": None}
     decision["injections"] = [*decision["injections"], injection]
     decision["inject"] = True
     decision["injection_text"] = render_block(decision["injections"])
+    return st
 
 
 def finish_run(st: TraceState, inc: Incoming, now: float) -> Outcome:

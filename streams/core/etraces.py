@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from .decision import Injection, InjectionSource
+from .fsm import FSMState
 
 TIERS = ("e1", "e2", "e3")
 E1_MIN_SIMILARITY = 0.8
@@ -166,7 +167,7 @@ def plan_first_call(e3_calls: int, enabled: bool, family: str) -> Plan:
 def plan_step(
     *,
     enabled: bool,
-    fsm_state: str,
+    fsm_state: FSMState,
     org_id: str,
     thoughts: Sequence[str],
     e1_calls: int,
@@ -179,7 +180,7 @@ def plan_step(
     """E1 and E2 for a scored step; never in FAST (or END), never on the first call, never a
     tier whose query is still `pending` (planned on the step before, answered now)."""
     plan = Plan(family=family)
-    if not enabled or fsm_state in ("FAST", "END", "INIT"):
+    if not enabled or fsm_state in (FSMState.FAST, FSMState.END, FSMState.INIT):
         return plan
     if e1_calls < CALLS_PER_RUN and gate_open and "e1" not in pending:
         text = query_text(thoughts, E1_THOUGHTS)

@@ -12,7 +12,9 @@ from typing import Any
 MAX_WINDOW = 1000
 
 
-class FSMState(enum.Enum):
+class FSMState(enum.StrEnum):
+    """A StrEnum: stored and sent as its name ("FAST"), and equal to it."""
+
     INIT = "INIT"
     FAST = "FAST"
     NORMAL = "NORMAL"

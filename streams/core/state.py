@@ -14,7 +14,7 @@ from .monitors import MonitorState
 TASK_CHARS_KEPT = 2000
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunConfig:
     """What run_start fixed for the run's lifetime."""
 
@@ -39,9 +39,12 @@ class RunConfig:
         return FSMParams(**self.fsm) if self.fsm else FSMParams()
 
 
-@dataclass
+@dataclass(frozen=True)
 class TraceState:
     """Everything the worker remembers about a run.
+
+    Frozen: the worker keeps decoded states beside the table and hands the same object to
+    the run's next event, so the engine never changes a state, it makes a new one (`replace`).
 
     `history` holds only the last `max_window` scores: enough for every FSM rule, and the
     reason per-step work and state size stay flat as runs grow.
@@ -49,7 +52,7 @@ class TraceState:
 
     run_id: str
     config: RunConfig
-    state: str = FSMState.INIT.value
+    state: FSMState = FSMState.INIT
     history: list[float] = field(default_factory=list)
     # The run scorer's memory between steps (bounded; None for scorers without memory and in
     # states written before scorers had one, which then start afresh).
@@ -78,10 +81,6 @@ class TraceState:
     started_ts: float | None = None
     last_event_ts: float | None = None
     updated_ts: float | None = None  # worker time of the last event applied: retention's clock
-
-    @property
-    def fsm_state(self) -> FSMState:
-        return FSMState(self.state)
 
     def with_etrace_call(self, tier: str) -> TraceState:
         """This state with one more answered call of E-trace `tier` (e1, e2 or e3)."""
@@ -113,6 +112,8 @@ class TraceState:
     def from_dict(cls, d: dict[str, Any]) -> TraceState:
         d = dict(d)
         d["config"] = RunConfig(**d["config"])
+        if "state" in d:
+            d["state"] = FSMState(d["state"])
         if "monitors" in d:
             d["monitors"] = MonitorState.from_dict(d["monitors"])
         return cls(**d)

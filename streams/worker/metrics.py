@@ -19,6 +19,7 @@ from prometheus_client.metrics import MetricWrapperBase
 
 from ..core.engine import Sealed
 from ..core.events import load_schema
+from ..core.fsm import FSMState
 from ..core.monitors import MONITORS
 
 # A decision takes ~0.1-5 ms of worker time; buckets resolve that range and the tail.
@@ -33,7 +34,7 @@ SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 LAG_AHEAD_MAX_S = 60.0
 LAG_MAX_S = 86_400.0
 
-STATES = ("INIT", "FAST", "NORMAL", "SLOW", "SKIP", "END")
+STATES = tuple(s.value for s in FSMState)
 TRANSITIONS = (
     ("INIT", "NORMAL"),
     ("NORMAL", "FAST"),

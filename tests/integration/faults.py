@@ -3,9 +3,10 @@ Kafka. Importing this module registers the fault transition (in the test process
 `Replayer` takes the same path); `main()` runs `rb-streams worker` with the faults named in
 RB_TEST_FAULTS installed.
 
-* transition `test-fault` (select it in run_start's `fsm_transition`): a step whose supplied
-  difficulty is FAIL_EVALUATE raises inside the engine (stage evaluate); FAIL_ENCODE makes the
-  state machine return a state no encoder can hold (an integer past 64 bits: stage encode).
+* transition and scorer `test-fault` (select them in run_start's `fsm_transition` and
+  `scorer`): a step whose supplied difficulty is FAIL_EVALUATE makes the state machine raise
+  inside the engine (stage evaluate); FAIL_ENCODE makes the scorer keep a memory no encoder can
+  hold (an integer past 64 bits: stage encode).
 * `send`: the decision of step 1 of runs named `sendfail-*` fails to send (stage send).
 * `hang`: the run_start of runs named `hang-*` never finishes (a stage that never returns).
 """
@@ -20,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from streams.core.difficulty import ScorerMemory, get_step_scorer, register_step_scorer
 from streams.core.fsm import FSMParams, FSMState, get_transition, register_transition
 
 FAULT_TRANSITION = "test-fault"
@@ -29,17 +31,21 @@ SEND_FAIL_PREFIX = "sendfail-"
 HANG_PREFIX = "hang-"
 
 
-class _Unencodable:
-    value = 2**70  # what the engine stores as the FSM state: orjson cannot encode it
-
-
 @register_transition(FAULT_TRANSITION)
 def _fault_transition(current: FSMState, history: Sequence[float], params: FSMParams) -> Any:
     if history and history[-1] == FAIL_EVALUATE:
         raise RuntimeError("injected fault in the state machine")
-    if history and history[-1] == FAIL_ENCODE:
-        return _Unencodable()
     return get_transition("default")(current, history, params)
+
+
+def _fault_scorer(step: Any, memory: ScorerMemory, max_chars: int) -> tuple[float, ScorerMemory]:
+    score, memory = get_step_scorer("trajectory")(step, memory, max_chars)
+    if step.get("difficulty") == FAIL_ENCODE:
+        return score, {**(memory or {}), "unencodable": 2**70}  # orjson cannot encode it
+    return score, memory
+
+
+register_step_scorer(FAULT_TRANSITION, _fault_scorer)
 
 
 def install(faults: set[str]) -> None:

@@ -290,7 +290,13 @@ def plan_example(ex: int, corpus: list[Recipe], rp: Replayer) -> list[Event]:
     fixed: list[Event] = [
         start(control, org_id=f"control-{ex}"),
         *[step(control, k) for k in range(1, CONTROL_STEPS + 1)],
-        start(fault, org_id=f"faults-{ex}", fsm_transition=faults.FAULT_TRANSITION, e_traces_enabled=False),
+        start(
+            fault,
+            org_id=f"faults-{ex}",
+            fsm_transition=faults.FAULT_TRANSITION,
+            scorer=faults.FAULT_TRANSITION,
+            e_traces_enabled=False,
+        ),
         step(fault, 1),
         step(fault, 2, difficulty=faults.FAIL_EVALUATE),  # internal_error at evaluate
         step(fault, 3),  # answered: step 2's number was used up

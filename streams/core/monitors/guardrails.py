@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from ..decision import Suppressed
+from ..fsm import FSMState
 
 MAX_MONITOR_INJECTIONS = 5
-COOLDOWN = {"FAST": 5, "NORMAL": 3, "SLOW": 2, "SKIP": 2}
+COOLDOWN = {FSMState.FAST: 5, FSMState.NORMAL: 3, FSMState.SLOW: 2, FSMState.SKIP: 2}
 
 
 def hold_back(
-    state: str,
+    state: FSMState,
     step: int,
     text: str,
     injections: int,
