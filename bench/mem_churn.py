@@ -28,7 +28,7 @@ from bench.common import STARTER, log
 from streams.core.events import SCHEMA_VERSION, Limits
 from streams.embeddings.cache import CachedEmbedder
 from streams.embeddings.minilm import MiniLMEmbedder
-from streams.embeddings.models import FULL_CACHE, load_models
+from streams.embeddings.models import FULL_CACHE, FULL_CACHE_BYTES, load_models
 from streams.embeddings.prefetch import EmbedPrefetch
 from streams.embeddings.process import ProcessEmbedder
 from streams.etraces.pattern_store import QdrantPatternStore
@@ -112,7 +112,7 @@ async def churn(args: argparse.Namespace) -> None:
     assert isinstance(minilm, MiniLMEmbedder)
     child = ProcessEmbedder(minilm.model_dir, name=minilm.name, dim=minilm.dim)
     child_pid = child.start()
-    query = CachedEmbedder(child, FULL_CACHE)
+    query = CachedEmbedder(child, FULL_CACHE, FULL_CACHE_BYTES)
     store = QdrantPatternStore(query, path=args.patterns_dir) if args.patterns_dir else None
     if store is not None:
         store.upsert(read_file(STARTER)[0])

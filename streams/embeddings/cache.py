@@ -16,18 +16,42 @@ import numpy as np
 from ..core.embedding import Embedder
 from .vectors import FloatArray
 
+ENTRY_OVERHEAD = 200  # bytes a cached entry costs beyond its text and vector (dict slot, objects)
+
+
+def entry_bytes(text: str, row: FloatArray) -> int:
+    """What one cached text costs, about: its characters (up to 4 bytes each), the vector."""
+    return len(text) * (1 if text.isascii() else 4) + row.nbytes + ENTRY_OVERHEAD
+
 
 class CachedEmbedder:
     """`model` behind a bounded LRU. Cached rows are read-only; `embed` always returns a fresh
-    array, so callers may modify it. Each distinct uncached text is computed once per call."""
+    array, so callers may modify it. Each distinct uncached text is computed once per call.
 
-    def __init__(self, model: Embedder, size: int) -> None:
+    Bounded twice: at most `size` texts and `max_bytes` of texts and vectors together (a
+    producer's steps may carry texts of 20,000 characters: 20,000 of them would be 400 MB)."""
+
+    def __init__(self, model: Embedder, size: int, max_bytes: int | None = None) -> None:
         self.model = model
         self.name = model.name
         self.dim = model.dim
         self._size = max(0, size)
+        self._max_bytes = max_bytes
+        self._bytes = 0
         self._cache: OrderedDict[str, FloatArray] = OrderedDict()
         self._lock = threading.Lock()
+
+    def _keep(self, text: str, row: FloatArray) -> None:
+        """Cache a row (under the lock), then evict the oldest past either bound."""
+        old = self._cache.pop(text, None)
+        if old is not None:
+            self._bytes -= entry_bytes(text, old)
+        self._cache[text] = row
+        self._bytes += entry_bytes(text, row)
+        limit = self._max_bytes
+        while self._cache and (len(self._cache) > self._size or (limit is not None and self._bytes > limit)):
+            t, r = self._cache.popitem(last=False)
+            self._bytes -= entry_bytes(t, r)
 
     def embed(self, texts: Sequence[str]) -> FloatArray:
         if isinstance(texts, str):  # a bare str is a Sequence[str] too: almost always a bug
@@ -57,9 +81,7 @@ class CachedEmbedder:
                     if self._size:
                         row = v.copy()
                         row.setflags(write=False)
-                        self._cache[t] = row
-                while len(self._cache) > self._size:
-                    self._cache.popitem(last=False)
+                        self._keep(t, row)
         return out
 
     def has(self, text: str) -> bool:
@@ -75,14 +97,12 @@ class CachedEmbedder:
             for t, v in zip(texts, vecs, strict=True):
                 row = np.array(v, dtype=np.float32)
                 row.setflags(write=False)
-                self._cache[t] = row
-                self._cache.move_to_end(t)
-            while len(self._cache) > self._size:
-                self._cache.popitem(last=False)
+                self._keep(t, row)
 
     def cache_clear(self) -> None:
         with self._lock:
             self._cache.clear()
+            self._bytes = 0
 
     @property
     def cache_len(self) -> int:
@@ -92,3 +112,8 @@ class CachedEmbedder:
     def capacity(self) -> int:
         """The LRU's bound (entries)."""
         return self._size
+
+    @property
+    def cache_bytes(self) -> int:
+        """What the cached texts and vectors take, about (bounded by `max_bytes`)."""
+        return self._bytes

@@ -29,6 +29,11 @@ BLAS_THREADS = 1
 
 FAST_CACHE = 20_000  # texts; the monitors embed every step's texts with the fast model
 FULL_CACHE = 5_000  # the full model is asked for claims, ambiguous pairs and E-trace queries
+# ... and at most this much memory each (texts and vectors): a cache filled with the longest
+# texts a step may carry stays this size; ordinary texts (a few hundred characters) fill the
+# entry bounds first or nearly (the fast model's 20,000 take ~30 MB).
+FAST_CACHE_BYTES = 24 * 1024 * 1024
+FULL_CACHE_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -55,4 +60,7 @@ def load_models(models_dir: Path | str | None = None, *, minilm_dir: Path | str 
     base = Path(models_dir).resolve() if models_dir is not None else default_models_dir()
     static_dir = model_build.ensure_static_model(base / model_build.STATIC_MODEL_NAME, minilm)
     static = StaticEmbedder(static_dir, name=model_build.STATIC_MODEL_NAME)
-    return Models(CachedEmbedder(static, FAST_CACHE), CachedEmbedder(minilm, FULL_CACHE))
+    return Models(
+        CachedEmbedder(static, FAST_CACHE, FAST_CACHE_BYTES),
+        CachedEmbedder(minilm, FULL_CACHE, FULL_CACHE_BYTES),
+    )

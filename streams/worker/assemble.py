@@ -15,7 +15,7 @@ from .. import allocator
 from ..core.embedding import Embedder
 from ..embeddings.cache import CachedEmbedder
 from ..embeddings.minilm import MiniLMEmbedder
-from ..embeddings.models import FULL_CACHE, Models, load_models
+from ..embeddings.models import FULL_CACHE, FULL_CACHE_BYTES, Models, load_models
 from ..embeddings.prefetch import EmbedPrefetch
 from ..embeddings.process import ProcessEmbedder
 from ..etraces.pattern_store import QdrantPatternStore
@@ -62,7 +62,7 @@ def query_embedder(settings: Settings, models: Models) -> tuple[Embedder, Proces
     child = ProcessEmbedder(minilm.model_dir, name=minilm.name, dim=minilm.dim)
     pid = child.start()
     log.info("E-trace query embeddings and monitor prefetch in process %d", pid)
-    return CachedEmbedder(child, FULL_CACHE), child
+    return CachedEmbedder(child, FULL_CACHE, FULL_CACHE_BYTES), child
 
 
 def build_retriever(
