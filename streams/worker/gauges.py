@@ -1,10 +1,10 @@
-"""Gauges set on a timer: per partition, consumer lag and how long the oldest unacked event
-has waited; per cache, its entries (what a soak watches to tell which one grows)."""
+"""Gauges set on a timer: the run counts; per partition, consumer lag and how long the oldest
+unacked event has waited; per cache, its entries (what a soak watches to tell which one grows)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from typing import Any
 
 from .. import allocator
@@ -59,6 +59,30 @@ def publish_partitions(
         stall.labels(p).set(age)
     for p, n in lags.items():
         lag.labels(p).set(n)
+
+
+class PartitionProbe:
+    """The one-second gauges: the run counts, and lag and stall of each steps partition the
+    worker owns (its changelog partitions are not events to process)."""
+
+    def __init__(
+        self,
+        metrics: Metrics,
+        runs: RunTable,
+        consumer: Callable[[], Any],
+        steps_topics: Collection[str],
+        ack_order: AckOrder[Any],
+        processed: Mapping[Hashable, int],
+    ) -> None:
+        """`consumer`: the app's consumer, read at each publish (Faust makes it on first use)."""
+        self.metrics, self.runs, self.consumer = metrics, runs, consumer
+        self.steps_topics, self.ack_order, self.processed = steps_topics, ack_order, processed
+
+    async def publish(self) -> None:
+        self.runs.publish(self.metrics)
+        consumer = self.consumer()
+        owned = [tp for tp in consumer.assignment() if tp.topic in self.steps_topics]
+        publish_partitions(self.metrics, owned, consumer.highwater, self.ack_order, self.processed)
 
 
 def publish_caches(metrics: Metrics, sizes: Mapping[str, float], capacities: Mapping[str, float]) -> None:

@@ -45,7 +45,7 @@ TRANSITIONS = (
     ("SKIP", "NORMAL"),
 )
 DEADLETTER_REASONS: tuple[str, ...] = tuple(load_schema("deadletter")["properties"]["reason"]["enum"])
-# Where an event's processing can fail (rb_internal_errors_total{stage}); see Worker.process.
+# Where an event's processing can fail (rb_internal_errors_total{stage}); see Processor.process.
 STAGES = (
     "evaluate",  # decode, validate, state transition, monitors (Engine.read, Engine.step)
     "etraces",  # the pattern store query (the decision still goes out, without E-traces)

@@ -4,7 +4,7 @@ Faust writes table changes to the changelog through its producer buffer: a backg
 sends each pending record and crashes the whole app ("We experienced a crash!") if a send
 raises. aiokafka raises synchronously for a record over the producer's `max_request_size`, an
 unknown or unauthorised topic, a closed producer. The core caps every state far below the
-broker's limit (`engine.seal`), so this is the second line: a send that raises is counted,
+broker's limit (`Engine.seal`), so this is the second line: a send that raises is counted,
 logged with its topic and partition, and set on the record's future; the worker keeps running
 and the partition keeps committing. (A refusal the broker returns later is already only a
 warning in Faust's `_on_published`.)

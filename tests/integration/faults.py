@@ -57,7 +57,7 @@ def install(faults: set[str]) -> None:
 
         def init_with_failing_send(self: Worker, *args: Any, **kwargs: Any) -> None:
             init(self, *args, **kwargs)
-            send = self.steering.send
+            send = self.topics.steering.send
 
             async def failing_send(*a: Any, **kw: Any) -> Any:
                 key, value = kw.get("key") or b"", kw.get("value") or b"{}"
@@ -65,7 +65,7 @@ def install(faults: set[str]) -> None:
                     raise RuntimeError("injected producer failure")
                 return await send(*a, **kw)
 
-            self.steering.send = failing_send  # type: ignore[method-assign]
+            self.topics.steering.send = failing_send  # type: ignore[method-assign]
 
         Worker.__init__ = init_with_failing_send  # type: ignore[method-assign]
     if "hang" in faults:

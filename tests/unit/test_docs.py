@@ -1,13 +1,20 @@
-"""The README is a newcomer's first screen and every documentation link leads somewhere."""
+"""The README is a newcomer's first screen, every documentation link leads somewhere and every
+code reference in the docs and docstrings names something that exists."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted((ROOT / "docs").glob("*.md"))
+PAGES = [ROOT / "README.md", ROOT / "QUALITY.md", ROOT / "BENCHMARKS.md", ROOT / "RELIABILITY.md", *DOCS]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+# `a.b` or `a.b.c()` in backticks; a file name (`engine.py`, `decision.schema.json`) is not one.
+CODE_REF = re.compile(r"`([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?:\(\))?`")
+FILE_SUFFIX = re.compile(r"\.(py|md|json|ya?ml|toml|sh|txt|java)$")
+WIRE_FIELDS = {"monitors.fired"}  # decision fields that read like a module path
 
 
 def links(path: Path) -> list[str]:
@@ -16,13 +23,7 @@ def links(path: Path) -> list[str]:
 
 
 def test_every_relative_link_in_the_readme_and_docs_exists() -> None:
-    for page in [
-        ROOT / "README.md",
-        ROOT / "QUALITY.md",
-        ROOT / "BENCHMARKS.md",
-        ROOT / "RELIABILITY.md",
-        *DOCS,
-    ]:
+    for page in PAGES:
         for target in links(page):
             file = target.split("#", 1)[0]
             if file:
@@ -43,3 +44,97 @@ def test_the_readme_is_short_self_contained_and_links_every_doc() -> None:
 def test_no_doc_points_outside_the_repository_for_the_specification() -> None:
     for page in [ROOT / "README.md", *DOCS]:
         assert "SPEC.md" not in page.read_text(encoding="utf-8"), page.name
+
+
+def _members(body: list[ast.stmt]) -> dict[str, ast.AST]:
+    """The names a module or class body binds (through ifs and trys too)."""
+    out: dict[str, ast.AST] = {}
+    for node in body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out[node.name] = node
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            out.update((n.id, node) for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            out.update(((a.asname or a.name).split(".")[0], node) for a in node.names)
+        elif isinstance(node, ast.If | ast.Try):
+            out.update(_members(node.body))
+    return out
+
+
+class _Code:
+    """The modules of streams/ and bench/, parsed: enough to resolve `module.name` and
+    `Class.attribute` without importing anything."""
+
+    def __init__(self) -> None:
+        self.modules: dict[str, dict[str, ast.AST]] = {}
+        self.classes: dict[str, list[ast.ClassDef]] = {}
+        for path in [*ROOT.glob("streams/**/*.py"), *ROOT.glob("bench/**/*.py")]:
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+            tree = ast.parse(path.read_text("utf-8"))
+            self.modules[name] = _members(tree.body)
+            for node in tree.body:
+                if isinstance(node, ast.ClassDef):
+                    self.classes.setdefault(node.name, []).append(node)
+
+    def class_members(self, cls: ast.ClassDef) -> dict[str, ast.AST] | None:
+        """Its body, `self.x` assignments and bases' members; None if a base is not ours."""
+        out = _members(cls.body)
+        out.update(
+            (n.attr, n)
+            for n in ast.walk(cls)
+            if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)
+            if isinstance(n.value, ast.Name) and n.value.id == "self"
+        )
+        for base in cls.bases:
+            name = base.id if isinstance(base, ast.Name) else None
+            if name in ("Protocol", "Exception", "NamedTuple", "TypedDict"):
+                continue
+            if name not in self.classes:
+                return None
+            for parent in self.classes[name]:
+                inherited = self.class_members(parent)
+                if inherited is None:
+                    return None
+                out = {**inherited, **out}
+        return out
+
+    def walk(self, members: dict[str, ast.AST] | None, rest: list[str]) -> bool:
+        for part in rest:
+            if members is None:
+                return True  # a base class or an import we do not follow
+            if part not in members:
+                return False
+            node = members[part]
+            if isinstance(node, ast.ClassDef):
+                members = self.class_members(node)
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                members = None
+            else:
+                members = {}
+        return True
+
+    def resolves(self, ref: str) -> bool | None:
+        """True or False for a reference to our code (a module path, whole, `core.`-relative or
+        by its last parts, or a class of ours), None for anything else."""
+        parts = ref.split(".")
+        for i in range(len(parts), 0, -1):
+            head = ".".join(parts[:i])
+            found = [m for name, m in self.modules.items() if name == head or name.endswith("." + head)]
+            if found:
+                return any(self.walk(m, parts[i:]) for m in found)
+        if parts[0] in self.classes:
+            return any(self.walk(self.class_members(c), parts[1:]) for c in self.classes[parts[0]])
+        return None
+
+
+def test_every_code_reference_in_the_docs_and_docstrings_exists() -> None:
+    code = _Code()
+    sources = [*PAGES, *ROOT.glob("streams/**/*.py"), *ROOT.glob("bench/**/*.py")]
+    stale = [
+        f"{path.relative_to(ROOT)}: `{ref}`"
+        for path in sources
+        for ref in CODE_REF.findall(path.read_text("utf-8"))
+        if ref not in WIRE_FIELDS and not FILE_SUFFIX.search(ref) and code.resolves(ref) is False
+    ]
+    assert not stale, "references to names that do not exist:\n" + "\n".join(stale)

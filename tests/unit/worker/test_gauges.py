@@ -9,11 +9,18 @@ import numpy as np
 
 from streams.core.monitors import Semantics
 from streams.core.monitors.drift import task_names_kept
+from streams.core.state import RunConfig, TraceState
 from streams.embeddings.cache import CachedEmbedder
 from streams.worker.ack_order import AckOrder
-from streams.worker.gauges import CacheProbe, publish_caches, publish_partitions, rocksdb_memory
+from streams.worker.gauges import (
+    CacheProbe,
+    PartitionProbe,
+    publish_caches,
+    publish_partitions,
+    rocksdb_memory,
+)
 from streams.worker.metrics import CACHES, ROCKSDB_MEMORY, Metrics
-from streams.worker.run_table import DECODED_KEPT
+from streams.worker.run_table import DECODED_KEPT, RunTable
 from tests.factories import run_start, step
 from tests.unit.worker.harness import rig
 
@@ -50,6 +57,31 @@ def test_lag_counts_from_the_oldest_unacked_event_and_stall_is_its_age() -> None
     assert value(m, "rb_partition_stall_seconds", "0") == 4.0
     assert value(m, "rb_partition_stall_seconds", "1") == 0.0
     assert m.registry.get_sample_value("rb_assigned_partitions") == 3
+
+
+class _Consumer:
+    def __init__(self, *assigned: TP) -> None:
+        self.assigned = assigned
+
+    def assignment(self) -> set[TP]:
+        return set(self.assigned)
+
+    def highwater(self, tp: TP) -> int:
+        return 10
+
+
+def test_the_partition_probe_sets_the_run_counts_and_reads_only_the_steps_topics() -> None:
+    m = Metrics(process=False)
+    runs = RunTable({}, 10, lambda _run_id: 0, 4)
+    runs.recount([(b"r", TraceState("r", RunConfig()).encode())])
+    steps, changelog = TP("rb.steps", 0), TP("rb-runs-changelog", 1)
+    consumer = _Consumer(steps, changelog)
+    probe = PartitionProbe(m, runs, lambda: consumer, {"rb.steps"}, AckOrder(), {steps: 4, changelog: 0})
+    asyncio.run(probe.publish())
+    assert m.registry.get_sample_value("rb_active_runs") == 1
+    assert m.registry.get_sample_value("rb_assigned_partitions") == 1
+    assert value(m, "rb_consumer_lag_messages", "0") == 5  # offsets 5..9
+    assert value(m, "rb_consumer_lag_messages", "1") is None  # the changelog is not work
 
 
 class _Vectors:

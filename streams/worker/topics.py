@@ -1,0 +1,71 @@
+"""The worker's topics, and which one each of its outputs goes to.
+
+In multi-tenant mode each tenant has its own steps, steering and dead-letter topics; the steps
+topics are read together (same partition count, so Faust co-partitions them with the run
+table's changelog), and a topic's tenant is the org of every event on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import faust
+
+from ..core.state import TraceState
+from ..kafka import wire
+from ..settings import Settings
+from .retention import SendStep
+
+
+class Topics:
+    """The steps topic(s) the worker reads, and where decisions, dead letters and eviction
+    requests are sent (by tenant, or to the shared topics when there are none)."""
+
+    def __init__(self, app: faust.App, settings: Settings, steering_partitions: int) -> None:
+        s = settings
+        self.steering_partitions = steering_partitions
+
+        def topic(*names: str) -> Any:
+            return app.topic(*names, partitions=s.partitions, key_serializer="raw", value_serializer="raw")
+
+        self.tenants = s.tenant_names
+        self._steps_by_tenant = {t: topic(s.tenant_topic(t, "steps")) for t in self.tenants}
+        self._steering_by_tenant = {t: topic(s.tenant_topic(t, "steering")) for t in self.tenants}
+        self._deadletter_by_tenant = {t: topic(s.tenant_topic(t, "deadletter")) for t in self.tenants}
+        self._tenant_by_topic = {s.tenant_topic(t, "steps"): t for t in self.tenants}
+        steps = list(self._tenant_by_topic) or [s.steps_topic]
+        self.steps = topic(*steps)
+        self.steps_names = frozenset(steps)
+        self.steering = topic(s.steering_topic)
+        self.deadletter = topic(s.deadletter_topic)
+
+    def tenant_of(self, topic: str) -> str | None:
+        """The tenant whose steps topic this is; None outside multi-tenant mode."""
+        return self._tenant_by_topic.get(topic)
+
+    def steering_partition(self, run_id: str) -> int:
+        return wire.partition_for(run_id, self.steering_partitions)
+
+    async def send_decision(self, key: bytes, value: bytes, partition: int, *, tenant: str | None) -> None:
+        topic = self.steering if tenant is None else self._steering_by_tenant[tenant]
+        await topic.send(key=key, value=value, partition=partition)
+
+    async def send_deadletter(self, key: bytes | None, value: bytes, *, tenant: str | None) -> None:
+        topic = self.deadletter if tenant is None else self._deadletter_by_tenant[tenant]
+        await topic.send(key=key, value=value)
+
+    def eviction_sender(self, lookup: Callable[[str], TraceState | None]) -> SendStep:
+        """Sends an eviction request into the steps topic its run's events come from: in
+        multi-tenant mode its tenant's, found from the run's state (`lookup`)."""
+
+        async def send(key: bytes, value: bytes, partition: int) -> None:
+            topic = self.steps
+            if self.tenants:
+                st = lookup(key.decode("utf-8"))
+                if st is None or st.config.org_id not in self._steps_by_tenant:
+                    return  # gone already, or of a tenant no longer served: nothing to order it with
+                topic = self._steps_by_tenant[st.config.org_id]
+            await topic.send(key=key, value=value, partition=partition)
+
+        return send
