@@ -77,7 +77,7 @@ def score_step(text: str | None) -> float:
     return heuristic_score(text)
 
 
-def _on_thought(fn: TextScorer) -> StepScorer:
+def on_thought(fn: TextScorer) -> StepScorer:
     """A text scorer as a step scorer: the step's thought, cut to the limit, and no memory."""
 
     def step_scorer(
@@ -91,7 +91,7 @@ def _on_thought(fn: TextScorer) -> StepScorer:
 
 _TEXT: dict[str, TextScorer] = {"heuristic": heuristic_score}
 _STEP: dict[str, StepScorer] = {
-    "heuristic": _on_thought(heuristic_score),
+    "heuristic": on_thought(heuristic_score),
     "trajectory": trajectory.score,
 }
 
@@ -99,7 +99,7 @@ _STEP: dict[str, StepScorer] = {
 def register_scorer(name: str, scorer: TextScorer) -> None:
     """Register a scorer of thought text under `name` (selectable by `run_start.scorer`)."""
     _TEXT[name] = scorer
-    _STEP[name] = _on_thought(scorer)
+    _STEP[name] = on_thought(scorer)
 
 
 def register_step_scorer(name: str, scorer: StepScorer) -> None:

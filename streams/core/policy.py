@@ -7,17 +7,24 @@ registry.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from .difficulty import StepScorer, builtin_scorers
+from .difficulty import StepScorer, TextScorer, builtin_scorers, on_thought
 from .fsm import TransitionFn, builtin_transitions
-from .monitors.profiles import builtin_profiles, clean_weights
+from .monitors.profiles import builtin_profiles, clean_weights, parse_profiles
 
 
 def _frozen(d: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(dict(d))
+
+
+def _named(name: str, fn: object, what: str) -> None:
+    if not name or not isinstance(name, str):
+        raise ValueError(f"{what} name must be a non-empty string")
+    if not callable(fn):
+        raise TypeError(f"{what} {name!r} must be callable, got {type(fn).__name__}")
 
 
 @dataclass(frozen=True)
@@ -48,3 +55,25 @@ class Policy:
         if base is None:
             raise ValueError(f"unknown task_profile {profile!r}; known: {sorted(self.profiles)}")
         return {**base, **clean_weights(overrides or {})}
+
+    def with_scorer(self, name: str, fn: StepScorer) -> Policy:
+        """This policy plus a step scorer: (event, memory, max thought chars) -> (difficulty,
+        memory). It must be pure: the worker and replay must get the same scores."""
+        _named(name, fn, "scorer")
+        return replace(self, scorers=_frozen({**self.scorers, name: fn}))
+
+    def with_text_scorer(self, name: str, fn: TextScorer) -> Policy:
+        """This policy plus a scorer of the step's thought (cut to the limit; no memory)."""
+        _named(name, fn, "scorer")
+        return self.with_scorer(name, on_thought(fn))
+
+    def with_transition(self, name: str, fn: TransitionFn) -> Policy:
+        """This policy plus a transition: (current, difficulty window, params) -> next state;
+        returning END makes the run terminal."""
+        _named(name, fn, "fsm_transition")
+        return replace(self, transitions=_frozen({**self.transitions, name: fn}))
+
+    def with_profiles(self, profiles: Mapping[str, Mapping[str, Any]]) -> Policy:
+        """This policy plus weight profiles {name: {monitor: weight}}: unlisted monitors keep
+        the `coding` weights; an unknown monitor is a ValueError."""
+        return replace(self, profiles=_frozen({**self.profiles, **parse_profiles(profiles)}))

@@ -47,14 +47,30 @@ def clean_weights(raw: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def register_profile(name: str, weights: Mapping[str, Any]) -> None:
-    """A custom profile: the default weights, overridden by `weights` (same cleaning rules)."""
+def profile_weights(name: str, weights: Mapping[str, Any]) -> dict[str, float]:
+    """A custom profile: the default weights, overridden by `weights` (same cleaning rules);
+    ValueError for a name that is not a non-empty string or a monitor that does not exist."""
     if not name or not isinstance(name, str):
         raise ValueError("profile name must be a non-empty string")
+    if not isinstance(weights, Mapping):
+        raise ValueError(f"profile {name!r}: expected a mapping of monitor -> weight")
     unknown = sorted(set(weights) - set(MONITORS))
     if unknown:
         raise ValueError(f"profile {name!r}: unknown monitors {unknown}; known: {list(MONITORS)}")
-    _PROFILES[name] = {**_BUILTIN[DEFAULT_PROFILE], **clean_weights(weights)}
+    return {**_BUILTIN[DEFAULT_PROFILE], **clean_weights(weights)}
+
+
+def parse_profiles(data: Any) -> dict[str, dict[str, float]]:
+    """{"name": {"monitor": weight, ...}, ...} (a profiles file, parsed) -> complete weights
+    per profile, or ValueError."""
+    if not isinstance(data, Mapping) or not all(isinstance(v, Mapping) for v in data.values()):
+        raise ValueError("expected a mapping of profile name -> {monitor: weight}")
+    return {name: profile_weights(name, weights) for name, weights in data.items()}
+
+
+def register_profile(name: str, weights: Mapping[str, Any]) -> None:
+    """A custom profile: the default weights, overridden by `weights` (same cleaning rules)."""
+    _PROFILES[name] = profile_weights(name, weights)
 
 
 def load_profiles(path: str | Path) -> list[str]:
