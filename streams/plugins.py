@@ -32,19 +32,21 @@ from .core.difficulty import StepScorer, TextScorer
 from .core.fsm import TransitionFn
 from .core.monitors.profiles import parse_profiles
 from .core.policy import Policy
-from .settings import Settings
+from .settings import Settings, SettingsError
 
 SCORERS = "rb_streams.scorers"
 TEXT_SCORERS = "rb_streams.text_scorers"
 TRANSITIONS = "rb_streams.transitions"
 PROFILES = "rb_streams.profiles"
 GROUPS = (SCORERS, TEXT_SCORERS, TRANSITIONS, PROFILES)
+_KIND = {SCORERS: "scorer", TEXT_SCORERS: "scorer", TRANSITIONS: "transition", PROFILES: "profile"}
 # How many positional arguments each group's callables are given.
 _ARITY = {SCORERS: 3, TEXT_SCORERS: 1, TRANSITIONS: 3}
 
 
-class PluginError(Exception):
-    """A plugin or profile file the worker cannot run with; the message is one line."""
+class PluginError(SettingsError):
+    """A plugin or profile file the worker cannot run with; the message is one line (the
+    command line prints it as an invalid configuration, exit 2)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,11 @@ class Loaded:
     group: str  # an entry-point group, or "file" for RB_MONITOR_PROFILES
     name: str
     origin: str  # distribution and object (`dist 1.0, pkg.mod:obj`), or the profile file
+
+    @property
+    def kind(self) -> str:
+        """What runs name it as: scorer, transition or profile."""
+        return _KIND.get(self.group, "profile")
 
 
 def load_policy(settings: Settings, base: Policy | None = None) -> Policy:

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from .difficulty import StepScorer, TextScorer, builtin_scorers, on_thought
-from .fsm import TransitionFn, builtin_transitions
-from .monitors.profiles import builtin_profiles, clean_weights, parse_profiles
+from .difficulty import BUILTIN_SCORERS, StepScorer, TextScorer, on_thought
+from .fsm import BUILTIN_TRANSITIONS, TransitionFn
+from .monitors.profiles import BUILTIN_PROFILES, clean_weights, parse_profiles
 
 
 def _frozen(d: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -31,9 +31,10 @@ def _named(name: str, fn: object, what: str) -> None:
 class Policy:
     """Name -> implementation, for each thing a run_start may select by name."""
 
-    scorers: Mapping[str, StepScorer] = field(default_factory=lambda: _frozen(builtin_scorers()))
-    transitions: Mapping[str, TransitionFn] = field(default_factory=lambda: _frozen(builtin_transitions()))
-    profiles: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: _frozen(builtin_profiles()))
+    # The built-in mappings are read-only (a dataclass refuses them as plain defaults).
+    scorers: Mapping[str, StepScorer] = field(default_factory=lambda: BUILTIN_SCORERS)
+    transitions: Mapping[str, TransitionFn] = field(default_factory=lambda: BUILTIN_TRANSITIONS)
+    profiles: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: BUILTIN_PROFILES)
 
     def scorer(self, name: str) -> StepScorer:
         try:
@@ -76,4 +77,5 @@ class Policy:
     def with_profiles(self, profiles: Mapping[str, Mapping[str, Any]]) -> Policy:
         """This policy plus weight profiles {name: {monitor: weight}}: unlisted monitors keep
         the `coding` weights; an unknown monitor is a ValueError."""
-        return replace(self, profiles=_frozen({**self.profiles, **parse_profiles(profiles)}))
+        added = {name: MappingProxyType(w) for name, w in parse_profiles(profiles).items()}
+        return replace(self, profiles=_frozen({**self.profiles, **added}))

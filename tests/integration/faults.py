@@ -1,11 +1,11 @@
 """Faults injected into a real worker process, for the poison tests: its own code fails, never
-Kafka. Importing this module registers the fault transition (in the test process too, so
-`Replayer` takes the same path); `main()` runs `rb-streams worker` with the faults named in
-RB_TEST_FAULTS installed.
+Kafka. `main()` runs `rb-streams worker` with the faults named in RB_TEST_FAULTS installed.
 
 * transition `test-fault` (select it in run_start's `fsm_transition`): a step whose supplied
   difficulty is FAIL_EVALUATE raises inside the engine (stage evaluate); FAIL_ENCODE makes the
   state machine return a state no encoder can hold (an integer past 64 bits: stage encode).
+  The worker gets it as any deployment gets a transition, from a plugin distribution on its
+  PYTHONPATH (`plugin_dir`); the test process's `Replayer` from `POLICY`, the same Policy.
 * `send`: the decision of step 1 of runs named `sendfail-*` fails to send (stage send).
 * `hang`: the run_start of runs named `hang-*` never finishes (a stage that never returns).
 """
@@ -16,11 +16,15 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import orjson
 
-from streams.core.fsm import FSMParams, FSMState, get_transition, register_transition
+from streams.core.fsm import BUILTIN_TRANSITIONS, FSMParams, FSMState
+from streams.core.policy import Policy
+from streams.plugins import TRANSITIONS
+from tests.plugin_dist import write_dist
 
 FAULT_TRANSITION = "test-fault"
 FAIL_EVALUATE = 0.123
@@ -33,13 +37,26 @@ class _Unencodable:
     value = 2**70  # what the engine stores as the FSM state: orjson cannot encode it
 
 
-@register_transition(FAULT_TRANSITION)
-def _fault_transition(current: FSMState, history: Sequence[float], params: FSMParams) -> Any:
+def fault_transition(current: FSMState, history: Sequence[float], params: FSMParams) -> Any:
     if history and history[-1] == FAIL_EVALUATE:
         raise RuntimeError("injected fault in the state machine")
     if history and history[-1] == FAIL_ENCODE:
         return _Unencodable()
-    return get_transition("default")(current, history, params)
+    return BUILTIN_TRANSITIONS["default"](current, history, params)
+
+
+POLICY = Policy().with_transition(FAULT_TRANSITION, fault_transition)  # what the worker loads
+
+
+def plugin_dir(root: Path) -> Path:
+    """A directory holding a distribution whose `rb_streams.transitions` entry point is
+    `fault_transition`: on a worker's PYTHONPATH, its Policy is `POLICY`."""
+    write_dist(
+        root,
+        {TRANSITIONS: {FAULT_TRANSITION: "tests.integration.faults:fault_transition"}},
+        name="rb_test_faults",
+    )
+    return root
 
 
 def install(faults: set[str]) -> None:
