@@ -1,4 +1,5 @@
-"""The `rb-streams` command: worker, replay, demo, simulate, config, kafka, models, patterns.
+"""The `rb-streams` command: worker, replay, demo, simulate, config, plugins, kafka, models,
+patterns.
 
 A user's mistake gets one line on stderr and an exit code, never a traceback: 2 for a usage or
 configuration error, 1 for a failure (a missing file, an unreachable broker, invalid records).
@@ -111,10 +112,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
     import faust
 
     from .kafka.topics import ensure_topics
+    from .plugins import load_policy
     from .worker.assemble import assemble
 
     s = _settings(args)
     s.check_web_exposure()  # before the broker is asked anything
+    policy = load_policy(s)  # a bad plugin stops the worker here, before it joins the group
     s.data_path.mkdir(parents=True, exist_ok=True)
     loop = asyncio.new_event_loop()
     try:
@@ -122,7 +125,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     finally:
         loop.close()
     asyncio.set_event_loop(asyncio.new_event_loop())
-    w = assemble(s, counts[s.steering_topic])
+    w = assemble(s, counts[s.steering_topic], policy)
     worker = faust.Worker(w.app, loglevel=s.log_level, quiet=True)
     # Faust's terminal spinner hooks the root logger at DEBUG so it can spin on every record,
     # which makes every library debug() call format a record: ~10% of the hot path.
@@ -133,13 +136,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """The worker's decisions for a file of wire events, from the same settings object."""
-    from .core.monitors import load_profiles
     from .embeddings.models import load_models
+    from .plugins import load_policy
     from .replay import replay_file
 
     s = _settings(args)
-    if s.monitor_profiles:
-        load_profiles(s.monitor_profiles)
+    policy = load_policy(s)  # the worker's plugins and profiles: the worker's decisions
     with contextlib.ExitStack() as stack:
         src = sys.stdin.buffer if args.file == "-" else stack.enter_context(open(args.file, "rb"))
         out = (
@@ -156,6 +158,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             out,
             dl,
             s.limits,
+            policy=policy,
             sem=models.semantics(),
             retriever=retriever,
             max_runs_per_org=s.max_runs_per_org,
@@ -335,6 +338,30 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plugins(args: argparse.Namespace) -> int:
+    """What runs may name (scorers, transitions, weight profiles) and where each comes from,
+    as the worker and `replay` load them from these settings."""
+    from .plugins import load_plugins
+
+    policy, loaded = load_plugins(_settings(args))
+    origin = {(x.kind, x.name): x.origin for x in loaded}  # the rest is built in
+    rows = [
+        {"kind": kind, "name": name, "origin": origin.get((kind, name), "built in")}
+        for kind, names in (
+            ("scorer", policy.scorers),
+            ("transition", policy.transitions),
+            ("profile", policy.profiles),
+        )
+        for name in sorted(names)
+    ]
+    if args.json:
+        _print_json(rows)
+    else:
+        for r in rows:
+            print(f"{r['kind']:<10}  {r['name']:<20}  {r['origin']}")
+    return 0
+
+
 def cmd_tenants_add(args: argparse.Namespace) -> int:
     """A tenant's topics and ACLs (multi-tenant mode), then the settings its agents need."""
     from aiokafka.errors import KafkaError
@@ -483,6 +510,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_settings_flags(c)
     c.set_defaults(func=cmd_config)
 
+    pg = sub.add_parser(
+        "plugins", help="list the scorers, transitions and profiles runs may name, and their origin"
+    )
+    pg.add_argument("--json", action="store_true", help="one JSON array")
+    _add_settings_flags(pg, ("monitor_profiles",))
+    pg.set_defaults(func=cmd_plugins)
+
     tn = sub.add_parser("tenants", help="multi-tenant mode: a tenant's topics and ACLs")
     tsub = tn.add_subparsers(dest="tenants_command", required=True, metavar="action")
     ta = tsub.add_parser("add", help="create a tenant's topics and ACLs, print its agents' settings")
@@ -522,6 +556,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(exc), exc.code)
     except KafkaAuthError as exc:
         return _fail(str(exc), 2)
+
     except OSError as exc:  # a file the user named: missing, a directory, not readable...
         where = f"{exc.filename}: " if exc.filename else ""
         return _fail(f"{where}{exc.strerror or exc}", 1)

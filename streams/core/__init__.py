@@ -3,7 +3,8 @@
 from .difficulty import score_step
 from .engine import Decided, Duplicate, Effects, Engine, Finished, Outcome, Refused, Sealed
 from .events import Limits, Rejected
-from .fsm import DifficultyFSM, FSMParams, FSMState, register_transition
+from .fsm import DifficultyFSM, FSMParams, FSMState
+from .policy import Policy
 from .state import RunConfig, TraceState
 
 __all__ = [
@@ -17,11 +18,11 @@ __all__ = [
     "Finished",
     "Limits",
     "Outcome",
+    "Policy",
     "Refused",
     "Rejected",
     "RunConfig",
     "Sealed",
     "TraceState",
-    "register_transition",
     "score_step",
 ]

@@ -1,16 +1,18 @@
-"""Per-step difficulty scoring (SPEC section 4): the registry of scorers, selectable per run.
+"""Per-step difficulty scoring (SPEC section 4): the built-in scorers, selectable per run.
 
-Two kinds of scorer register here. A *text* scorer reads a step's thought: the product's
-four-signal `heuristic`, and anything given to `register_scorer`. A *step* scorer reads the
-whole step event (thought, action, observation, error flag) and carries a small memory from
-one step of a run to the next: the built-in `trajectory`, the default since a thought's wording
-alone routes a failing agent to the cheap model (`streams/core/scoring/trajectory.py`). The
-engine calls every scorer the same way, through `get_step_scorer`.
+Two kinds of scorer exist. A *text* scorer reads a step's thought: the product's four-signal
+`heuristic`. A *step* scorer reads the whole step event (thought, action, observation, error
+flag) and carries a small memory from one step of a run to the next: the built-in
+`trajectory`, the default since a thought's wording alone routes a failing agent to the cheap
+model (`streams/core/scoring/trajectory.py`). The engine calls every scorer the same way, as a
+step scorer (a text scorer through `on_thought`), taken from the `Policy` it is given; plugins
+add scorers to that Policy (`streams.plugins`), never to this module.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from .scoring import trajectory
@@ -32,6 +34,7 @@ from .scoring.heuristic import (
 )
 
 __all__ = [
+    "BUILTIN_SCORERS",
     "DEFAULT_SCORER",
     "ENTITY_CAP",
     "ERROR_CAP",
@@ -45,25 +48,19 @@ __all__ = [
     "W_ERROR",
     "W_HEDGE",
     "W_LENGTH",
-    "Scorer",
     "ScorerMemory",
     "StepScorer",
     "TextScorer",
     "clamp01",
-    "get_scorer",
-    "get_step_scorer",
     "heuristic_score",
-    "register_scorer",
-    "register_step_scorer",
+    "on_thought",
     "score_step",
-    "scorer_names",
     "signals",
 ]
 
 DEFAULT_SCORER = "trajectory"  # what a run_start without `scorer` gets
 
 TextScorer = Callable[[str | None], float]
-Scorer = TextScorer  # the name this module has always exported
 # A step scorer's memory is kept in the run state and written to the changelog with it: plain
 # JSON values, bounded whatever the run length. None: nothing to remember.
 ScorerMemory = dict[str, Any] | None
@@ -77,7 +74,7 @@ def score_step(text: str | None) -> float:
     return heuristic_score(text)
 
 
-def _on_thought(fn: TextScorer) -> StepScorer:
+def on_thought(fn: TextScorer) -> StepScorer:
     """A text scorer as a step scorer: the step's thought, cut to the limit, and no memory."""
 
     def step_scorer(
@@ -89,49 +86,10 @@ def _on_thought(fn: TextScorer) -> StepScorer:
     return step_scorer
 
 
-_TEXT: dict[str, TextScorer] = {"heuristic": heuristic_score}
-_STEP: dict[str, StepScorer] = {
-    "heuristic": _on_thought(heuristic_score),
-    "trajectory": trajectory.score,
-}
-
-
-def register_scorer(name: str, scorer: TextScorer) -> None:
-    """Register a scorer of thought text under `name` (selectable by `run_start.scorer`)."""
-    _TEXT[name] = scorer
-    _STEP[name] = _on_thought(scorer)
-
-
-def register_step_scorer(name: str, scorer: StepScorer) -> None:
-    """Register a scorer of whole steps, with memory, under `name`."""
-    _TEXT.pop(name, None)
-    _STEP[name] = scorer
-
-
-def get_scorer(name: str) -> TextScorer:
-    """The text scorer registered as `name`."""
-    if name in _TEXT:
-        return _TEXT[name]
-    if name in _STEP:
-        raise ValueError(f"scorer {name!r} scores whole steps, not text: use get_step_scorer")
-    raise ValueError(f"unknown scorer {name!r} (registered: {', '.join(scorer_names())})")
-
-
-def get_step_scorer(name: str) -> StepScorer:
-    """Any registered scorer, called the way the engine calls it."""
-    try:
-        return _STEP[name]
-    except KeyError:
-        raise ValueError(f"unknown scorer {name!r} (registered: {', '.join(scorer_names())})") from None
-
-
-def builtin_scorers() -> dict[str, StepScorer]:
-    """The scorers a Policy starts from."""
-    return dict(_STEP)
-
-
-def scorer_names() -> list[str]:
-    return sorted(_STEP)
+# What `run_start.scorer` may name without plugins (streams.plugins adds to a Policy).
+BUILTIN_SCORERS: Mapping[str, StepScorer] = MappingProxyType(
+    {"heuristic": on_thought(heuristic_score), "trajectory": trajectory.score}
+)
 
 
 def clamp01(x: float) -> float:

@@ -6,6 +6,7 @@ import enum
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
+from types import MappingProxyType
 from typing import Any
 
 # Windows are kept in the run state, so an override may not make them unbounded.
@@ -159,52 +160,19 @@ class DifficultyFSM:
 
 TransitionFn = Callable[[FSMState, Sequence[float], FSMParams], FSMState]
 
-_TRANSITIONS: dict[str, TransitionFn] = {}
 
-
-def register_transition(name: str, fn: TransitionFn | None = None) -> Callable[[TransitionFn], TransitionFn]:
-    """Register a named transition function; usable as a decorator.
-
-    A custom function receives (current, history window, params); returning END makes the
-    run terminal.
-    """
-
-    def deco(f: TransitionFn) -> TransitionFn:
-        if not name or not isinstance(name, str):
-            raise ValueError("transition name must be a non-empty string")
-        _TRANSITIONS[name] = f
-        return f
-
-    if fn is not None:
-        deco(fn)
-    return deco
-
-
-def get_transition(name: str) -> TransitionFn:
-    try:
-        return _TRANSITIONS[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown fsm_transition {name!r} (registered: {', '.join(sorted(_TRANSITIONS))})"
-        ) from None
-
-
-def builtin_transitions() -> dict[str, TransitionFn]:
-    """The transitions a Policy starts from."""
-    return dict(_TRANSITIONS)
-
-
-def transition_names() -> list[str]:
-    return sorted(_TRANSITIONS)
-
-
-@register_transition("default")
 def _default_transition(current: FSMState, history: Sequence[float], params: FSMParams) -> FSMState:
     return DifficultyFSM.from_params(params).transition(current, history)
 
 
-@register_transition("end_on_skip")
 def _end_on_skip(current: FSMState, history: Sequence[float], params: FSMParams) -> FSMState:
     """Example custom transition: a run that reaches SKIP is ended (terminal) instead."""
     nxt = DifficultyFSM.from_params(params).transition(current, history)
     return FSMState.END if nxt is FSMState.SKIP else nxt
+
+
+# What `run_start.fsm_transition` may name without plugins (streams.plugins adds to a Policy).
+# A transition receives (current, history window, params); returning END makes the run terminal.
+BUILTIN_TRANSITIONS: Mapping[str, TransitionFn] = MappingProxyType(
+    {"default": _default_transition, "end_on_skip": _end_on_skip}
+)

@@ -7,26 +7,34 @@ registry.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from .difficulty import StepScorer, builtin_scorers
-from .fsm import TransitionFn, builtin_transitions
-from .monitors.profiles import builtin_profiles, clean_weights
+from .difficulty import BUILTIN_SCORERS, StepScorer, TextScorer, on_thought
+from .fsm import BUILTIN_TRANSITIONS, TransitionFn
+from .monitors.profiles import BUILTIN_PROFILES, clean_weights, parse_profiles
 
 
 def _frozen(d: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(dict(d))
 
 
+def _named(name: str, fn: object, what: str) -> None:
+    if not name or not isinstance(name, str):
+        raise ValueError(f"{what} name must be a non-empty string")
+    if not callable(fn):
+        raise TypeError(f"{what} {name!r} must be callable, got {type(fn).__name__}")
+
+
 @dataclass(frozen=True)
 class Policy:
     """Name -> implementation, for each thing a run_start may select by name."""
 
-    scorers: Mapping[str, StepScorer] = field(default_factory=lambda: _frozen(builtin_scorers()))
-    transitions: Mapping[str, TransitionFn] = field(default_factory=lambda: _frozen(builtin_transitions()))
-    profiles: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: _frozen(builtin_profiles()))
+    # The built-in mappings are read-only (a dataclass refuses them as plain defaults).
+    scorers: Mapping[str, StepScorer] = field(default_factory=lambda: BUILTIN_SCORERS)
+    transitions: Mapping[str, TransitionFn] = field(default_factory=lambda: BUILTIN_TRANSITIONS)
+    profiles: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: BUILTIN_PROFILES)
 
     def scorer(self, name: str) -> StepScorer:
         try:
@@ -48,3 +56,26 @@ class Policy:
         if base is None:
             raise ValueError(f"unknown task_profile {profile!r}; known: {sorted(self.profiles)}")
         return {**base, **clean_weights(overrides or {})}
+
+    def with_scorer(self, name: str, fn: StepScorer) -> Policy:
+        """This policy plus a step scorer: (event, memory, max thought chars) -> (difficulty,
+        memory). It must be pure: the worker and replay must get the same scores."""
+        _named(name, fn, "scorer")
+        return replace(self, scorers=_frozen({**self.scorers, name: fn}))
+
+    def with_text_scorer(self, name: str, fn: TextScorer) -> Policy:
+        """This policy plus a scorer of the step's thought (cut to the limit; no memory)."""
+        _named(name, fn, "scorer")
+        return self.with_scorer(name, on_thought(fn))
+
+    def with_transition(self, name: str, fn: TransitionFn) -> Policy:
+        """This policy plus a transition: (current, difficulty window, params) -> next state;
+        returning END makes the run terminal."""
+        _named(name, fn, "fsm_transition")
+        return replace(self, transitions=_frozen({**self.transitions, name: fn}))
+
+    def with_profiles(self, profiles: Mapping[str, Mapping[str, Any]]) -> Policy:
+        """This policy plus weight profiles {name: {monitor: weight}}: unlisted monitors keep
+        the `coding` weights; an unknown monitor is a ValueError."""
+        added = {name: MappingProxyType(w) for name, w in parse_profiles(profiles).items()}
+        return replace(self, profiles=_frozen({**self.profiles, **added}))

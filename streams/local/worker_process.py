@@ -39,8 +39,14 @@ class WorkerProcess:
         )
 
     @classmethod
-    def start(cls, settings: Settings, log_path: Path, timeout_s: float = 120.0) -> WorkerProcess:
-        w = cls(settings, log_path)
+    def start(
+        cls,
+        settings: Settings,
+        log_path: Path,
+        timeout_s: float = 120.0,
+        extra_env: dict[str, str] | None = None,
+    ) -> WorkerProcess:
+        w = cls(settings, log_path, extra_env)
         try:
             asyncio.run(w.wait_ready(timeout_s))
         except BaseException:

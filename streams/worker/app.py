@@ -15,7 +15,8 @@ from typing import Any
 
 import faust
 
-from ..core.monitors import Semantics, load_profiles
+from ..core.monitors import Semantics
+from ..core.policy import Policy
 from ..etraces.retrieval import Retriever
 from ..kafka.security import faust_credentials
 from ..settings import Settings
@@ -45,6 +46,7 @@ class Worker:
         self,
         settings: Settings,
         *,
+        policy: Policy,
         semantics: Semantics,
         retriever: Retriever,
         metrics: Metrics,
@@ -66,8 +68,13 @@ class Worker:
                 "RB_PROCESSING_GUARANTEE=exactly_once: Faust's transactions lost decisions in our "
                 "kill -9 test; at_least_once is the tested guarantee (RELIABILITY.md)"
             )
-        if s.monitor_profiles:
-            log.info("monitor profiles loaded: %s", load_profiles(s.monitor_profiles))
+        self.policy = policy  # what runs may name: built by the composition root (streams.plugins)
+        log.info(
+            "runs may name scorers %s, transitions %s, profiles %s (rb-streams plugins: their origin)",
+            ", ".join(sorted(policy.scorers)),
+            ", ".join(sorted(policy.transitions)),
+            ", ".join(sorted(policy.profiles)),
+        )
         self.app = faust.App(
             s.app_id,
             broker=s.faust_broker,
@@ -126,6 +133,7 @@ class Worker:
             runs=self.runs,
             retention=self.retention,
             retriever=retriever,
+            policy=policy,
             semantics=semantics,
             limits=s.limits,
             metrics=metrics,

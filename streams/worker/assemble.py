@@ -1,8 +1,9 @@
 """The worker's composition root: every collaborator built once, then passed in.
 
 Models are loaded once here and shared by the monitors (`Semantics`) and the pattern store
-(query embeddings); the pattern store is opened (and seeded) here; nothing below reaches for
-a module-level singleton.
+(query embeddings); the pattern store is opened (and seeded) here; the Policy (scorers,
+transitions, weight profiles: the defaults plus plugins, `streams.plugins`) is built here
+unless the caller built it first; nothing below reaches for a module-level singleton.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from .. import allocator
 from ..core.embedding import Embedder
+from ..core.policy import Policy
 from ..embeddings.cache import CachedEmbedder
 from ..embeddings.minilm import MiniLMEmbedder
 from ..embeddings.models import FULL_CACHE, FULL_CACHE_BYTES, Models, load_models
@@ -23,6 +25,7 @@ from ..etraces.patterns import read_file
 from ..etraces.retrieval import Retriever, open_store
 from ..logsafe import safe_for_log
 from ..memtrace import start_from_env
+from ..plugins import load_policy
 from ..settings import Settings
 from .app import Worker
 from .gauges import CacheProbe
@@ -87,8 +90,12 @@ def build_retriever(
     return retriever
 
 
-def assemble(settings: Settings, steering_partitions: int | None = None) -> Worker:
-    """A ready-to-run worker for `settings` (the topics exist already)."""
+def assemble(
+    settings: Settings, steering_partitions: int | None = None, policy: Policy | None = None
+) -> Worker:
+    """A ready-to-run worker for `settings` (the topics exist already). `policy`: what runs
+    may name (default: `load_policy(settings)`, which raises PluginError for a bad plugin)."""
+    policy = policy if policy is not None else load_policy(settings)
     allocator.configure()  # before the threads allocate: see streams.allocator
     start_from_env("worker")  # opt-in heap tracing (RB_MEMTRACE_FILE), before anything is loaded
     models = load_models()  # once: the monitors and the pattern store share them
@@ -100,6 +107,7 @@ def assemble(settings: Settings, steering_partitions: int | None = None) -> Work
     semantics = models.semantics()
     worker = Worker(
         settings,
+        policy=policy,
         semantics=semantics,
         retriever=retriever,
         metrics=metrics,

@@ -1,12 +1,12 @@
 """Faults injected into a real worker process, for the poison tests: its own code fails, never
-Kafka. Importing this module registers the fault transition (in the test process too, so
-`Replayer` takes the same path); `main()` runs `rb-streams worker` with the faults named in
-RB_TEST_FAULTS installed.
+Kafka. `main()` runs `rb-streams worker` with the faults named in RB_TEST_FAULTS installed.
 
 * transition and scorer `test-fault` (select them in run_start's `fsm_transition` and
   `scorer`): a step whose supplied difficulty is FAIL_EVALUATE makes the state machine raise
   inside the engine (stage evaluate); FAIL_ENCODE makes the scorer keep a memory no encoder can
-  hold (an integer past 64 bits: stage encode).
+  hold (an integer past 64 bits: stage encode). The worker gets them as any deployment gets a
+  transition or a scorer, from a plugin distribution on its PYTHONPATH (`plugin_dir`); the test
+  process's `Replayer` from `POLICY`, the same Policy.
 * `send`: the decision of step 1 of runs named `sendfail-*` fails to send (stage send).
 * `hang`: the run_start of runs named `hang-*` never finishes (a stage that never returns).
 """
@@ -17,12 +17,16 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import orjson
 
-from streams.core.difficulty import ScorerMemory, get_step_scorer, register_step_scorer
-from streams.core.fsm import FSMParams, FSMState, get_transition, register_transition
+from streams.core.difficulty import BUILTIN_SCORERS, ScorerMemory
+from streams.core.fsm import BUILTIN_TRANSITIONS, FSMParams, FSMState
+from streams.core.policy import Policy
+from streams.plugins import SCORERS, TRANSITIONS
+from tests.plugin_dist import write_dist
 
 FAULT_TRANSITION = "test-fault"
 FAIL_EVALUATE = 0.123
@@ -31,21 +35,37 @@ SEND_FAIL_PREFIX = "sendfail-"
 HANG_PREFIX = "hang-"
 
 
-@register_transition(FAULT_TRANSITION)
-def _fault_transition(current: FSMState, history: Sequence[float], params: FSMParams) -> Any:
+def fault_transition(current: FSMState, history: Sequence[float], params: FSMParams) -> Any:
     if history and history[-1] == FAIL_EVALUATE:
         raise RuntimeError("injected fault in the state machine")
-    return get_transition("default")(current, history, params)
+    return BUILTIN_TRANSITIONS["default"](current, history, params)
 
 
-def _fault_scorer(step: Any, memory: ScorerMemory, max_chars: int) -> tuple[float, ScorerMemory]:
-    score, memory = get_step_scorer("trajectory")(step, memory, max_chars)
+def fault_scorer(step: Any, memory: ScorerMemory, max_chars: int) -> tuple[float, ScorerMemory]:
+    score, memory = BUILTIN_SCORERS["trajectory"](step, memory, max_chars)
     if step.get("difficulty") == FAIL_ENCODE:
         return score, {**(memory or {}), "unencodable": 2**70}  # orjson cannot encode it
     return score, memory
 
 
-register_step_scorer(FAULT_TRANSITION, _fault_scorer)
+# what the worker loads
+POLICY = (
+    Policy().with_transition(FAULT_TRANSITION, fault_transition).with_scorer(FAULT_TRANSITION, fault_scorer)
+)
+
+
+def plugin_dir(root: Path) -> Path:
+    """A directory holding a distribution whose `rb_streams.transitions` and `rb_streams.scorers`
+    entry points are the faults: on a worker's PYTHONPATH, its Policy is `POLICY`."""
+    write_dist(
+        root,
+        {
+            TRANSITIONS: {FAULT_TRANSITION: "tests.integration.faults:fault_transition"},
+            SCORERS: {FAULT_TRANSITION: "tests.integration.faults:fault_scorer"},
+        },
+        name="rb_test_faults",
+    )
+    return root
 
 
 def install(faults: set[str]) -> None:

@@ -78,6 +78,8 @@ class FaultyWorker(WorkerProcess):
         env = dict(os.environ)
         env.update({Settings.env_name(k): str(v) for k, v in settings.as_dict().items()})
         env["RB_TEST_FAULTS"] = faults_
+        plugins = faults.plugin_dir(log_path.parent / f"{log_path.stem}-plugins")  # the fault transition
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(plugins), env.get("PYTHONPATH")) if p)
         self._log: IO[bytes] = open(log_path, "ab")  # noqa: SIM115 (lives as long as the worker)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.integration.faults"],
@@ -241,6 +243,7 @@ def poisoned(broker: str, tmp_path_factory: pytest.TempPathFactory):
         "worker": w,
         # What the worker should have answered: the steps topic replayed (probes included).
         "verify": Replayer(
+            policy=faults.POLICY,
             sem=semantics(),
             max_runs_per_org=MAX_RUNS_PER_ORG,
             partitions=s.partitions,
@@ -252,6 +255,7 @@ def poisoned(broker: str, tmp_path_factory: pytest.TempPathFactory):
         "send_faults": set(),  # (run_id, step) whose decision the worker fails to send
         # Only to pick step numbers while planning (never compared with the worker).
         "plan": Replayer(
+            policy=faults.POLICY,
             sem=semantics(),
             max_runs_per_org=MAX_RUNS_PER_ORG,
             partitions=s.partitions,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -13,7 +14,9 @@ import pytest
 
 from streams import __version__
 from streams.cli import build_parser, main
+from streams.plugins import SCORERS, TRANSITIONS
 from tests.factories import b, run_start, step
+from tests.plugin_dist import CONSTANT_DIFFICULTY, write_dist
 
 
 def one_line(err: str) -> str:
@@ -251,3 +254,61 @@ def test_replay_with_a_tenant_applies_the_tenant_rule(
         main(["replay", str(src), "--tenant", "a.b"])
     assert e.value.code == 2
     assert "is not a tenant name" in capsys.readouterr().err
+
+
+def test_a_worker_with_a_broken_plugin_refuses_to_start_with_one_line_naming_it(tmp_path: Path) -> None:
+    """Before it asks the broker anything (none listens on the configured port)."""
+    site = tmp_path / "site"
+    write_dist(
+        site, {SCORERS: {"gpu_scorer": "constant"}}, module="raise ImportError('no module named torch')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RB_")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH")) if p)
+    env["RB_BROKER"] = f"kafka://127.0.0.1:{free_port()}"
+    env["RB_DATA_DIR"] = str(tmp_path / "data")
+    proc = subprocess.run(
+        [sys.executable, "-m", "streams", "worker"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    line = one_line(proc.stderr)
+    assert line.startswith("rb-streams: invalid configuration: plugin 'gpu_scorer' in rb_streams.scorers (")
+    assert line.endswith("failed to load: ImportError: no module named torch")
+
+
+def test_replay_scores_with_an_installed_plugin_and_refuses_a_bad_one(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "site"
+    monkeypatch.syspath_prepend(str(site))
+    write_dist(site, {SCORERS: {"constant": "constant"}})
+    src = tmp_path / "events.jsonl"
+    src.write_bytes(b(run_start("r", scorer="constant")) + b"\n" + b(step("r", 1)) + b"\n")
+    out = tmp_path / "out.jsonl"
+    assert main(["replay", str(src), "-o", str(out), "--strict"]) == 0
+    decisions = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert decisions[1]["difficulty"] == CONSTANT_DIFFICULTY and decisions[1]["difficulty_source"] == "scorer"
+    capsys.readouterr()
+    write_dist(site, {TRANSITIONS: {"nothing": "NOT_A_FUNCTION"}})
+    assert main(["replay", str(src), "-o", str(out)]) == 2
+    assert "plugin 'nothing' in rb_streams.transitions" in one_line(capsys.readouterr().err)
+
+
+def test_plugins_lists_what_runs_may_name_and_where_it_comes_from(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "site"
+    monkeypatch.syspath_prepend(str(site))
+    mod = write_dist(site, {SCORERS: {"constant": "constant"}})
+    profiles = tmp_path / "profiles.toml"
+    profiles.write_text("[docs_writer]\nlate_sprawl = 0.3\n")
+    assert main(["plugins", "--json", "--monitor-profiles", str(profiles)]) == 0
+    rows = {(r["kind"], r["name"]): r["origin"] for r in json.loads(capsys.readouterr().out)}
+    assert rows[("scorer", "constant")] == f"{mod} 1.0, {mod}:constant"
+    assert rows[("scorer", "trajectory")] == rows[("transition", "default")] == "built in"
+    assert rows[("profile", "docs_writer")] == str(profiles)
+    assert {name for kind, name in rows if kind == "profile"} == {"coding", "pr_review", "qa", "docs_writer"}

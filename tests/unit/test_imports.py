@@ -98,3 +98,54 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 def test_the_core_imports_nothing_above_it() -> None:
     above = {m: sorted(d for d in deps if not d.startswith("streams.core")) for m, deps in graph().items()}
     assert {m: d for m, d in above.items() if m.startswith("streams.core") and d} == {}
+
+
+# What loads code by name at run time: only the composition root (streams.plugins) may, so the
+# core runs with exactly the Policy it is handed.
+PLUGIN_LOADING = (
+    "streams.plugins",
+    "importlib.metadata",
+    "importlib_metadata",
+    "pkg_resources",
+    "importlib.import_module",
+)
+
+
+def plugin_loading(source: str) -> list[str]:
+    """The names `source` imports that load plugins (every import, also inside functions)."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names += [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+    return sorted({n for n in names if any(n == f or n.startswith(f + ".") for f in PLUGIN_LOADING)})
+
+
+def test_nothing_in_the_core_loads_plugins() -> None:
+    core = sorted((ROOT / "core").rglob("*.py"))
+    assert core
+    found = {module_name(f): plugin_loading(f.read_text("utf-8")) for f in core}
+    assert {m: names for m, names in found.items() if names} == {}
+    assert not any("streams.plugins" in deps for m, deps in graph().items() if m.startswith("streams.core"))
+
+
+def test_the_plugin_loading_finder_finds_each_way_of_importing_it() -> None:
+    src = """
+import importlib.metadata
+def later():
+    from importlib import metadata, resources
+    from importlib.metadata import entry_points
+    from importlib import import_module
+    import pkg_resources
+    from streams.plugins import load_policy
+"""
+    assert plugin_loading(src) == [
+        "importlib.import_module",
+        "importlib.metadata",
+        "importlib.metadata.entry_points",
+        "pkg_resources",
+        "streams.plugins",
+        "streams.plugins.load_policy",
+    ]
+    assert plugin_loading("from importlib import resources\nimport json\n") == []

@@ -8,10 +8,7 @@ from .profiles import (
     MONITORS,
     clean_weights,
     composite,
-    load_profiles,
-    profile_names,
-    register_profile,
-    resolve_weights,
+    parse_profiles,
 )
 from .semantics import Semantics
 from .suite import MonitorResult, MonitorState, evaluate, to_embed
@@ -32,9 +29,6 @@ __all__ = [
     "evaluate",
     "extract",
     "hold_back",
-    "load_profiles",
-    "profile_names",
-    "register_profile",
-    "resolve_weights",
+    "parse_profiles",
     "to_embed",
 ]

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import math
-import tomllib
 from collections.abc import Mapping
-from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 MONITORS = (
@@ -26,12 +24,18 @@ FAILURE_TYPES = {
     "silent_topic_drift": "drift",
 }
 DEFAULT_PROFILE = "coding"
-_BUILTIN: dict[str, dict[str, float]] = {
-    "coding": dict(zip(MONITORS, (0.30, 0.25, 0.15, 0.10, 0.10, 0.10), strict=True)),
-    "pr_review": dict(zip(MONITORS, (0.20, 0.30, 0.10, 0.15, 0.15, 0.10), strict=True)),
-    "qa": dict(zip(MONITORS, (0.40, 0.15, 0.05, 0.05, 0.10, 0.25), strict=True)),
-}
-_PROFILES: dict[str, dict[str, float]] = {k: dict(v) for k, v in _BUILTIN.items()}
+# What `run_start.task_profile` may name without plugins or a profiles file (streams.plugins
+# adds to a Policy).
+BUILTIN_PROFILES: Mapping[str, Mapping[str, float]] = MappingProxyType(
+    {
+        name: MappingProxyType(dict(zip(MONITORS, weights, strict=True)))
+        for name, weights in (
+            ("coding", (0.30, 0.25, 0.15, 0.10, 0.10, 0.10)),
+            ("pr_review", (0.20, 0.30, 0.10, 0.15, 0.15, 0.10)),
+            ("qa", (0.40, 0.15, 0.05, 0.05, 0.10, 0.25)),
+        )
+    }
+)
 
 
 def clean_weights(raw: Mapping[str, Any]) -> dict[str, float]:
@@ -47,47 +51,25 @@ def clean_weights(raw: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def register_profile(name: str, weights: Mapping[str, Any]) -> None:
-    """A custom profile: the default weights, overridden by `weights` (same cleaning rules)."""
+def profile_weights(name: str, weights: Mapping[str, Any]) -> dict[str, float]:
+    """A custom profile: the default weights, overridden by `weights` (same cleaning rules);
+    ValueError for a name that is not a non-empty string or a monitor that does not exist."""
     if not name or not isinstance(name, str):
         raise ValueError("profile name must be a non-empty string")
+    if not isinstance(weights, Mapping):
+        raise ValueError(f"profile {name!r}: expected a mapping of monitor -> weight")
     unknown = sorted(set(weights) - set(MONITORS))
     if unknown:
         raise ValueError(f"profile {name!r}: unknown monitors {unknown}; known: {list(MONITORS)}")
-    _PROFILES[name] = {**_BUILTIN[DEFAULT_PROFILE], **clean_weights(weights)}
+    return {**BUILTIN_PROFILES[DEFAULT_PROFILE], **clean_weights(weights)}
 
 
-def load_profiles(path: str | Path) -> list[str]:
-    """Register every profile in a JSON or TOML file: {"name": {"monitor": weight, ...}, ...}."""
-    p = Path(path)
-    text = p.read_text()
-    data = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
-    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-        raise ValueError(f"{p}: expected a mapping of profile name -> {{monitor: weight}}")
-    for name, weights in data.items():
-        register_profile(name, weights)
-    return list(data)
-
-
-def builtin_profiles() -> dict[str, dict[str, float]]:
-    """The weight profiles a Policy starts from."""
-    return {k: dict(v) for k, v in _PROFILES.items()}
-
-
-def profile_names() -> list[str]:
-    return sorted(_PROFILES)
-
-
-def has_profile(name: str) -> bool:
-    return name in _PROFILES
-
-
-def resolve_weights(profile: str, overrides: Mapping[str, Any] | None) -> dict[str, float]:
-    """defaults <- named profile <- per-run overrides."""
-    base = _PROFILES.get(profile)
-    if base is None:
-        raise ValueError(f"unknown task_profile {profile!r}; known: {profile_names()}")
-    return {**base, **clean_weights(overrides or {})}
+def parse_profiles(data: Any) -> dict[str, dict[str, float]]:
+    """{"name": {"monitor": weight, ...}, ...} (a profiles file, parsed) -> complete weights
+    per profile, or ValueError."""
+    if not isinstance(data, Mapping) or not all(isinstance(v, Mapping) for v in data.values()):
+        raise ValueError("expected a mapping of profile name -> {monitor: weight}")
+    return {name: profile_weights(name, weights) for name, weights in data.items()}
 
 
 def composite(scores: Mapping[str, float], weights: Mapping[str, float]) -> float:

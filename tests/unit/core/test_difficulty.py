@@ -6,16 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.core.difficulty import (
-    DEFAULT_SCORER,
-    get_scorer,
-    get_step_scorer,
-    register_scorer,
-    register_step_scorer,
-    score_step,
-    scorer_names,
-    signals,
-)
+from streams.core.difficulty import BUILTIN_SCORERS, DEFAULT_SCORER, on_thought, score_step, signals
 
 
 @pytest.mark.parametrize("text", ["", "   ", "\n\t", None, "!!! ...", "\u200b"])
@@ -71,33 +62,23 @@ def test_score_is_always_within_bounds(text):
     assert all(0.0 <= v <= 1.0 for v in signals(text).values())
 
 
-def test_scorers_are_pluggable_by_name():
-    register_scorer("test_const", lambda text: 0.42)
-    assert get_scorer("test_const")("anything") == 0.42
-    with pytest.raises(ValueError, match="unknown scorer"):
-        get_scorer("missing")
-
-
 def test_a_text_scorer_is_called_on_the_thought_cut_to_the_limit_and_keeps_no_memory():
     seen = []
-    register_scorer("test_len", lambda text: seen.append(text) or 0.3)
-    d, mem = get_step_scorer("test_len")({"thought": "abcdef", "observation": "boom"}, None, 3)
+    scorer = on_thought(lambda text: seen.append(text) or 0.3)
+    d, mem = scorer({"thought": "abcdef", "observation": "boom"}, {"k": 1}, 3)
     assert (d, mem, seen) == (0.3, None, ["abc"])
+    assert scorer({"thought": None}, None, 3)[0] == 0.3 and seen[-1] is None
 
 
-def test_step_scorers_register_by_name_and_are_not_text_scorers():
-    register_step_scorer("test_step", lambda step, mem, n: (0.7, {"seen": (mem or {}).get("seen", 0) + 1}))
-    assert get_step_scorer("test_step")({}, {"seen": 1}, 10) == (0.7, {"seen": 2})
-    with pytest.raises(ValueError, match="scores whole steps"):
-        get_scorer("test_step")
-    with pytest.raises(ValueError, match="unknown scorer"):
-        get_step_scorer("missing")
-
-
-def test_both_built_in_scorers_are_registered_and_trajectory_is_the_default():
-    assert {"heuristic", "trajectory"} <= set(scorer_names())
+def test_both_built_in_scorers_exist_and_trajectory_is_the_default():
+    assert set(BUILTIN_SCORERS) == {"heuristic", "trajectory"}
     assert DEFAULT_SCORER == "trajectory"
-    assert get_step_scorer("heuristic")({"thought": "List the files."}, None, 100) == (
+    assert BUILTIN_SCORERS["heuristic"]({"thought": "List the files."}, None, 100) == (
         score_step("List the files."),
         None,
     )
+
+
+def test_the_built_in_scorers_cannot_be_changed():
+    with pytest.raises(TypeError):
+        BUILTIN_SCORERS["mine"] = BUILTIN_SCORERS["heuristic"]  # type: ignore[index]

@@ -5,14 +5,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams.core.fsm import (
+    BUILTIN_TRANSITIONS,
     MAX_WINDOW,
     DifficultyFSM,
     FSMParams,
     FSMState,
-    get_transition,
-    register_transition,
     validate_params,
 )
+from streams.core.policy import Policy
 
 S = FSMState
 fsm = DifficultyFSM()
@@ -180,18 +180,25 @@ def test_validate_params_keeps_defaults_for_unspecified():
 
 
 def test_custom_transition_can_end_a_run():
-    @register_transition("test_end_after_3")
     def end_after_3(current, history, params):
         return S.END if len(history) >= 3 else S.NORMAL
 
-    fn = get_transition("test_end_after_3")
+    fn = Policy().with_transition("test_end_after_3", end_after_3).transition("test_end_after_3")
     assert fn(S.NORMAL, [0.5, 0.5], FSMParams()) is S.NORMAL
     assert fn(S.NORMAL, [0.5] * 3, FSMParams()) is S.END
 
 
 def test_unknown_transition_name_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown fsm_transition 'nope'"):
-        get_transition("nope")
+        Policy().transition("nope")
+
+
+def test_end_on_skip_ends_a_run_where_default_would_skip():
+    params = FSMParams(skip_window=2)
+    history = [0.9, 0.9]
+    assert BUILTIN_TRANSITIONS["default"](S.SLOW, history, params) is S.SKIP
+    assert BUILTIN_TRANSITIONS["end_on_skip"](S.SLOW, history, params) is S.END
+    assert BUILTIN_TRANSITIONS["end_on_skip"](S.NORMAL, [0.5], params) is S.NORMAL
 
 
 def test_bounded_window_gives_the_same_answer_as_full_history():

@@ -34,3 +34,32 @@ def test_a_policy_cannot_be_changed_once_built() -> None:
     p = Policy()
     with pytest.raises(TypeError):
         p.scorers["mine"] = p.scorers["heuristic"]  # type: ignore[index]
+
+
+def test_with_adds_a_name_to_a_new_policy_and_leaves_the_old_one_alone() -> None:
+    base = Policy()
+    p = (
+        base.with_scorer("const", lambda ev, mem, n: (0.5, mem))
+        .with_text_scorer("shouting", lambda text: 1.0 if text and text.isupper() else 0.1)
+        .with_transition("stay", lambda current, history, params: current)
+        .with_profiles({"oncall": {"semantic_loop": 0.5}})
+    )
+    assert p.scorer("const")({}, {"k": 1}, 10) == (0.5, {"k": 1})
+    # a text scorer reads the thought cut to the limit, and keeps no memory
+    assert p.scorer("shouting")({"thought": "LOUD quiet"}, {"k": 1}, 4) == (1.0, None)
+    assert p.scorer("shouting")({"thought": None}, None, 4) == (0.1, None)
+    assert "stay" in p.transitions
+    assert p.weights("oncall", None)["semantic_loop"] == 0.5
+    assert p.weights("oncall", None)["claim_contradiction"] == 0.30  # unlisted: the coding weight
+    assert set(p.scorers) - set(base.scorers) == {"const", "shouting"}
+    assert "oncall" not in base.profiles and "stay" not in base.transitions
+
+
+def test_with_refuses_what_no_run_could_use() -> None:
+    p = Policy()
+    with pytest.raises(ValueError, match="non-empty string"):
+        p.with_scorer("", lambda ev, mem, n: (0.5, mem))
+    with pytest.raises(TypeError, match="must be callable"):
+        p.with_transition("x", 42)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"unknown monitors \['semantic_lop'\]"):
+        p.with_profiles({"bad": {"semantic_lop": 0.3}})

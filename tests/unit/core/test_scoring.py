@@ -13,8 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.core.difficulty import get_step_scorer, heuristic_score, register_step_scorer
+from streams.core.difficulty import heuristic_score
 from streams.core.events import Limits
+from streams.core.policy import Policy
 from streams.core.scoring import observation as obs
 from streams.core.scoring import trajectory
 from streams.core.scoring.trajectory import Weights
@@ -305,11 +306,11 @@ def test_plain_messages_are_not_tool_calls_and_do_not_make_a_loop() -> None:
     assert len(set(scores([legacy] * 6))) == 1
 
 
-def test_weights_are_adjustable_by_registering_a_variant() -> None:
-    register_step_scorer(
+def test_weights_are_adjustable_by_a_variant_in_the_policy() -> None:
+    policy = Policy().with_scorer(
         "test_no_failures", functools.partial(trajectory.score, w=Weights(failure=0.0, streak=0.0))
     )
-    d, _ = get_step_scorer("test_no_failures")(MISSING, None, MAX)
+    d, _ = policy.scorer("test_no_failures")(MISSING, None, MAX)
     assert d < scores([MISSING])[0]
 
 

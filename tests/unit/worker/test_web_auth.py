@@ -71,4 +71,4 @@ def test_a_worker_built_with_an_anonymous_public_web_port_refuses_before_buildin
     """Every way of starting a worker goes through Worker(): the check is its first step."""
     s = Settings.from_env({}, web_host="0.0.0.0")
     with pytest.raises(SettingsError, match=r"^RB_WEB_HOST: '0.0.0.0' is reachable"):
-        Worker(s, semantics=None, retriever=None, metrics=None)  # type: ignore[arg-type]
+        Worker(s, policy=None, semantics=None, retriever=None, metrics=None)  # type: ignore[arg-type]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from streams.core.monitors import MONITORS, composite, load_profiles, register_profile, resolve_weights
+from streams.core.monitors import MONITORS, composite, parse_profiles
+from streams.core.policy import Policy
+
+resolve_weights = Policy().weights  # the default policy: the built-in profiles
 
 
 def test_builtin_profiles_have_the_spec_weights():
@@ -48,18 +49,17 @@ def test_unknown_profile_is_a_clear_error():
         resolve_weights("nope", None)
 
 
-def test_custom_profiles_load_from_json_and_toml(tmp_path):
-    j = tmp_path / "profiles.json"
-    j.write_text(json.dumps({"sre": {"semantic_loop": 0.5, "silent_topic_drift": 0.4}}))
-    t = tmp_path / "profiles.toml"
-    t.write_text("[docs_writer]\nlate_sprawl = 0.3\nverification_skip = 0.0\n")
-    assert load_profiles(j) == ["sre"]
-    assert load_profiles(t) == ["docs_writer"]
-    sre = resolve_weights("sre", None)
-    assert sre["semantic_loop"] == 0.5 and sre["claim_contradiction"] == 0.30  # rest from coding
-    assert resolve_weights("docs_writer", {"late_sprawl": 0.1})["late_sprawl"] == 0.1
+def test_custom_profiles_start_from_the_coding_weights():
+    sre = parse_profiles({"sre": {"semantic_loop": 0.5, "silent_topic_drift": 0.4}})["sre"]
+    assert sre == {**resolve_weights("coding", None), "semantic_loop": 0.5, "silent_topic_drift": 0.4}
 
 
 def test_custom_profile_with_unknown_monitor_is_rejected():
-    with pytest.raises(ValueError, match="unknown monitors"):
-        register_profile("bad", {"semantic_lop": 0.3})
+    with pytest.raises(ValueError, match=r"profile 'bad': unknown monitors \['semantic_lop'\]"):
+        parse_profiles({"bad": {"semantic_lop": 0.3}})
+
+
+@pytest.mark.parametrize("data", [["sre"], {"sre": 0.5}, {"": {"semantic_loop": 0.5}}])
+def test_what_is_not_a_mapping_of_named_profiles_is_rejected(data):
+    with pytest.raises(ValueError, match=r"expected a mapping|non-empty string"):
+        parse_profiles(data)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from streams.core.monitors import MonitorResult, MonitorState, Semantics, evaluate, extract, resolve_weights
+from streams.core.monitors import MonitorResult, MonitorState, Semantics, evaluate, extract
+from streams.core.policy import Policy
 
 
 def step(
@@ -52,7 +53,7 @@ class Run:
     ) -> None:
         self.sem = sem
         self.task = task
-        self.weights = resolve_weights(profile, None)
+        self.weights = Policy().weights(profile, None)
         self.state = MonitorState()
         self.results: list[MonitorResult] = []
         self.max_chars = max_chars
