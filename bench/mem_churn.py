@@ -102,7 +102,6 @@ async def churn(args: argparse.Namespace) -> None:
         runs,
         send_step,
         part,
-        metrics,
         finished_retention_s=60.0,
         idle_timeout_s=120.0,
         evict_interval_s=5.0,

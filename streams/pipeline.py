@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from .core import etraces
 from .core.engine import (
+    ANOTHER_TENANTS_RUN,
     NO_KEY,
     Decided,
     Engine,
@@ -24,6 +25,7 @@ from .core.engine import (
     Raw,
     Refused,
     Sealed,
+    describe,
     evict_refusal,
     failed,
 )
@@ -74,10 +76,7 @@ class MemoryRuns:
         return self.states.get(run_id)
 
     def store(self, run_id: str, wire_state: bytes, prior: TraceState | None, new: TraceState | None) -> None:
-        if new is not None:
-            self.states[run_id] = new
-        else:  # bytes without a decoded state: decode them, as the table would on its next read
-            self.states[run_id] = TraceState.decode(wire_state)
+        self.states[run_id] = new if new is not None else TraceState.decode(wire_state)
 
     def delete(self, key: bytes, st: TraceState) -> None:
         self.states.pop(st.run_id, None)
@@ -113,7 +112,7 @@ class Evicted:
         return self.rejection is not None and self.rejection.detail in _FORGED
 
 
-_FORGED = frozenset({NOT_KEYED, BAD_SIGNATURE})
+_FORGED = frozenset({NOT_KEYED, BAD_SIGNATURE, ANOTHER_TENANTS_RUN})
 
 
 class Pipeline:
@@ -170,6 +169,18 @@ class Pipeline:
         if sealed.state_bytes is not None and sealed.run_id is not None:
             self.runs.store(sealed.run_id, sealed.state_bytes, sealed.prior, sealed.state)
 
+    def release(self, outcome: Outcome) -> None:
+        """Uncount a new run whose state will not be stored: the adapter failed (or was
+        cancelled) between `take` and `store`. A no-op for anything else."""
+        if not isinstance(outcome, Decided) or outcome.prior is not None:
+            return
+        try:
+            stored = self.runs.lookup(outcome.run_id) is not None
+        except Exception:  # unreadable: it is not a state this run_start stored
+            stored = False
+        if not stored:
+            self.runs.held.remove(outcome.run_id)
+
     def run(
         self,
         raw: Raw,
@@ -201,7 +212,15 @@ class Pipeline:
         """Apply an eviction record in order with its run's events, or refuse it."""
         if key is not NO_KEY and key != req.run_id.encode("utf-8"):
             return self._refuse(req, NOT_KEYED, raw, now, source)
-        st = self.runs.lookup(req.run_id)
+        try:
+            st = self.runs.lookup(req.run_id)
+        except Exception as exc:  # a state the table cannot give back: this record's failure only
+            rej = Rejected("internal_error", f"evict: {describe(exc)}", req.run_id)
+            return Evicted(
+                req.run_id,
+                rejection=rej,
+                deadletter=deadletter_record(raw, rej, self.engine.limits, now, source),
+            )
         refused = evict_refusal(st, tenant)
         if refused is not None:
             return self._refuse(req, refused, raw, now, source)

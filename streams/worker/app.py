@@ -115,15 +115,14 @@ class Worker:
         self.runs = RunTable(
             self.table,
             s.max_runs_per_org,
-            topics.steering_partition,
+            topics.steps_partition,
             s.partitions,
             read=store_reader(self.table.data),
         )
         self.retention = Retention(
             self.runs,
             topics.eviction_sender(self.runs.lookup),
-            topics.steering_partition,
-            metrics,
+            topics.steps_partition,
             finished_retention_s=s.finished_retention_s,
             idle_timeout_s=s.idle_timeout_s,
             evict_interval_s=s.evict_interval_s,

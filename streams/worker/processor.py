@@ -24,7 +24,7 @@ from ..core.policy import Policy
 from ..core.retention import parse_evict
 from ..etraces.retrieval import Retriever
 from ..logsafe import safe_for_log, safe_traceback
-from ..pipeline import Evicted, EvictionRule, Pipeline
+from ..pipeline import Evicted, Pipeline
 from .ack_order import AckOrder
 from .chains import RunChains
 from .metrics import Metrics
@@ -126,7 +126,7 @@ class Processor:
         self.pipeline = Pipeline(
             Engine(policy, semantics, limits),
             runs,
-            EvictionRule(retention.control_key, (retention.finished_retention_s, retention.idle_timeout_s)),
+            retention.rule,
         )
         self.metrics = metrics
         self._send_decision = send_decision
@@ -169,12 +169,13 @@ class Processor:
                 await self.chains.spawn(key, self._detached(job, prev=prev))
                 return True
             await prev_done(prev)  # an eviction: after the run's pending event, like its events
+            job.now = self._clock()  # judged by the clock when it applies, not when it arrived
         taken = self._evaluate(job)
         if isinstance(taken, Evicted):
             await self._evicted(job, taken)
             return False
         plan = taken.effects.answer_now if isinstance(taken, Decided) else None
-        if plan and not self.retriever.ready(taken.run_id or "", plan):
+        if isinstance(taken, Decided) and plan and not self.retriever.ready(taken.run_id, plan):
             await self.chains.spawn(key, self._detached(job, outcome=taken))
             return True
         await self._conclude(job, taken)
@@ -190,13 +191,9 @@ class Processor:
             if outcome is None:
                 job.t0, job.now = time.perf_counter(), self._clock()
                 taken = self._evaluate(job)
-                if isinstance(taken, Evicted):
-                    await self._evicted(job, taken)
-                    outcome = None
-                else:
-                    outcome = taken
-            if outcome is not None:
-                await self._conclude(job, outcome)
+                assert not isinstance(taken, Evicted)  # evictions are never detached (see _take)
+                outcome = taken
+            await self._conclude(job, outcome)
         except Exception as exc:  # the same boundary as `process`: nothing awaits this task
             await self._fail(job, exc)
         await self._release(job)
@@ -224,26 +221,31 @@ class Processor:
             self.metrics.evictions.labels(ev.applied).inc()
             log.info("evicted run %s (%s)", safe_for_log(ev.run_id), ev.applied)
         if ev.rejection is not None and ev.deadletter is not None:
+            if ev.rejection.reason == "internal_error":
+                self._internal(job, "evict", None)
             await self._send_record(job, ev.rejection, ev.deadletter)
 
     async def _conclude(self, job: _Job, outcome: Outcome) -> None:
         """Answer the E-trace queries the outcome needs now (if any), seal, send, store; then
         start what the decision asks for ahead (the next step's queries and embeddings)."""
-        answers: list[Any] = []
-        plan = outcome.effects.answer_now if isinstance(outcome, Decided) else None
-        if plan:
-            job.stage = "etraces"
-            t0 = time.perf_counter()
-            try:
-                answers = await self.retriever.answer(plan, outcome.run_id or "")
-            except Exception as exc:  # the retriever answers errors itself; a bug must not stop us
-                self._internal(job, "etraces", exc)
-                answers = []  # the decision goes out without E-traces, saying why
-            self.metrics.etrace_wait(time.perf_counter() - t0)
-            job.stage = "complete"
-        job.stage = "encode"
-        sealed = self.pipeline.seal(outcome, answers, _source(job.event.message))
-        await self._finish(job, sealed)
+        try:
+            answers: list[Any] = []
+            plan = outcome.effects.answer_now if isinstance(outcome, Decided) else None
+            if isinstance(outcome, Decided) and plan:
+                job.stage = "etraces"
+                t0 = time.perf_counter()
+                try:
+                    answers = await self.retriever.answer(plan, outcome.run_id)
+                except Exception as exc:  # the retriever answers errors itself; a bug must not stop us
+                    self._internal(job, "etraces", exc)
+                    answers = []  # the decision goes out without E-traces, saying why
+                self.metrics.etrace_wait(time.perf_counter() - t0)
+            job.stage = "encode"
+            sealed = self.pipeline.seal(outcome, answers, _source(job.event.message))
+            await self._finish(job, sealed)
+        except BaseException:  # a failure or a cancellation before the state was stored
+            self.pipeline.release(outcome)
+            raise
         if sealed.run_id is None:
             return
         if sealed.to_embed and self._prefetch_embeddings is not None:

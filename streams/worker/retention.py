@@ -8,29 +8,28 @@ still at the version the request names: a step that arrived in between keeps the
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 
 from ..core.retention import (
     evict_request,
     expiry,
 )
-from .metrics import Metrics
+from ..pipeline import EvictionRule
 from .run_table import RunTable
-
-log = logging.getLogger(__name__)
 
 # Sends one record to the steps topic: (key, value, partition).
 SendStep = Callable[[bytes, bytes, int], Awaitable[object]]
 
 
 class Retention:
+    """The sweep that asks for evictions. How a request is judged when it comes back through
+    the steps topic (`rule`, the one the processor's pipeline applies) is fixed here, once."""
+
     def __init__(
         self,
         runs: RunTable,
         send_step: SendStep,
         partition_of: Callable[[str], int],
-        metrics: Metrics,
         *,
         finished_retention_s: float,
         idle_timeout_s: float,
@@ -40,12 +39,21 @@ class Retention:
         self.runs = runs
         self._send = send_step
         self._partition_of = partition_of
-        self._metrics = metrics
-        self.finished_retention_s = finished_retention_s
-        self.idle_timeout_s = idle_timeout_s
+        self.rule = EvictionRule(control_key, (finished_retention_s, idle_timeout_s))
         self.evict_interval_s = evict_interval_s
-        self.control_key = control_key
         self._asked: dict[bytes, float] = {}  # requests sent, not yet applied: key -> when
+
+    @property
+    def control_key(self) -> str:
+        return self.rule.control_key
+
+    @property
+    def finished_retention_s(self) -> float:
+        return self.rule.windows[0] if self.rule.windows else 0.0
+
+    @property
+    def idle_timeout_s(self) -> float:
+        return self.rule.windows[1] if self.rule.windows else 0.0
 
     @property
     def asked(self) -> int:

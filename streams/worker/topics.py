@@ -25,6 +25,7 @@ class Topics:
     def __init__(self, app: faust.App, settings: Settings, steering_partitions: int) -> None:
         s = settings
         self.steering_partitions = steering_partitions
+        self.steps_partitions = s.partitions  # the run table is co-partitioned with the steps topic
 
         def topic(*names: str) -> Any:
             return app.topic(*names, partitions=s.partitions, key_serializer="raw", value_serializer="raw")
@@ -46,6 +47,11 @@ class Topics:
 
     def steering_partition(self, run_id: str) -> int:
         return wire.partition_for(run_id, self.steering_partitions)
+
+    def steps_partition(self, run_id: str) -> int:
+        """The steps partition a run's events (and so its eviction requests) go to, which is
+        also the partition its per-org count belongs to (replay counts the same way)."""
+        return wire.partition_for(run_id, self.steps_partitions)
 
     async def send_decision(self, key: bytes, value: bytes, partition: int, *, tenant: str | None) -> None:
         topic = self.steering if tenant is None else self._steering_by_tenant[tenant]

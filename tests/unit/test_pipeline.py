@@ -102,3 +102,37 @@ def test_a_store_that_cannot_read_a_run_fails_that_event_only() -> None:
     out = p.take(b(step("r", 1)), 1.0)
     assert isinstance(out, Refused) and out.failed_stage == "evaluate"
     assert out.rejection.detail == "evaluate: OSError: disk gone"
+
+
+def test_an_eviction_on_another_tenants_topic_is_refused_as_forged() -> None:
+    p = pipeline()
+    started = p.run(b(run_start("t")), 1.0, lambda plan: [], tenant="acme")
+    assert isinstance(started, Sealed) and started.opens_run
+    st = p.runs.lookup("t")
+    assert st is not None
+    out = p.run(evict_request("t", version(st), "k"), 2.0, lambda plan: [], key=b"t", tenant="evil")
+    assert isinstance(out, Evicted) and out.forged and out.applied is None
+    assert p.runs.lookup("t") is not None  # and the worker's sweep keeps its backoff (not settled)
+
+
+def test_a_new_run_that_is_never_stored_is_released_from_its_orgs_count() -> None:
+    p = pipeline(cap=1)
+    out = p.take(b(run_start("a")), 1.0)
+    assert isinstance(out, Decided) and p.runs.held.held("default") == 1
+    p.release(out)  # the adapter failed (or was cancelled) before it stored the state
+    assert p.runs.held.held("default") == 0
+    stored = run(p, b(run_start("a")))
+    assert isinstance(stored, Sealed) and stored.opens_run
+    p.release(p.take(b(step("a", 1)), 2.0))  # a known run: nothing to release
+    assert p.runs.held.held("default") == 1
+
+
+def test_an_eviction_whose_run_cannot_be_read_is_an_internal_error_not_an_exception() -> None:
+    class Unreadable(MemoryRuns):
+        def lookup(self, run_id: str) -> None:
+            raise OSError("disk gone")
+
+    p = Pipeline(Engine(None, SEM, Limits()), Unreadable(RunsHeld(0, lambda _: 0, 1)), EvictionRule("k"))
+    out = p.take(evict_request("r", (1, False, 0, None), "k"), 1.0, key=b"r")
+    assert isinstance(out, Evicted) and out.rejection is not None and out.rejection.reason == "internal_error"
+    assert out.deadletter is not None and out.deadletter["detail"] == "evict: OSError: disk gone"

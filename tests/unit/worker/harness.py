@@ -134,7 +134,6 @@ def rig(
         runs,
         send_step,
         partition_of,
-        metrics,
         finished_retention_s=retention_s,
         idle_timeout_s=idle_s,
         evict_interval_s=1.0,
