@@ -614,7 +614,7 @@ def apply_step(
     # they steer is the next one either way), unless the run just became terminal.
     answer_now = None
     if pending and new_state is not FSMState.END:
-        answer_now = etraces.Plan(pending, etraces.model_family(decision["model"] or cfg.model))
+        answer_now = etraces.Plan(tuple(pending), etraces.model_family(decision["model"] or cfg.model))
     return Decided(
         inc,
         st,

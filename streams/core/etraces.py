@@ -18,7 +18,7 @@ is answered on the first call itself.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 from .decision import Injection, InjectionSource
@@ -125,11 +125,12 @@ class Answer:
     error: str | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
-    """What `plan` asks the adapter to retrieve for one decision."""
+    """What `plan` asks the adapter to retrieve for one decision (frozen: an outcome's effects
+    are handed to the adapter and never change)."""
 
-    queries: list[Query] = field(default_factory=list)
+    queries: tuple[Query, ...] = ()
     family: str = "generic"
 
     def __bool__(self) -> bool:
@@ -161,7 +162,7 @@ def e1_gate_open(
 def plan_first_call(e3_calls: int, enabled: bool, family: str) -> Plan:
     if not enabled or e3_calls >= CALLS_PER_RUN:
         return Plan(family=family)
-    return Plan([Query("e3", None, None, None, E3_MAX, None)], family)
+    return Plan((Query("e3", None, None, None, E3_MAX, None),), family)
 
 
 def plan_step(
@@ -179,18 +180,18 @@ def plan_step(
 ) -> Plan:
     """E1 and E2 for a scored step; never in FAST (or END), never on the first call, never a
     tier whose query is still `pending` (planned on the step before, answered now)."""
-    plan = Plan(family=family)
     if not enabled or fsm_state in (FSMState.FAST, FSMState.END, FSMState.INIT):
-        return plan
+        return Plan(family=family)
+    queries: list[Query] = []
     if e1_calls < CALLS_PER_RUN and gate_open and "e1" not in pending:
         text = query_text(thoughts, E1_THOUGHTS)
         if text:
-            plan.queries.append(Query("e1", text, org_id, None, E1_TOP_K, E1_MIN_SIMILARITY))
+            queries.append(Query("e1", text, org_id, None, E1_TOP_K, E1_MIN_SIMILARITY))
     if e2_calls < CALLS_PER_RUN and "e2" not in pending:
         text = query_text(thoughts, E2_THOUGHTS)
         if text:
-            plan.queries.append(Query("e2", text, None, failure_type, E2_TOP_K, E2_MIN_SIMILARITY))
-    return plan
+            queries.append(Query("e2", text, None, failure_type, E2_TOP_K, E2_MIN_SIMILARITY))
+    return Plan(tuple(queries), family)
 
 
 def _family_ok(payload: Mapping[str, Any], family: str) -> bool:

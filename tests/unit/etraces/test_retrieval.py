@@ -19,7 +19,7 @@ from streams.etraces.retrieval import Retriever
 from tests.models import models
 
 SIT = "I need to fix the failing session test; the token expiry check raises KeyError."
-PLAN = Plan([Query("e2", SIT, None, None, 2, 0.7)])
+PLAN = Plan((Query("e2", SIT, None, None, 2, 0.7),))
 
 
 class Faulty:
@@ -188,7 +188,7 @@ def test_a_prefetch_still_running_is_waited_for_at_most_the_deadline(real_store:
 def test_a_prefetch_for_another_plan_is_not_used(real_store: QdrantPatternStore) -> None:
     store = Faulty(real_store)
     r = Retriever(store, timeout_s=5)
-    other = Plan([Query("e2", "something else entirely", None, None, 2, 0.7)])
+    other = Plan((Query("e2", "something else entirely", None, None, 2, 0.7),))
 
     async def go() -> list[Answer]:
         r.prefetch("run-1", other)
@@ -217,7 +217,7 @@ def test_abandoned_prefetches_are_skipped_and_their_number_is_bounded(real_store
 def test_e3_does_not_queue_behind_an_embedding(real_store: QdrantPatternStore) -> None:
     store = Faulty(real_store)
     r = Retriever(store, timeout_s=5, concurrency=1)
-    e3 = Plan([Query("e3", None, None, None, 32, None)])
+    e3 = Plan((Query("e3", None, None, None, 32, None),))
 
     async def go() -> float:
         store.delay = 0.3
@@ -235,7 +235,7 @@ def test_fresh_e3_rules_are_answered_on_the_event_loop_without_a_thread(
     real_store: QdrantPatternStore,
 ) -> None:
     r = Retriever(real_store, timeout_s=5)
-    e3 = Plan([Query("e3", None, None, None, 32, None)])
+    e3 = Plan((Query("e3", None, None, None, 32, None),))
     real_store.answer(e3.queries[0])  # warm the store's 10 s cache
     assert r.ready("run-1", e3)
     before = r._quick._work_queue.qsize() if hasattr(r._quick, "_work_queue") else 0

@@ -105,7 +105,7 @@ def test_an_evicted_run_leaves_every_per_run_structure(sem: Semantics) -> None:
         r.runs.on_delete.append(retriever.discard)
         await r.feed(run_start("r"))
         await r.drain()
-        retriever.prefetch("r", Plan([Query("e2", "a situation", None, None, 2, 0.7)]))
+        retriever.prefetch("r", Plan((Query("e2", "a situation", None, None, 2, 0.7),)))
         assert retriever.prefetched == 1
         r.now[0] += 61
         assert await r.retention.sweep(r.now[0]) == 1 and r.retention.asked == 1
