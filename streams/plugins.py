@@ -4,8 +4,8 @@ and handed down; the core never loads anything (tests/unit/test_imports.py check
 
 Entry-point groups (the entry point's name is the name a run_start selects):
 
-* `rb_streams.scorers`: a step scorer, `(event, memory, max_thought_chars) -> (difficulty,
-  memory)` (`run_start.scorer`);
+* `rb_streams.scorers`: a step scorer, `(StepFeatures, memory) -> (difficulty, memory)`
+  (`run_start.scorer`; the step as the engine read it once, `core/monitors/features.py`);
 * `rb_streams.text_scorers`: a text scorer, `(thought) -> difficulty`, given the step's
   thought cut to RB_MAX_THOUGHT_CHARS (`run_start.scorer`);
 * `rb_streams.transitions`: `(current FSMState, difficulty window, FSMParams) -> FSMState`
@@ -41,7 +41,7 @@ PROFILES = "rb_streams.profiles"
 GROUPS = (SCORERS, TEXT_SCORERS, TRANSITIONS, PROFILES)
 _KIND = {SCORERS: "scorer", TEXT_SCORERS: "scorer", TRANSITIONS: "transition", PROFILES: "profile"}
 # How many positional arguments each group's callables are given.
-_ARITY = {SCORERS: 3, TEXT_SCORERS: 1, TRANSITIONS: 3}
+_ARITY = {SCORERS: 2, TEXT_SCORERS: 1, TRANSITIONS: 3}
 
 
 class PluginError(SettingsError):

@@ -17,7 +17,7 @@ MODULE = f'''
 from streams.core.fsm import FSMState
 
 
-def constant(event, memory, max_chars):
+def constant(features, memory):
     return {CONSTANT_DIFFICULTY!r}, {{"seen": (memory or {{}}).get("seen", 0) + 1}}
 
 
@@ -33,7 +33,7 @@ SRE = {{"semantic_loop": 0.5, "silent_topic_drift": 0.4}}
 NOT_A_FUNCTION = 42
 
 
-def two_args(event, memory):
+def three_args(event, memory, max_chars):
     return 0.5, None
 '''
 

@@ -1,8 +1,9 @@
 """Per-step difficulty scoring (SPEC section 4): the built-in scorers, selectable per run.
 
 Two kinds of scorer exist. A *text* scorer reads a step's thought: the product's four-signal
-`heuristic`. A *step* scorer reads the whole step event (thought, action, observation, error
-flag) and carries a small memory from one step of a run to the next: the built-in
+`heuristic`. A *step* scorer reads the whole step, as its `StepFeatures` (thought, tool,
+files, the result read: the reading the monitors get, computed once per step by the engine),
+and carries a small memory from one step of a run to the next: the built-in
 `trajectory`, the default since a thought's wording alone routes a failing agent to the cheap
 model (`streams/core/scoring/trajectory.py`). The engine calls every scorer the same way, as a
 step scorer (a text scorer through `on_thought`), taken from the `Policy` it is given; plugins
@@ -15,6 +16,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from .monitors.features import StepFeatures
 from .scoring import trajectory
 from .scoring.heuristic import (
     ENTITY_CAP,
@@ -64,9 +66,9 @@ TextScorer = Callable[[str | None], float]
 # A step scorer's memory is kept in the run state and written to the changelog with it: plain
 # JSON values, bounded whatever the run length. None: nothing to remember.
 ScorerMemory = dict[str, Any] | None
-# (step event, memory after the previous step, max thought chars) -> (difficulty, new memory).
-# Must be pure: the worker and replay feed it the same steps and must get the same scores.
-StepScorer = Callable[[Mapping[str, Any], ScorerMemory, int], tuple[float, ScorerMemory]]
+# (the step's features, memory after the previous step) -> (difficulty, new memory). Must be
+# pure: the worker and replay feed it the same steps and must get the same scores.
+StepScorer = Callable[[StepFeatures, ScorerMemory], tuple[float, ScorerMemory]]
 
 
 def score_step(text: str | None) -> float:
@@ -75,13 +77,11 @@ def score_step(text: str | None) -> float:
 
 
 def on_thought(fn: TextScorer) -> StepScorer:
-    """A text scorer as a step scorer: the step's thought, cut to the limit, and no memory."""
+    """A text scorer as a step scorer: the step's thought (cut to the limit; None when there is
+    none), and no memory."""
 
-    def step_scorer(
-        step: Mapping[str, Any], memory: ScorerMemory, max_chars: int
-    ) -> tuple[float, ScorerMemory]:
-        thought = step.get("thought")
-        return fn(thought[:max_chars] if isinstance(thought, str) else None), None
+    def step_scorer(f: StepFeatures, memory: ScorerMemory) -> tuple[float, ScorerMemory]:
+        return fn(f.thought or None), None
 
     return step_scorer
 

@@ -30,7 +30,7 @@ from .decision import Decision, DifficultySource, Injection, MonitorsWire
 from .difficulty import DEFAULT_SCORER, clamp01
 from .events import SCHEMA_VERSION, TOKENS_MAX, Limits, Rejected, deadletter_record, decode
 from .fsm import FSMState, validate_params
-from .monitors import Semantics, clean_weights, extract, hold_back
+from .monitors import Semantics, StepFeatures, clean_weights, extract, hold_back
 from .monitors import evaluate as evaluate_monitors
 from .monitors import to_embed as monitors_to_embed
 from .policy import Policy
@@ -564,8 +564,10 @@ def apply_step(
     cfg = st.config
     params = cfg.fsm_params()
     supplied = ev.get("difficulty")
+    # One reading of the step, for the scorer and the monitors alike.
+    features = extract(ev, limits.max_thought_chars)
     # The scorer sees every step, so its memory is current when an agent stops supplying one.
-    scored, scorer_state = policy.scorer(cfg.scorer)(ev, st.scorer_state, limits.max_thought_chars)
+    scored, scorer_state = policy.scorer(cfg.scorer)(features, st.scorer_state)
     source: DifficultySource
     if supplied is not None:
         difficulty, source = clamp01(float(supplied)), "agent"
@@ -603,7 +605,7 @@ def apply_step(
     fired_before = list(st.recent_fired)
     to_embed: tuple[str, ...] = ()
     if cfg.monitors_enabled and new_state in MONITORED_STATES:
-        new = _run_monitors(new, ev, decision, limits, sem)
+        new = _run_monitors(new, features, decision, sem)
         to_embed = tuple(monitors_to_embed(new.monitors))
     new, prefetch = _plan_etraces(new, ev, decision, fired_before, [q.tier for q in pending])
     if prefetch:
@@ -698,13 +700,12 @@ def _complete(out: Decided, answers: Sequence[etraces.Answer], outcomes: dict[st
 
 
 def _run_monitors(
-    st: TraceState, ev: dict[str, Any], decision: Decision, limits: Limits, sem: Semantics | None
+    st: TraceState, features: StepFeatures, decision: Decision, sem: Semantics | None
 ) -> TraceState:
     """Monitors, then the injection guardrails: the new state; fills in `decision` (this
     step's own, not yet given to anyone)."""
     if sem is None:
         raise ValueError("monitors are enabled but no Semantics (embedders) was given to the engine")
-    features = extract(ev, limits.max_thought_chars)
     monitors, res = evaluate_monitors(st.monitors, features, st.config.weights, st.config.task, sem)
     decision["monitors"] = res.as_wire()
     # fired lists of this step and the one before

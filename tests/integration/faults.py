@@ -24,6 +24,7 @@ import orjson
 
 from streams.core.difficulty import BUILTIN_SCORERS, ScorerMemory
 from streams.core.fsm import BUILTIN_TRANSITIONS, FSMParams, FSMState
+from streams.core.monitors.features import StepFeatures
 from streams.core.policy import Policy
 from streams.plugins import SCORERS, TRANSITIONS
 from tests.plugin_dist import write_dist
@@ -41,9 +42,9 @@ def fault_transition(current: FSMState, history: Sequence[float], params: FSMPar
     return BUILTIN_TRANSITIONS["default"](current, history, params)
 
 
-def fault_scorer(step: Any, memory: ScorerMemory, max_chars: int) -> tuple[float, ScorerMemory]:
-    score, memory = BUILTIN_SCORERS["trajectory"](step, memory, max_chars)
-    if step.get("difficulty") == FAIL_ENCODE:
+def fault_scorer(step: StepFeatures, memory: ScorerMemory) -> tuple[float, ScorerMemory]:
+    score, memory = BUILTIN_SCORERS["trajectory"](step, memory)
+    if step.difficulty == FAIL_ENCODE:
         return score, {**(memory or {}), "unencodable": 2**70}  # orjson cannot encode it
     return score, memory
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from streams.core.fsm import FSMParams, FSMState
+from streams.core.monitors.features import extract
 from streams.core.policy import Policy
 from streams.plugins import (
     PROFILES,
@@ -55,9 +56,9 @@ def test_every_group_of_an_installed_plugin_enters_the_policy(site: Path) -> Non
         },
     )
     policy, loaded = load_plugins(settings())
-    assert policy.scorer("constant")({}, {"seen": 1}, 10) == (CONSTANT_DIFFICULTY, {"seen": 2})
-    assert policy.scorer("shouting")({"thought": "HELP ME"}, None, 100) == (1.0, None)
-    assert policy.scorer("shouting")({"thought": "HELP me"}, None, 4) == (1.0, None)  # cut to 4
+    assert policy.scorer("constant")(extract({}, 10), {"seen": 1}) == (CONSTANT_DIFFICULTY, {"seen": 2})
+    assert policy.scorer("shouting")(extract({"thought": "HELP ME"}, 100), None) == (1.0, None)
+    assert policy.scorer("shouting")(extract({"thought": "HELP me"}, 4), None) == (1.0, None)  # cut to 4
     assert policy.transition("end_at_three")(FSMState.NORMAL, [0.5] * 3, FSMParams()) is FSMState.END
     sre = policy.weights("oncall", None)
     assert sre["semantic_loop"] == 0.5 and sre["claim_contradiction"] == 0.30  # the rest: coding
@@ -89,8 +90,8 @@ def test_a_plugin_naming_a_missing_object_fails_to_load(site: Path) -> None:
 @pytest.mark.parametrize(
     ("group", "attr", "why"),
     [
-        (SCORERS, "NOT_A_FUNCTION", "expected a function of 3 argument.*got int"),
-        (SCORERS, "two_args", r"expected a function of 3 argument.*\(event, memory\)"),
+        (SCORERS, "NOT_A_FUNCTION", "expected a function of 2 argument.*got int"),
+        (SCORERS, "three_args", r"expected a function of 2 argument.*\(event, memory, max_chars\)"),
         (TEXT_SCORERS, "constant", "expected a function of 1 argument"),
         (TRANSITIONS, "shouting", "expected a function of 3 argument"),
         (PROFILES, "NOT_A_FUNCTION", "expected a mapping of monitor -> weight, got int"),

@@ -1,9 +1,13 @@
-"""What the monitors read from one step, computed once per step.
+"""One reading of a step, computed once per step by the engine and read by the difficulty
+scorer and by every monitor: one file-path rule (`shell.is_file_path`), one verification rule
+(`shell.analyse`), one reading of the result (`observation.read`), one rendering of a tool input
+as text (`input_text`). A fix to any of them reaches routing and steering alike.
 
 Agents name their tools in many ways (OpenHands' `execute_bash`, Claude Code's `Bash`/`Edit`,
 SWE-agent's `str_replace_editor`, LangChain tools, QA/review agents' `search`/`read_file`). This
 module maps a step onto a few kinds (modify, verify, read, finish, condense, shell) and pulls
-out the specifics the steering text names: the command, the files touched, the error.
+out the specifics the steering text names: the command, the files touched, the error. Every
+text it keeps is cut (the features are bounded whatever the event holds).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from ..scoring.observation import OK, Outcome, digest, read, window
 from .shell import analyse, could_not_run, is_file_path, is_shell_program, normalise_path
 
 TEXT_KEPT = 200  # chars of an action / claim / thought kept in run state
@@ -23,6 +28,7 @@ PATH_KEPT = 256  # chars of a file path kept: paths reach the run state (loop, v
 PATHS_KEPT = 4  # file paths kept per step
 NAME_KEPT = 128  # chars of a tool's or an agent's name kept (both reach the run state)
 OBS_HASHED = 4000  # chars of an observation that feed its fingerprint
+INPUT_KEPT = 4000  # chars of a tool input kept as text (what a call's signature is computed on)
 SKETCH_WORDS = 300  # words of it that feed its sketch
 
 FINISH_ACTIONS = frozenset(
@@ -257,6 +263,15 @@ class StepFeatures:
     changed: tuple[str, ...] = ()  # files this step modified
     could_not_run: bool = False  # a verification attempt whose program or script was missing
     current_file_edit: bool = False  # an edit that names no file: it changes the open file
+    # The tool input as text (JSON with sorted keys when structured), first INPUT_KEPT chars.
+    input: str = ""
+    # The whole observation read (head and tail, `observation.read`): failed, how badly, tests.
+    outcome: Outcome = OK
+    # Its digest (digits masked, head and tail): two results the same but for numbers compare
+    # equal. 0: no observation.
+    obs_digest: int = 0
+    difficulty: float | None = None  # what the agent supplied (it wins over any scorer's)
+    legacy_paths: tuple[str, ...] = ()  # the scorer's own file rule (until it reads `paths`)
 
 
 EXCEPTION_LINE = re.compile(r"\b\w*(Error|Exception|Fault)\b:?|^E\s|\berror:", re.IGNORECASE)
@@ -318,10 +333,10 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
         # no input, no result. It is a message, not a tool call.
         agent, label, action = label, None, None
     itext = input_text(raw_input)[:max_chars]
-    obs = raw_obs or ""
-    if not isinstance(obs, str):
-        obs = input_text(obs)
-    obs = obs[:max_chars]
+    whole_obs = raw_obs or ""
+    if not isinstance(whole_obs, str):
+        whole_obs = input_text(whole_obs)
+    obs = whole_obs[:max_chars]
     is_error = bool(ev.get("observation_is_error"))
 
     command = ""
@@ -393,7 +408,79 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
         changed=changed,
         could_not_run=not_run,
         current_file_edit=modifies and not changed and action in EDIT_ACTIONS,
+        input=itext[:INPUT_KEPT],
+        # the whole text's head and tail: a test summary sits at the end of a long output
+        outcome=read(whole_obs, is_error),
+        obs_digest=digest(window(whole_obs)) if whole_obs else 0,
+        difficulty=_number(ev.get("difficulty")),
+        legacy_paths=_legacy_paths(raw_input, itext),
     )
+
+
+_LEGACY_KEYS = ("path", "file", "file_path", "filepath", "filename", "target_file", "notebook_path")
+_LEGACY_EXT = frozenset(
+    [
+        "py",
+        "pyi",
+        "java",
+        "kt",
+        "scala",
+        "js",
+        "jsx",
+        "ts",
+        "tsx",
+        "go",
+        "rs",
+        "c",
+        "h",
+        "cc",
+        "cpp",
+        "hpp",
+        "cs",
+        "rb",
+        "php",
+        "swift",
+        "m",
+        "sh",
+        "sql",
+        "gradle",
+        "properties",
+        "md",
+        "rst",
+        "txt",
+        "json",
+        "yaml",
+        "yml",
+        "toml",
+        "cfg",
+        "ini",
+        "xml",
+        "html",
+        "css",
+    ]
+)
+_LEGACY_TOKEN = re.compile(r"[\w./-]+")
+
+
+def _legacy_is_path(token: str) -> bool:
+    if "/" in token:
+        return any(c.isalpha() for c in token)
+    stem, dot, ext = token.rpartition(".")
+    return bool(dot and stem) and ext in _LEGACY_EXT
+
+
+def _legacy_paths(action_input: Any, itext: str) -> tuple[str, ...]:
+    if isinstance(action_input, dict):
+        found = [v[:PATH_KEPT] for k in _LEGACY_KEYS if isinstance(v := action_input.get(k), str) and v]
+        if found:
+            return tuple(found[:3])
+    text = action_input[:500] if isinstance(action_input, str) else itext[:500]
+    tokens = _LEGACY_TOKEN.findall(text)
+    return tuple([t for t in tokens if ("/" in t or "." in t) and _legacy_is_path(t)][:3])
+
+
+def _number(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
 TOPIC_CHARS = 160

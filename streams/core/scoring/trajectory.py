@@ -2,8 +2,9 @@
 
 Agents that are stuck often write short, confident thoughts ("Let me run the test again."), so
 the wording alone routes them to the cheap model exactly while they fail. This scorer reads the
-step as a whole and carries a little memory from one step of a run to the next. Its inputs,
-each in [0, 1]:
+step as a whole and carries a little memory from one step of a run to the next. It reads the
+step's `StepFeatures` (`monitors/features.py`), the reading the monitors get too: the same files
+touched, the same tool input as text, the same reading of the result. Its inputs, each in [0, 1]:
 
 * thought: the product's four-signal heuristic on the thought (0.1 for a tool call that comes
   without text; 0.5 for a step with nothing at all); scaled by (1 - calm) when the call plainly
@@ -35,23 +36,19 @@ work and state size do not grow with the run.
 
 from __future__ import annotations
 
-import itertools
 import re
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-import orjson
-
+from ..monitors.features import StepFeatures
 from .heuristic import heuristic_score
-from .observation import Outcome, digest, read, window
+from .observation import Outcome
 
 ACTION_WINDOW = 8  # recent calls compared for repetition
 ERROR_WINDOW = 8  # recent error fingerprints
 FILES_KEPT = 32  # recently touched files (hashed)
-INPUT_CHARS = 4000  # of action_input hashed into the call signature
-PATH_CHARS = 500  # of action_input searched for file paths (they come first in a command)
 MEMORY_VERSION = 1
 
 
@@ -120,50 +117,14 @@ _EXPECT = re.compile(
 # Failures a reproduction produces; a missing command, a timeout or tool misuse never is the plan.
 _EXPECTABLE = frozenset({"crash", "tests", "exit"})
 INTENT_CHARS = 400  # a thought ends with what the agent is about to do
-_PATH_KEYS = ("path", "file", "file_path", "filepath", "filename", "target_file", "notebook_path")
-_CODE_EXT = ("py", "pyi", "java", "kt", "scala", "js", "jsx", "ts", "tsx", "go", "rs", "c", "h", "cc", "cpp")
-_MORE_EXT = ("hpp", "cs", "rb", "php", "swift", "m", "sh", "sql", "gradle", "properties")
-_TEXT_EXT = ("md", "rst", "txt", "json", "yaml", "yml", "toml", "cfg", "ini", "xml", "html", "css")
-_SOURCE_EXT = frozenset(_CODE_EXT + _MORE_EXT + _TEXT_EXT)
-_TOKEN = re.compile(r"[\w./-]+")
+PATHS_READ = 3  # files of one call remembered
 
 
-def _is_path(token: str) -> bool:
-    """`src/app.py`, `./run`, `/etc/hosts`, `Main.java`; not `1.5` or `self.value`."""
-    if "/" in token:
-        return any(c.isalpha() for c in token)
-    stem, dot, ext = token.rpartition(".")
-    return bool(dot and stem) and ext in _SOURCE_EXT
-
-
-def _text(value: Any, limit: int) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value[:limit]
-    try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode("utf-8", "replace")[:limit]
-    except (TypeError, orjson.JSONEncodeError):  # what JSON cannot hold still has a repr
-        return repr(value)[:limit]
-
-
-def _paths(action_input: Any) -> list[str]:
-    """Files a call names: the usual keys of structured inputs, else path-like words."""
-    if isinstance(action_input, Mapping):
-        found = [v for k in _PATH_KEYS if isinstance(v := action_input.get(k), str) and v]
-        if found:
-            return found[:3]
-    tokens = _TOKEN.findall(_text(action_input, PATH_CHARS))
-    paths = (t for t in tokens if ("/" in t or "." in t) and _is_path(t))
-    return list(itertools.islice(paths, 3))
-
-
-def _thought_score(step: Mapping[str, Any], max_chars: int, w: Weights) -> float:
-    thought = step.get("thought")
-    if isinstance(thought, str) and thought.strip():
-        return heuristic_score(thought[:max_chars])
-    if step.get("action") or step.get("observation"):
-        return w.no_thought  # a plain tool call: nothing in the wording suggests difficulty
+def _thought_score(f: StepFeatures, w: Weights) -> float:
+    if f.thought.strip():
+        return heuristic_score(f.thought)
+    if f.action_label or f.observation or (f.message and f.agent):
+        return w.no_thought  # a plain tool call or turn: nothing in the wording suggests difficulty
     return heuristic_score(None)  # nothing at all to go on: the neutral 0.5
 
 
@@ -185,26 +146,23 @@ DEFAULT_WEIGHTS = Weights()
 
 
 def score(
-    step: Mapping[str, Any], memory: Mapping[str, Any] | None, max_chars: int, w: Weights = DEFAULT_WEIGHTS
+    f: StepFeatures, memory: Mapping[str, Any] | None, w: Weights = DEFAULT_WEIGHTS
 ) -> tuple[float, dict[str, Any]]:
-    """(difficulty in [0, 1], the memory to keep for the next step). Pure."""
+    """(difficulty in [0, 1], the memory to keep for the next step) from the step's features
+    (`extract`: its texts already cut, its result already read). Pure."""
     mem = Memory.from_dict(memory)
-    thought_score = _thought_score(step, max_chars, w)
-    observation = step.get("observation")
-    obs_text = observation if isinstance(observation, str) else _text(observation, 2 * INPUT_CHARS)
-    out = read(obs_text, bool(step.get("observation_is_error")))
-    action, action_input = step.get("action"), step.get("action_input")
+    thought_score = _thought_score(f, w)
+    out = f.outcome
 
     # Repetition. Only tool calls count (a plain message is not a call). The same call with the
     # same result once more is a loop when it failed; a successful call is often re-run on
     # purpose (tests after an edit), so that takes a third time.
     call = result = 0
     same: list[int] = []  # failed flags of earlier identical calls with the identical result
-    input_text = _text(action_input, INPUT_CHARS)
-    if action and (input_text or obs_text):  # a call with neither input nor result says nothing
-        sig = f"{step.get('agent') or ''}\x00{action}\x00{input_text}"
+    if f.action_label and (f.input or f.observation):  # neither input nor result: says nothing
+        sig = f"{f.agent}\x00{f.action_label}\x00{f.input}"
         call = zlib.crc32(sig.encode("utf-8", "replace"))
-        result = digest(window(obs_text)) if obs_text else 0
+        result = f.obs_digest
         same = [c[2] for c in mem.calls if c[0] == call and c[1] == result]
     same_error = out.failed and out.fingerprint is not None and out.fingerprint in mem.errors
     repetition = 1.0 if out.failed and (same_error or any(same)) else 0.0
@@ -212,17 +170,16 @@ def score(
 
     fails = mem.fails + 1 if out.failed else 0
     failure = out.severity
-    if out.failed and out.kind in _EXPECTABLE and mem.fails == 0 and not same_error:
-        thought = step.get("thought")
-        if isinstance(thought, str) and _EXPECT.search(thought[:max_chars][-INTENT_CHARS:]):
-            failure *= w.expected  # a planned reproduction failing is the plan working
+    expectable = out.failed and out.kind in _EXPECTABLE and mem.fails == 0 and not same_error
+    if expectable and _EXPECT.search(f.thought[-INTENT_CHARS:]):
+        failure *= w.expected  # a planned reproduction failing is the plan working
     streak = min(1.0, (fails - 1) / w.streak_full) if fails > 1 else 0.0
 
-    paths = [zlib.crc32(p.encode("utf-8", "replace")) for p in _paths(action_input)] if call else []
+    paths = [zlib.crc32(p.encode("utf-8", "replace")) for p in f.legacy_paths[:PATHS_READ]] if call else []
     new_file = bool(paths) and any(p not in mem.files for p in paths)
     fixed = not out.failed and any(c[0] == call and c[2] for c in mem.calls)
     progress = _progress(out, mem, fixed, new_file, w)
-    if call and obs_text and not out.failed and not loop and out.kind == "ok":
+    if call and f.observation and not out.failed and not loop and out.kind == "ok":
         thought_score *= 1.0 - w.calm  # the call worked: easier than the wording alone suggests
 
     evidence = 1.0 - (

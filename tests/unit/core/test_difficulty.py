@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streams.core.difficulty import BUILTIN_SCORERS, DEFAULT_SCORER, on_thought, score_step, signals
+from streams.core.monitors.features import extract
 
 
 @pytest.mark.parametrize("text", ["", "   ", "\n\t", None, "!!! ...", "\u200b"])
@@ -65,15 +66,15 @@ def test_score_is_always_within_bounds(text):
 def test_a_text_scorer_is_called_on_the_thought_cut_to_the_limit_and_keeps_no_memory():
     seen = []
     scorer = on_thought(lambda text: seen.append(text) or 0.3)
-    d, mem = scorer({"thought": "abcdef", "observation": "boom"}, {"k": 1}, 3)
+    d, mem = scorer(extract({"thought": "abcdef", "observation": "boom"}, 3), {"k": 1})
     assert (d, mem, seen) == (0.3, None, ["abc"])
-    assert scorer({"thought": None}, None, 3)[0] == 0.3 and seen[-1] is None
+    assert scorer(extract({"thought": None}, 3), None)[0] == 0.3 and seen[-1] is None
 
 
 def test_both_built_in_scorers_exist_and_trajectory_is_the_default():
     assert set(BUILTIN_SCORERS) == {"heuristic", "trajectory"}
     assert DEFAULT_SCORER == "trajectory"
-    assert BUILTIN_SCORERS["heuristic"]({"thought": "List the files."}, None, 100) == (
+    assert BUILTIN_SCORERS["heuristic"](extract({"thought": "List the files."}, 100), None) == (
         score_step("List the files."),
         None,
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from streams.core.monitors.features import extract
 from streams.core.policy import Policy
 
 
@@ -39,15 +40,15 @@ def test_a_policy_cannot_be_changed_once_built() -> None:
 def test_with_adds_a_name_to_a_new_policy_and_leaves_the_old_one_alone() -> None:
     base = Policy()
     p = (
-        base.with_scorer("const", lambda ev, mem, n: (0.5, mem))
+        base.with_scorer("const", lambda f, mem: (0.5, mem))
         .with_text_scorer("shouting", lambda text: 1.0 if text and text.isupper() else 0.1)
         .with_transition("stay", lambda current, history, params: current)
         .with_profiles({"oncall": {"semantic_loop": 0.5}})
     )
-    assert p.scorer("const")({}, {"k": 1}, 10) == (0.5, {"k": 1})
+    assert p.scorer("const")(extract({}, 10), {"k": 1}) == (0.5, {"k": 1})
     # a text scorer reads the thought cut to the limit, and keeps no memory
-    assert p.scorer("shouting")({"thought": "LOUD quiet"}, {"k": 1}, 4) == (1.0, None)
-    assert p.scorer("shouting")({"thought": None}, None, 4) == (0.1, None)
+    assert p.scorer("shouting")(extract({"thought": "LOUD quiet"}, 4), {"k": 1}) == (1.0, None)
+    assert p.scorer("shouting")(extract({"thought": None}, 4), None) == (0.1, None)
     assert "stay" in p.transitions
     assert p.weights("oncall", None)["semantic_loop"] == 0.5
     assert p.weights("oncall", None)["claim_contradiction"] == 0.30  # unlisted: the coding weight
@@ -58,7 +59,7 @@ def test_with_adds_a_name_to_a_new_policy_and_leaves_the_old_one_alone() -> None
 def test_with_refuses_what_no_run_could_use() -> None:
     p = Policy()
     with pytest.raises(ValueError, match="non-empty string"):
-        p.with_scorer("", lambda ev, mem, n: (0.5, mem))
+        p.with_scorer("", lambda f, mem: (0.5, mem))
     with pytest.raises(TypeError, match="must be callable"):
         p.with_transition("x", 42)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"unknown monitors \['semantic_lop'\]"):

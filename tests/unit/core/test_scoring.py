@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from streams.core.difficulty import heuristic_score
 from streams.core.events import Limits
+from streams.core.monitors.features import extract
 from streams.core.policy import Policy
 from streams.core.scoring import observation as obs
 from streams.core.scoring import trajectory
@@ -49,11 +50,18 @@ def ev(
 DEFAULT_WEIGHTS = Weights()
 
 
+def score(
+    step: dict[str, Any], mem: dict[str, Any] | None, w: Weights = DEFAULT_WEIGHTS
+) -> tuple[float, dict[str, Any]]:
+    """The scorer on a step event, read the way the engine reads it."""
+    return trajectory.score(extract(step, MAX), mem, w)
+
+
 def scores(steps: list[dict[str, Any]], w: Weights = DEFAULT_WEIGHTS) -> list[float]:
     out: list[float] = []
     mem: dict[str, Any] | None = None
     for s in steps:
-        d, mem = trajectory.score(s, mem, MAX, w)
+        d, mem = score(s, mem, w)
         out.append(d)
     return out
 
@@ -253,7 +261,7 @@ def test_a_failed_call_that_now_succeeds_ends_the_struggle() -> None:
     ok = ev("Compile.", "bash", "javac Main.java", "")
     d, mem = 0.0, None
     for s in (fail, fail, fail, ok):
-        d, mem = trajectory.score(s, mem, MAX)
+        d, mem = score(s, mem)
     assert mem is not None and mem["struggle"] == 0.0 and d < 0.5
 
 
@@ -310,7 +318,7 @@ def test_weights_are_adjustable_by_a_variant_in_the_policy() -> None:
     policy = Policy().with_scorer(
         "test_no_failures", functools.partial(trajectory.score, w=Weights(failure=0.0, streak=0.0))
     )
-    d, _ = policy.scorer("test_no_failures")(MISSING, None, MAX)
+    d, _ = policy.scorer("test_no_failures")(extract(MISSING, MAX), None)
     assert d < scores([MISSING])[0]
 
 
@@ -329,16 +337,14 @@ def test_memory_survives_a_json_round_trip_with_identical_scores() -> None:
     mem: dict[str, Any] | None = None
     via_json: list[float] = []
     for s in steps:
-        d, mem = trajectory.score(s, mem, MAX)
+        d, mem = score(s, mem)
         mem = orjson.loads(orjson.dumps(mem))
         via_json.append(d)
     assert via_json == direct
 
 
 def test_memory_of_an_unknown_version_starts_afresh() -> None:
-    assert trajectory.score(MISSING, {"v": 999, "fails": 50, "struggle": 1.0}, MAX) == trajectory.score(
-        MISSING, None, MAX
-    )
+    assert score(MISSING, {"v": 999, "fails": 50, "struggle": 1.0}) == score(MISSING, None)
 
 
 def test_memory_stays_bounded_over_5000_varied_steps() -> None:
@@ -346,7 +352,7 @@ def test_memory_stays_bounded_over_5000_varied_steps() -> None:
     sizes: list[int] = []
     for k in range(5000):
         s = ev(f"Step {k}.", "bash", f"cat src/f{k}.py && ./run {k}", f"out {k}", error=k % 7 == 0)
-        _, mem = trajectory.score(s, mem, MAX)
+        _, mem = score(s, mem)
         sizes.append(len(orjson.dumps(mem)))
     assert max(sizes[1000:]) <= max(sizes[:1000]) + 16
     assert mem is not None
