@@ -271,7 +271,6 @@ class StepFeatures:
     # equal. 0: no observation.
     obs_digest: int = 0
     difficulty: float | None = None  # what the agent supplied (it wins over any scorer's)
-    legacy_paths: tuple[str, ...] = ()  # the scorer's own file rule (until it reads `paths`)
 
 
 EXCEPTION_LINE = re.compile(r"\b\w*(Error|Exception|Fault)\b:?|^E\s|\berror:", re.IGNORECASE)
@@ -413,70 +412,7 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
         outcome=read(whole_obs, is_error),
         obs_digest=digest(window(whole_obs)) if whole_obs else 0,
         difficulty=_number(ev.get("difficulty")),
-        legacy_paths=_legacy_paths(raw_input, itext),
     )
-
-
-_LEGACY_KEYS = ("path", "file", "file_path", "filepath", "filename", "target_file", "notebook_path")
-_LEGACY_EXT = frozenset(
-    [
-        "py",
-        "pyi",
-        "java",
-        "kt",
-        "scala",
-        "js",
-        "jsx",
-        "ts",
-        "tsx",
-        "go",
-        "rs",
-        "c",
-        "h",
-        "cc",
-        "cpp",
-        "hpp",
-        "cs",
-        "rb",
-        "php",
-        "swift",
-        "m",
-        "sh",
-        "sql",
-        "gradle",
-        "properties",
-        "md",
-        "rst",
-        "txt",
-        "json",
-        "yaml",
-        "yml",
-        "toml",
-        "cfg",
-        "ini",
-        "xml",
-        "html",
-        "css",
-    ]
-)
-_LEGACY_TOKEN = re.compile(r"[\w./-]+")
-
-
-def _legacy_is_path(token: str) -> bool:
-    if "/" in token:
-        return any(c.isalpha() for c in token)
-    stem, dot, ext = token.rpartition(".")
-    return bool(dot and stem) and ext in _LEGACY_EXT
-
-
-def _legacy_paths(action_input: Any, itext: str) -> tuple[str, ...]:
-    if isinstance(action_input, dict):
-        found = [v[:PATH_KEPT] for k in _LEGACY_KEYS if isinstance(v := action_input.get(k), str) and v]
-        if found:
-            return tuple(found[:3])
-    text = action_input[:500] if isinstance(action_input, str) else itext[:500]
-    tokens = _LEGACY_TOKEN.findall(text)
-    return tuple([t for t in tokens if ("/" in t or "." in t) and _legacy_is_path(t)][:3])
 
 
 def _number(v: Any) -> float | None:

@@ -175,7 +175,7 @@ def score(
         failure *= w.expected  # a planned reproduction failing is the plan working
     streak = min(1.0, (fails - 1) / w.streak_full) if fails > 1 else 0.0
 
-    paths = [zlib.crc32(p.encode("utf-8", "replace")) for p in f.legacy_paths[:PATHS_READ]] if call else []
+    paths = [zlib.crc32(p.encode("utf-8", "replace")) for p in f.paths[:PATHS_READ]] if call else []
     new_file = bool(paths) and any(p not in mem.files for p in paths)
     fixed = not out.failed and any(c[0] == call and c[2] for c in mem.calls)
     progress = _progress(out, mem, fixed, new_file, w)
