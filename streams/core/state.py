@@ -67,7 +67,7 @@ class TraceState:
     last_monitor_injection_step: int | None = None
     last_monitor_injection_text: str | None = None
     recent_fired: list[list[str]] = field(default_factory=list)  # fired lists of the last 2 steps
-    monitors: MonitorState = field(default_factory=MonitorState)
+    monitors: MonitorState = field(default_factory=MonitorState.initial)
     e1_calls: int = 0
     e2_calls: int = 0
     e3_calls: int = 0

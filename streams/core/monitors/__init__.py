@@ -1,11 +1,10 @@
 """The six trajectory-health monitors (SPEC section 6), guardrails (section 7) and profiles."""
 
-from .base import FIRE_AT, Finding
+from .base import FIRE_AT, Context, Finding, Monitor
+from .builtin import DEFAULT_MONITORS, FAILURE_TYPES, MONITORS
 from .features import StepFeatures, extract
 from .guardrails import COOLDOWN, MAX_MONITOR_INJECTIONS, hold_back
 from .profiles import (
-    FAILURE_TYPES,
-    MONITORS,
     clean_weights,
     composite,
     parse_profiles,
@@ -15,11 +14,14 @@ from .suite import MonitorResult, MonitorState, evaluate, to_embed
 
 __all__ = [
     "COOLDOWN",
+    "DEFAULT_MONITORS",
     "FAILURE_TYPES",
     "FIRE_AT",
     "MAX_MONITOR_INJECTIONS",
     "MONITORS",
+    "Context",
     "Finding",
+    "Monitor",
     "MonitorResult",
     "MonitorState",
     "Semantics",

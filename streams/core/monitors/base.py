@@ -1,18 +1,32 @@
-"""Shared shapes for the six monitors."""
+"""Shared shapes for the monitors: a finding, and the one protocol every monitor follows.
+
+A monitor is a `Monitor` value: its name (as decisions, weights and profiles spell it), the
+failure type it reports, the key its state is stored under in the run state, its state's
+class, and one `evaluate(state, features, context, semantics) -> (state, finding)`. Its state
+is its own bounded window of the run. The suite is a tuple of monitors (`builtin.py`); adding
+one is a new module that defines `MONITOR` plus one line in that tuple.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from .features import StepFeatures
+from .semantics import Semantics
 
 FIRE_AT = 0.6
 
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """One monitor's verdict on one step: a score in [0, 1] and, when it fires, what to say."""
+    """One monitor's verdict on one step: a score in [0, 1] and, when it fires, what to say.
+    `facts`: what it learnt that a monitor evaluated after it may read (`Monitor.after`)."""
 
     score: float
     text: str | None = None
+    facts: Mapping[str, int] | None = None
 
     @property
     def fired(self) -> bool:
@@ -20,6 +34,41 @@ class Finding:
 
 
 NOTHING = Finding(0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What a monitor may read besides the step and its own state: the run's task, and the
+    findings of the monitors evaluated before it on this step, by name (filled in as the suite
+    goes; a monitor reads only those it names in `after`)."""
+
+    task: str | None
+    found: Mapping[str, Finding]
+
+
+S = TypeVar("S")
+
+
+@dataclass(frozen=True)
+class Monitor(Generic[S]):
+    """One monitor. Pure: the same state, step and context give the same result (the worker and
+    replay must agree), and the state stays bounded whatever the run length."""
+
+    name: str  # as decisions, weights and profiles spell it
+    failure_type: str  # the decision's `failure_type` when this monitor fires strongest
+    key: str  # its state's key in the run state (stable: renaming it forgets every stored state)
+    # Its state's class (a dataclass, not a dict): `state()` is a new run's state and
+    # `state(**stored)` decodes the JSON object the run state holds.
+    state: Callable[..., S]
+    evaluate: Callable[[S, StepFeatures, Context, Semantics], tuple[S, Finding]]
+    after: tuple[str, ...] = ()  # monitors whose findings it reads: they are evaluated first
+    to_embed: Callable[[S], list[str]] | None = None  # texts its next step embeds with the full model
+
+    def initial(self) -> S:
+        return self.state()
+
+    def decode(self, stored: Mapping[str, Any]) -> S:
+        return self.state(**stored)
 
 
 def clip01(x: float) -> float:

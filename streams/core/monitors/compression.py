@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .base import NOTHING, Finding, quote
+from .base import NOTHING, Context, Finding, Monitor, quote
 from .features import StepFeatures
 from .semantics import Semantics
 
@@ -20,6 +20,7 @@ SAME_STATE = 0.85
 FAST_HI = 0.97  # static-model cosine this high: the same summary, no need to ask MiniLM
 FAST_LO = 0.6  # this low: clearly a different state
 MIN_PROGRESS = 2
+SPRAWL = "late_sprawl"  # whose finding says which files this step touched first
 RECAP = re.compile(
     r"^\s*(#+\s*)?(summary|recap|to summari[sz]e|let me summari[sz]e|summari[sz]ing|so far|progress so far|"
     r"current (state|status)|status update|here is what (i|we) (know|have)|context summary|where (i|we) are)\b",
@@ -47,8 +48,11 @@ def summary_text(f: StepFeatures) -> str:
 
 
 def evaluate(
-    st: CompressionState, f: StepFeatures, progressed: bool, sem: Semantics
+    st: CompressionState, f: StepFeatures, ctx: Context, sem: Semantics
 ) -> tuple[CompressionState, Finding]:
+    """Progress since the last summary: a change, or a file late_sprawl saw for the first time."""
+    sprawl = ctx.found.get(SPRAWL)
+    progressed = f.modifies or bool(sprawl and sprawl.facts and sprawl.facts.get("new_files", 0) > 0)
     if not is_summary(f):
         return (
             CompressionState(
@@ -75,3 +79,8 @@ def evaluate(
         f'state ("{quote(text, 90)}") with no new changes or findings in between. Stop re-deriving it: '
         "pick the next unresolved item from that summary and act on it.",
     )
+
+
+MONITOR = Monitor(
+    "cyclic_compression", "context_churn", "compression", CompressionState, evaluate, after=(SPRAWL,)
+)

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .base import NOTHING, Finding, quote
+from .base import NOTHING, Context, Finding, Monitor, quote
 from .features import TEXT_KEPT, StepFeatures
 from .semantics import Semantics
 
@@ -177,7 +177,9 @@ def identifiers(text: str) -> set[str]:
     return {(a or b).lower() for a, b in IDENT.findall(text)}
 
 
-def evaluate(st: ContradictionState, f: StepFeatures, sem: Semantics) -> tuple[ContradictionState, Finding]:
+def evaluate(
+    st: ContradictionState, f: StepFeatures, ctx: Context, sem: Semantics
+) -> tuple[ContradictionState, Finding]:
     found = claims_of(f.thought)
     if not found:
         return st, NOTHING
@@ -227,3 +229,6 @@ def evaluate(st: ContradictionState, f: StepFeatures, sem: Semantics) -> tuple[C
         newest_cause = next((c for c in reversed(claims) if c.is_cause), None)
         claims = [c for c in claims if not c.is_cause or c is newest_cause]
     return ContradictionState(claims=[c.encode() for c in claims]), best
+
+
+MONITOR = Monitor("claim_contradiction", "contradiction", "contradiction", ContradictionState, evaluate)

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from ..scan import leftmost, names
-from .base import NOTHING, Finding, clip01, quote
+from .base import NOTHING, Context, Finding, Monitor, clip01, quote
 from .features import StepFeatures, topic_text
 from .semantics import Semantics
 
@@ -132,7 +132,8 @@ def _confirmed(st: DriftState, sem: Semantics, task: str | None) -> DriftState:
     return replace(st, confirm=None, score=score, text=message)
 
 
-def evaluate(st: DriftState, f: StepFeatures, sem: Semantics, task: str | None) -> tuple[DriftState, Finding]:
+def evaluate(st: DriftState, f: StepFeatures, ctx: Context, sem: Semantics) -> tuple[DriftState, Finding]:
+    task = ctx.task
     if st.confirm is not None:
         st = _confirmed(st, sem, task)
     text = step_text(f)
@@ -187,3 +188,6 @@ def evaluate(st: DriftState, f: StepFeatures, sem: Semantics, task: str | None) 
     return replace(
         keep, baseline=baseline, last_full=steps, full_fast=fast, low=low, confirm=[now, ref, keep.recent[-1]]
     ), Finding(st.score, st.text)
+
+
+MONITOR = Monitor("silent_topic_drift", "drift", "drift", DriftState, evaluate, to_embed=to_embed)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..scan import leftmost, names
-from .base import NOTHING, Finding, quote
+from .base import NOTHING, Context, Finding, Monitor, quote
 from .features import StepFeatures, obs_sketch, short_hash, sketch_similarity
 from .semantics import Semantics
 
@@ -394,7 +394,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def evaluate(st: LoopState, f: StepFeatures, sem: Semantics) -> tuple[LoopState, Finding]:
+def evaluate(st: LoopState, f: StepFeatures, ctx: Context, sem: Semantics) -> tuple[LoopState, Finding]:
     cur = Entry.of(f)
     kept = st.window[-(WINDOW - 1) :]
     w = Window([*(Entry.decode(e) for e in kept), cur], f)
@@ -403,3 +403,6 @@ def evaluate(st: LoopState, f: StepFeatures, sem: Semantics) -> tuple[LoopState,
     if not found:
         return new, NOTHING
     return new, max(found, key=lambda x: x.score)
+
+
+MONITOR = Monitor("semantic_loop", "loop", "loop", LoopState, evaluate)

@@ -7,42 +7,54 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-MONITORS = (
-    "claim_contradiction",
-    "semantic_loop",
-    "verification_skip",
-    "cyclic_compression",
-    "late_sprawl",
-    "silent_topic_drift",
-)
-FAILURE_TYPES = {
-    "claim_contradiction": "contradiction",
-    "semantic_loop": "loop",
-    "verification_skip": "verification_skip",
-    "cyclic_compression": "context_churn",
-    "late_sprawl": "sprawl",
-    "silent_topic_drift": "drift",
-}
+from .builtin import MONITORS
+
 DEFAULT_PROFILE = "coding"
 # What `run_start.task_profile` may name without plugins or a profiles file (streams.plugins
-# adds to a Policy).
+# adds to a Policy). Keyed by monitor name: a monitor a profile leaves out weighs 0 in it (it
+# still fires and steers, it does not move the composite).
 BUILTIN_PROFILES: Mapping[str, Mapping[str, float]] = MappingProxyType(
     {
-        name: MappingProxyType(dict(zip(MONITORS, weights, strict=True)))
-        for name, weights in (
-            ("coding", (0.30, 0.25, 0.15, 0.10, 0.10, 0.10)),
-            ("pr_review", (0.20, 0.30, 0.10, 0.15, 0.15, 0.10)),
-            ("qa", (0.40, 0.15, 0.05, 0.05, 0.10, 0.25)),
-        )
+        "coding": MappingProxyType(
+            {
+                "claim_contradiction": 0.30,
+                "semantic_loop": 0.25,
+                "verification_skip": 0.15,
+                "cyclic_compression": 0.10,
+                "late_sprawl": 0.10,
+                "silent_topic_drift": 0.10,
+            }
+        ),
+        "pr_review": MappingProxyType(
+            {
+                "claim_contradiction": 0.20,
+                "semantic_loop": 0.30,
+                "verification_skip": 0.10,
+                "cyclic_compression": 0.15,
+                "late_sprawl": 0.15,
+                "silent_topic_drift": 0.10,
+            }
+        ),
+        "qa": MappingProxyType(
+            {
+                "claim_contradiction": 0.40,
+                "semantic_loop": 0.15,
+                "verification_skip": 0.05,
+                "cyclic_compression": 0.05,
+                "late_sprawl": 0.10,
+                "silent_topic_drift": 0.25,
+            }
+        ),
     }
 )
 
 
-def clean_weights(raw: Mapping[str, Any]) -> dict[str, float]:
-    """Override rules: unknown names dropped, negatives -> 0, each weight capped at 1.0."""
+def clean_weights(raw: Mapping[str, Any], known: tuple[str, ...] = MONITORS) -> dict[str, float]:
+    """Override rules: names not in `known` (the suite's monitors) dropped, negatives -> 0, each
+    weight capped at 1.0."""
     out: dict[str, float] = {}
     for name, w in raw.items():
-        if name not in MONITORS or isinstance(w, bool) or not isinstance(w, int | float):
+        if name not in known or isinstance(w, bool) or not isinstance(w, int | float):
             continue
         w = float(w)
         if math.isnan(w):

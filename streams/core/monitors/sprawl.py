@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .base import NOTHING, Finding, clip01, quote
+from .base import Context, Finding, Monitor, clip01, quote
 from .features import StepFeatures, short_hash, topic_text
 from .semantics import Semantics
 
@@ -56,10 +56,10 @@ def _touch(seen: list[str], item: str) -> tuple[list[str], bool]:
     return [*seen, item][-MAX_SEEN:], True
 
 
-def evaluate(
-    st: SprawlState, f: StepFeatures, sem: Semantics, task: str | None
-) -> tuple[SprawlState, Finding, int]:
-    """Also returns how many new files this step touched (progress, for cyclic_compression)."""
+def evaluate(st: SprawlState, f: StepFeatures, ctx: Context, sem: Semantics) -> tuple[SprawlState, Finding]:
+    """Its finding's `facts["new_files"]`: how many files this step touched for the first time
+    (progress, for cyclic_compression)."""
+    task = ctx.task
     novelties: list[str] = []
     tools = st.tools
     if f.action and f.action not in ("finish", "submit"):
@@ -101,8 +101,9 @@ def evaluate(
         counts=counts,
         recent_new=[*st.recent_new, *novelties][-6:] if n else st.recent_new,
     )
+    facts = {"new_files": new_files}
     if steps <= 2 * EARLY or len(counts) < 2 * RECENT:
-        return new, NOTHING, new_files
+        return new, Finding(0.0, facts=facts)
     recent = sum(counts[-RECENT:]) / RECENT
     before = sum(counts[:RECENT]) / RECENT
     early = st.early_novelty / EARLY
@@ -111,7 +112,7 @@ def evaluate(
     not_converging = 1.0 if recent >= 0.6 * early else 0.6
     score = round(level * rising * not_converging, 4)
     if score < 0.6:
-        return new, Finding(score), new_files
+        return new, Finding(score, facts=facts)
     where = f" Refocus on the task: {quote(task, 120)}." if task else ""
     return (
         new,
@@ -121,6 +122,9 @@ def evaluate(
             f"files or topics in the last {RECENT} steps ({', '.join(st.recent_new[-3:] + novelties)[:200]}), "
             f"more than earlier in the run.{where} Finish the current line of work before starting "
             "new ones.",
+            facts,
         ),
-        new_files,
     )
+
+
+MONITOR = Monitor("late_sprawl", "sprawl", "sprawl", SprawlState, evaluate)

@@ -1,40 +1,88 @@
-"""Runs the six monitors on one step and combines them: scores, fired, composite, failure type,
-steering text. Pure: (monitor state, step) -> (new monitor state, result)."""
+"""Runs a suite of monitors on one step and combines them: scores, fired, composite, failure
+type, steering text. Pure: (monitor state, step) -> (new monitor state, result).
+
+The suite is a tuple of `Monitor`s (`builtin.DEFAULT_MONITORS` unless one is passed in: a
+`Policy` may carry its own); every monitor is called the same way, and nothing here names one.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..decision import MonitorsWire
-from . import compression, contradiction, drift, loop, sprawl, verification
-from .base import FIRE_AT, Finding
+from .base import FIRE_AT, Context, Finding, Monitor
+from .builtin import DEFAULT_MONITORS
 from .features import StepFeatures
-from .profiles import FAILURE_TYPES, MONITORS, composite
+from .profiles import composite
 from .semantics import Semantics
 
+Suite = tuple[Monitor[Any], ...]
 
-@dataclass
-class MonitorState:
-    """Every monitor's bounded memory of the run."""
+# The order the run state has always stored the built-in monitors' states in (MonitorState was
+# a dataclass with these fields): kept, so that a state encodes to the same bytes as before.
+STORED_ORDER = ("loop", "verification", "contradiction", "compression", "sprawl", "drift")
 
-    loop: loop.LoopState = field(default_factory=loop.LoopState)
-    verification: verification.VerificationState = field(default_factory=verification.VerificationState)
-    contradiction: contradiction.ContradictionState = field(default_factory=contradiction.ContradictionState)
-    compression: compression.CompressionState = field(default_factory=compression.CompressionState)
-    sprawl: sprawl.SprawlState = field(default_factory=sprawl.SprawlState)
-    drift: drift.DriftState = field(default_factory=drift.DriftState)
+
+class MonitorState(dict[str, Any]):
+    """Every monitor's bounded memory of the run: state key (`Monitor.key`) -> its state.
+
+    A dict, so that the run state encodes it (orjson, `asdict`) as the JSON object it always
+    was: {"loop": {...}, "verification": {...}, ...}. Built anew by every `evaluate`, never
+    changed afterwards. A key no monitor of the suite decoding it knows (a plugin monitor's) is
+    kept as stored, and decoded by its monitor when it runs.
+    """
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> MonitorState:
-        return cls(
-            loop=loop.LoopState(**d["loop"]),
-            verification=verification.VerificationState(**d["verification"]),
-            contradiction=contradiction.ContradictionState(**d["contradiction"]),
-            compression=compression.CompressionState(**d["compression"]),
-            sprawl=sprawl.SprawlState(**d["sprawl"]),
-            drift=drift.DriftState(**d["drift"]),
-        )
+    def initial(cls, suite: Suite = DEFAULT_MONITORS) -> MonitorState:
+        return cls((m.key, m.initial()) for m in _stored_order(suite))
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], suite: Suite = DEFAULT_MONITORS) -> MonitorState:
+        """Decode the stored object (states written by earlier versions included: a monitor's
+        state missing from it starts afresh when the monitor next runs)."""
+        by_key = {m.key: m for m in suite}
+        return cls((k, by_key[k].decode(v) if k in by_key else v) for k, v in d.items())
+
+
+@functools.cache
+def _stored_order(suite: Suite) -> Suite:
+    rank = {k: i for i, k in enumerate(STORED_ORDER)}
+    return tuple(sorted(suite, key=lambda m: rank.get(m.key, len(rank))))
+
+
+@functools.cache
+def _run_order(suite: Suite) -> Suite:
+    """The suite in its order, except that a monitor comes after those it names in `after`."""
+    names = {m.name for m in suite}
+    done: set[str] = set()
+    out: list[Monitor[Any]] = []
+    pending = list(suite)
+    while pending:
+        ready = next((m for m in pending if all(a in done or a not in names for a in m.after)), None)
+        if ready is None:
+            raise ValueError(f"monitors wait for each other: {[m.name for m in pending]}")
+        pending.remove(ready)
+        out.append(ready)
+        done.add(ready.name)
+    return tuple(out)
+
+
+@functools.cache
+def _names(suite: Suite) -> tuple[tuple[str, ...], dict[str, int], dict[str, str]]:
+    names = tuple(m.name for m in suite)
+    if len(set(names)) != len(names) or len({m.key for m in suite}) != len(suite):
+        raise ValueError(f"monitor names and state keys must be unique: {names}")
+    return names, {n: i for i, n in enumerate(names)}, {m.name: m.failure_type for m in suite}
+
+
+def _state_of(ms: Mapping[str, Any], m: Monitor[Any]) -> Any:
+    st = ms.get(m.key)
+    if st is None:
+        return m.initial()
+    return m.decode(st) if isinstance(st, dict) else st
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,41 +103,38 @@ class MonitorResult:
         }
 
 
-def to_embed(ms: MonitorState) -> list[str]:
+def to_embed(ms: Mapping[str, Any], suite: Suite = DEFAULT_MONITORS) -> list[str]:
     """Texts the run's next step will embed with the full model: the adapter may embed them in
     the background meanwhile, so the decision path finds them cached."""
-    return drift.to_embed(ms.drift)
+    return [t for m in suite if m.to_embed is not None for t in m.to_embed(_state_of(ms, m))]
 
 
 def evaluate(
-    ms: MonitorState, f: StepFeatures, weights: dict[str, float], task: str | None, sem: Semantics
+    ms: Mapping[str, Any],
+    f: StepFeatures,
+    weights: Mapping[str, float],
+    task: str | None,
+    sem: Semantics,
+    suite: Suite = DEFAULT_MONITORS,
 ) -> tuple[MonitorState, MonitorResult]:
-    loop_st, loop_f = loop.evaluate(ms.loop, f, sem)
-    ver_st, ver_f = verification.evaluate(ms.verification, f)
-    con_st, con_f = contradiction.evaluate(ms.contradiction, f, sem)
-    spr_st, spr_f, new_files = sprawl.evaluate(ms.sprawl, f, sem, task)
-    com_st, com_f = compression.evaluate(ms.compression, f, f.modifies or new_files > 0, sem)
-    dri_st, dri_f = drift.evaluate(ms.drift, f, sem, task)
-    findings: dict[str, Finding] = {
-        "claim_contradiction": con_f,
-        "semantic_loop": loop_f,
-        "verification_skip": ver_f,
-        "cyclic_compression": com_f,
-        "late_sprawl": spr_f,
-        "silent_topic_drift": dri_f,
-    }
-    scores = {name: round(min(max(findings[name].score, 0.0), 1.0), 4) for name in MONITORS}
+    names, index, failure_types = _names(suite)
+    found: dict[str, Finding] = {}
+    ctx = Context(task, found)
+    new = MonitorState(ms) if ms else MonitorState.initial(suite)
+    for m in _run_order(suite):
+        new[m.key], found[m.name] = m.evaluate(_state_of(ms, m), f, ctx, sem)
+    scores = {n: round(min(max(found[n].score, 0.0), 1.0), 4) for n in names}
     fired = sorted(
-        (n for n in MONITORS if scores[n] >= FIRE_AT),
-        key=lambda n: (-scores[n], -weights.get(n, 0.0), MONITORS.index(n)),
+        (n for n in names if scores[n] >= FIRE_AT),
+        key=lambda n: (-scores[n], -weights.get(n, 0.0), index[n]),
     )
-    texts = [t for n in fired if (t := findings[n].text)]
+    texts = [t for n in fired if (t := found[n].text)]
     result = MonitorResult(
         scores=scores,
         fired=fired,
         composite=composite(scores, weights),
-        failure_type=FAILURE_TYPES[fired[0]] if fired else None,
+        failure_type=failure_types[fired[0]] if fired else None,
         text="\n\n".join(texts) if texts else None,
         final=f.finishes,
     )
-    return MonitorState(loop_st, ver_st, con_st, com_st, spr_st, dri_st), result
+    return new, result

@@ -18,8 +18,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .base import NOTHING, Finding, quote
+from .base import NOTHING, Context, Finding, Monitor, quote
 from .features import StepFeatures
+from .semantics import Semantics
 
 MAX_FILES = 8
 UNNAMED = "(unnamed change)"
@@ -76,7 +77,9 @@ def _what(pending: list[str], step: int | None) -> str:
     return f"the code (your edit at step {step})" if step is not None else "the code"
 
 
-def evaluate(st: VerificationState, f: StepFeatures) -> tuple[VerificationState, Finding]:
+def evaluate(
+    st: VerificationState, f: StepFeatures, ctx: Context, sem: Semantics
+) -> tuple[VerificationState, Finding]:
     pending_before = st.pending
     changed = _changed(st, f)
     pending = list(pending_before)
@@ -134,3 +137,6 @@ def evaluate(st: VerificationState, f: StepFeatures) -> tuple[VerificationState,
             f"{_what(pending_before, st.change_step)}. Run them before you rely on that.{blocked}",
         )
     return new, NOTHING
+
+
+MONITOR = Monitor("verification_skip", "verification_skip", "verification", VerificationState, evaluate)

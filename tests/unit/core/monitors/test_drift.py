@@ -130,7 +130,7 @@ def test_minilm_is_asked_again_only_when_the_screen_moves(sem):
     for _ in range(6):
         for t in OFF_TASK:
             run.feed(step(t, "execute_bash", {"command": "echo working"}, "ok"))
-            d = run.state.drift
+            d = run.state["drift"]
             if d.last_full > 0 and (not asks or asks[-1] != d.last_full):
                 asks.append(d.last_full)
             # the verdict and its bookkeeping survive the steps between checkpoints
@@ -156,7 +156,7 @@ def _wander_until_a_check_is_planned(run):
     for i in range(30):
         before = run.score(DRIFT)
         run.feed(step(OFF_TASK[i % len(OFF_TASK)], "execute_bash", {"command": "echo working"}, "ok"))
-        if run.state.drift.confirm is not None:
+        if run.state["drift"].confirm is not None:
             return before
     raise AssertionError("no MiniLM check was planned")
 
@@ -165,9 +165,9 @@ def test_a_planned_check_gives_its_verdict_on_the_next_step(sem):
     run = Run(sem, task=TASK)
     before = _wander_until_a_check_is_planned(run)
     assert run.score(DRIFT) == before  # the planning step keeps the earlier verdict
-    assert to_embed(run.state) == run.state.drift.confirm[:2]
+    assert to_embed(run.state) == run.state["drift"].confirm[:2]
     run.feed(step(OFF_TASK[0], "execute_bash", {"command": "echo working"}, "ok"))
-    assert run.state.drift.confirm is None and to_embed(run.state) == []
+    assert run.state["drift"].confirm is None and to_embed(run.state) == []
     assert DRIFT in run.results[-1].fired
 
 

@@ -1,0 +1,117 @@
+"""The monitor suite: one protocol for every monitor, a suite that is a tuple of them, states
+keyed by monitor and stored as they always were."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import orjson
+import pytest
+
+from streams.core.monitors import (
+    DEFAULT_MONITORS,
+    FAILURE_TYPES,
+    MONITORS,
+    Context,
+    Finding,
+    Monitor,
+    MonitorState,
+    Semantics,
+    StepFeatures,
+    evaluate,
+    extract,
+)
+from streams.core.monitors.suite import STORED_ORDER
+from streams.core.policy import Policy
+from streams.core.state import RunConfig, TraceState
+
+
+# --- a toy monitor: what a new module would hold ----------------------------------------------
+@dataclass
+class ShoutState:
+    shouts: int = 0
+
+
+def shouting(st: ShoutState, f: StepFeatures, ctx: Context, sem: Semantics) -> tuple[ShoutState, Finding]:
+    """Fires from the second thought in capitals on."""
+    loud = bool(f.thought) and f.thought.isupper()
+    new = ShoutState(st.shouts + 1 if loud else st.shouts)
+    return new, Finding(0.9, "Stop shouting.") if loud and new.shouts >= 2 else Finding(0.0)
+
+
+SHOUT = Monitor("shouting", "tone", "shout", ShoutState, shouting)
+# ------------------------------------------------------------------------------------------------
+
+
+def steps(*thoughts: str) -> list[StepFeatures]:
+    return [extract({"step": k, "thought": t}, 20_000) for k, t in enumerate(thoughts, start=1)]
+
+
+def test_a_toy_monitor_added_to_the_suite_is_scored_fired_and_weighted(sem: Semantics) -> None:
+    suite = (*DEFAULT_MONITORS, SHOUT)  # the one line
+    weights = {**Policy().weights("coding", None), "shouting": 0.5}
+    ms = MonitorState.initial(suite)
+    results = []
+    for f in steps("LET ME LOOK.", "I WILL CHECK IT.", "I WILL CHECK IT AGAIN."):
+        ms, res = evaluate(ms, f, weights, None, sem, suite)
+        results.append(res)
+    assert [r.scores["shouting"] for r in results] == [0.0, 0.9, 0.9]
+    last = results[-1]
+    assert list(last.scores) == [*MONITORS, "shouting"]
+    assert last.fired[0] == "shouting" and last.failure_type == "tone"
+    assert last.text is not None and "Stop shouting." in last.text
+    assert last.composite >= 0.5 * 0.9  # its weight counts in the composite
+    assert ms["shout"] == ShoutState(3)
+    unweighted = evaluate(MonitorState.initial(suite), steps("A.")[0], {}, None, sem, suite)[1]
+    assert unweighted.composite == 0.0
+
+
+def test_the_default_suite_names_each_monitor_once_and_derives_names_and_failure_types() -> None:
+    assert tuple(m.name for m in DEFAULT_MONITORS) == MONITORS
+    assert {m.name: m.failure_type for m in DEFAULT_MONITORS} == FAILURE_TYPES
+    assert len(set(MONITORS)) == 6 and {m.key for m in DEFAULT_MONITORS} == set(STORED_ORDER)
+
+
+def test_a_suite_with_a_name_twice_is_refused(sem: Semantics) -> None:
+    twice = (*DEFAULT_MONITORS, replace(SHOUT, name=MONITORS[0]))
+    with pytest.raises(ValueError, match="unique"):
+        evaluate(MonitorState.initial(twice), steps("x")[0], {}, None, sem, twice)
+
+
+def test_a_monitor_runs_after_the_monitors_whose_findings_it_reads(sem: Semantics) -> None:
+    seen: list[str] = []
+
+    def echo(st: ShoutState, f: StepFeatures, ctx: Context, sem: Semantics) -> tuple[ShoutState, Finding]:
+        seen.append(",".join(sorted(ctx.found)))
+        return st, Finding(0.0)
+
+    first = replace(SHOUT, evaluate=echo, name="first", key="first", after=("shouting",))
+    suite = (first, SHOUT)
+    evaluate(MonitorState.initial(suite), steps("x")[0], {}, None, sem, suite)
+    assert seen == ["shouting"]
+
+
+def test_states_encode_as_before_in_the_stored_order_with_a_new_monitor_last() -> None:
+    st = TraceState(run_id="r", config=RunConfig())
+    assert list(orjson.loads(st.encode())["monitors"]) == list(STORED_ORDER)
+    assert list(MonitorState.initial((*DEFAULT_MONITORS, SHOUT))) == [*STORED_ORDER, "shout"]
+
+
+def test_a_plugin_monitors_state_survives_decoding_by_the_default_suite(sem: Semantics) -> None:
+    suite = (*DEFAULT_MONITORS, SHOUT)
+    ms = MonitorState.initial(suite)
+    for f in steps("LOUD.", "QUIET NOW?"):
+        ms, _ = evaluate(ms, f, {}, None, sem, suite)
+    st = TraceState(run_id="r", config=RunConfig(), monitors=ms)
+    back = TraceState.decode(st.encode())  # what the worker's table does, knowing only the defaults
+    assert back.monitors["shout"] == {"shouts": 2}  # kept as stored
+    ms2, res = evaluate(back.monitors, steps("AGAIN.")[0], {}, None, sem, suite)
+    assert ms2["shout"] == ShoutState(3) and res.scores["shouting"] == 0.9
+
+
+def test_a_state_without_a_monitors_key_starts_that_monitor_afresh(sem: Semantics) -> None:
+    stored = orjson.loads(TraceState(run_id="r", config=RunConfig()).encode())["monitors"]
+    del stored["drift"]
+    ms = MonitorState.from_dict(stored)
+    new, _ = evaluate(ms, steps("Let me look at the code.")[0], {}, None, sem)
+    assert new["drift"].steps == 1
