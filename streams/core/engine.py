@@ -489,7 +489,7 @@ def run_config(ev: dict[str, Any], policy: Policy) -> RunConfig:
         model=ev.get("model"),
         task_profile=ev.get("task_profile") or "coding",
         # stored cleaned (known monitors only): a producer's 14,000 junk keys stay out of the state
-        monitor_weights=_given_weights(ev.get("monitor_weights")),
+        monitor_weights=_given_weights(ev.get("monitor_weights"), policy),
         weights=weights,
         model_routing=dict(ev.get("model_routing") or {}),
         token_budget=ev.get("token_budget"),
@@ -501,8 +501,8 @@ def run_config(ev: dict[str, Any], policy: Policy) -> RunConfig:
     )
 
 
-def _given_weights(raw: Any) -> dict[str, float] | None:
-    return None if raw is None else clean_weights(raw)
+def _given_weights(raw: Any, policy: Policy) -> dict[str, float] | None:
+    return None if raw is None else clean_weights(raw, policy.monitor_names)
 
 
 # Compared when a run_start repeats: `weights` is resolved from task_profile and
@@ -605,8 +605,8 @@ def apply_step(
     fired_before = list(st.recent_fired)
     to_embed: tuple[str, ...] = ()
     if cfg.monitors_enabled and new_state in MONITORED_STATES:
-        new = _run_monitors(new, features, decision, sem)
-        to_embed = tuple(monitors_to_embed(new.monitors))
+        new = _run_monitors(new, features, decision, sem, policy)
+        to_embed = tuple(monitors_to_embed(new.monitors, policy.monitors))
     new, prefetch = _plan_etraces(new, ev, decision, fired_before, [q.tier for q in pending])
     if prefetch:
         new = replace(new, etraces_pending=[q.to_wire() for q in prefetch.queries])
@@ -700,13 +700,14 @@ def _complete(out: Decided, answers: Sequence[etraces.Answer], outcomes: dict[st
 
 
 def _run_monitors(
-    st: TraceState, features: StepFeatures, decision: Decision, sem: Semantics | None
+    st: TraceState, features: StepFeatures, decision: Decision, sem: Semantics | None, policy: Policy
 ) -> TraceState:
     """Monitors, then the injection guardrails: the new state; fills in `decision` (this
     step's own, not yet given to anyone)."""
     if sem is None:
         raise ValueError("monitors are enabled but no Semantics (embedders) was given to the engine")
-    monitors, res = evaluate_monitors(st.monitors, features, st.config.weights, st.config.task, sem)
+    cfg = st.config
+    monitors, res = evaluate_monitors(st.monitors, features, cfg.weights, cfg.task, sem, policy.monitors)
     decision["monitors"] = res.as_wire()
     # fired lists of this step and the one before
     st = replace(st, monitors=monitors, recent_fired=[*st.recent_fired[-1:], res.fired])

@@ -1,5 +1,5 @@
 """What a deployment may change about steering: scorers, FSM transitions, monitor weight
-profiles. Built once at the composition root (the worker, `replay`) from the defaults plus
+profiles, the monitor suite. Built once at the composition root (the worker, `replay`) from the defaults plus
 plugins, handed to the engine, never changed afterwards: the core reads no module-level
 registry.
 """
@@ -13,6 +13,8 @@ from typing import Any
 
 from .difficulty import BUILTIN_SCORERS, StepScorer, TextScorer, on_thought
 from .fsm import BUILTIN_TRANSITIONS, TransitionFn
+from .monitors.base import Monitor
+from .monitors.builtin import DEFAULT_MONITORS
 from .monitors.profiles import BUILTIN_PROFILES, clean_weights, parse_profiles
 
 
@@ -35,6 +37,13 @@ class Policy:
     scorers: Mapping[str, StepScorer] = field(default_factory=lambda: BUILTIN_SCORERS)
     transitions: Mapping[str, TransitionFn] = field(default_factory=lambda: BUILTIN_TRANSITIONS)
     profiles: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: BUILTIN_PROFILES)
+    # The monitors every step runs through, in the order of a decision's monitor scores.
+    monitors: tuple[Monitor[Any], ...] = DEFAULT_MONITORS
+
+    @property
+    def monitor_names(self) -> tuple[str, ...]:
+        """The names per-run `monitor_weights` may use (others are dropped)."""
+        return tuple(m.name for m in self.monitors)
 
     def scorer(self, name: str) -> StepScorer:
         try:
@@ -55,11 +64,11 @@ class Policy:
         base = self.profiles.get(profile)
         if base is None:
             raise ValueError(f"unknown task_profile {profile!r}; known: {sorted(self.profiles)}")
-        return {**base, **clean_weights(overrides or {})}
+        return {**base, **clean_weights(overrides or {}, self.monitor_names)}
 
     def with_scorer(self, name: str, fn: StepScorer) -> Policy:
-        """This policy plus a step scorer: (event, memory, max thought chars) -> (difficulty,
-        memory). It must be pure: the worker and replay must get the same scores."""
+        """This policy plus a step scorer: (StepFeatures, memory) -> (difficulty, memory). It
+        must be pure: the worker and replay must get the same scores."""
         _named(name, fn, "scorer")
         return replace(self, scorers=_frozen({**self.scorers, name: fn}))
 

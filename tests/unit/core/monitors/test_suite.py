@@ -24,6 +24,7 @@ from streams.core.monitors import (
 from streams.core.monitors.suite import STORED_ORDER
 from streams.core.policy import Policy
 from streams.core.state import RunConfig, TraceState
+from streams.replay import Replayer
 
 
 # --- a toy monitor: what a new module would hold ----------------------------------------------
@@ -64,6 +65,22 @@ def test_a_toy_monitor_added_to_the_suite_is_scored_fired_and_weighted(sem: Sema
     assert ms["shout"] == ShoutState(3)
     unweighted = evaluate(MonitorState.initial(suite), steps("A.")[0], {}, None, sem, suite)[1]
     assert unweighted.composite == 0.0
+
+
+def test_a_policy_carrying_the_toy_monitor_steers_a_replayed_run_with_it(sem: Semantics) -> None:
+    policy = Policy(monitors=(*DEFAULT_MONITORS, SHOUT))
+    rp = Replayer(sem=sem, policy=policy, clock=lambda: 1_767_225_600.0)
+    start = {"type": "run_start", "schema_version": 1, "run_id": "r", "monitor_weights": {"shouting": 0.5}}
+    lines = [orjson.dumps(start)] + [
+        orjson.dumps({"type": "step", "schema_version": 1, "run_id": "r", "step": k, "thought": t})
+        for k, t in enumerate(("LET ME LOOK.", "I WILL CHECK IT."), start=1)
+    ]
+    decisions = [d for d, _dead in rp.run(lines) if d is not None]
+    mon = decisions[-1]["monitors"]
+    assert mon["scores"]["shouting"] == 0.9 and mon["fired"][0] == "shouting"
+    assert mon["failure_type"] == "tone" and mon["composite"] >= 0.45
+    assert rp.states["r"].config.weights["shouting"] == 0.5
+    assert decisions[-1]["injection_text"] is not None and "Stop shouting." in decisions[-1]["injection_text"]
 
 
 def test_the_default_suite_names_each_monitor_once_and_derives_names_and_failure_types() -> None:
