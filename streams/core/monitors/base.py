@@ -49,10 +49,12 @@ class Context:
 S = TypeVar("S")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Monitor(Generic[S]):
     """One monitor. Pure: the same state, step and context give the same result (the worker and
-    replay must agree), and the state stays bounded whatever the run length."""
+    replay must agree), and the state stays bounded whatever the run length. Compared and
+    hashed by identity (eq=False): the suite's per-suite orders are cached by it, and hashing
+    seven fields of six monitors on every step cost more than the lookup saves."""
 
     name: str  # as decisions, weights and profiles spell it
     failure_type: str  # the decision's `failure_type` when this monitor fires strongest

@@ -53,7 +53,25 @@ def _stored_order(suite: Suite) -> Suite:
     return tuple(sorted(suite, key=lambda m: rank.get(m.key, len(rank))))
 
 
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What evaluating a suite needs, worked out once per suite."""
+
+    order: Suite  # the suite, a monitor after those it names in `after`
+    names: tuple[str, ...]  # in the suite's order: the order of scores
+    index: dict[str, int]
+    failure_types: dict[str, str]
+
+
 @functools.cache
+def _plan(suite: Suite) -> _Plan:
+    names = tuple(m.name for m in suite)
+    if len(set(names)) != len(names) or len({m.key for m in suite}) != len(suite):
+        raise ValueError(f"monitor names and state keys must be unique: {names}")
+    index = {n: i for i, n in enumerate(names)}
+    return _Plan(_run_order(suite), names, index, {m.name: m.failure_type for m in suite})
+
+
 def _run_order(suite: Suite) -> Suite:
     """The suite in its order, except that a monitor comes after those it names in `after`."""
     names = {m.name for m in suite}
@@ -70,19 +88,11 @@ def _run_order(suite: Suite) -> Suite:
     return tuple(out)
 
 
-@functools.cache
-def _names(suite: Suite) -> tuple[tuple[str, ...], dict[str, int], dict[str, str]]:
-    names = tuple(m.name for m in suite)
-    if len(set(names)) != len(names) or len({m.key for m in suite}) != len(suite):
-        raise ValueError(f"monitor names and state keys must be unique: {names}")
-    return names, {n: i for i, n in enumerate(names)}, {m.name: m.failure_type for m in suite}
-
-
 def _state_of(ms: Mapping[str, Any], m: Monitor[Any]) -> Any:
     st = ms.get(m.key)
     if st is None:
         return m.initial()
-    return m.decode(st) if isinstance(st, dict) else st
+    return m.decode(st) if type(st) is dict else st  # kept as stored (see MonitorState)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,11 +127,12 @@ def evaluate(
     sem: Semantics,
     suite: Suite = DEFAULT_MONITORS,
 ) -> tuple[MonitorState, MonitorResult]:
-    names, index, failure_types = _names(suite)
+    plan = _plan(suite)
+    names, index = plan.names, plan.index
     found: dict[str, Finding] = {}
     ctx = Context(task, found)
     new = MonitorState(ms) if ms else MonitorState.initial(suite)
-    for m in _run_order(suite):
+    for m in plan.order:
         new[m.key], found[m.name] = m.evaluate(_state_of(ms, m), f, ctx, sem)
     scores = {n: round(min(max(found[n].score, 0.0), 1.0), 4) for n in names}
     fired = sorted(
@@ -133,7 +144,7 @@ def evaluate(
         scores=scores,
         fired=fired,
         composite=composite(scores, weights),
-        failure_type=failure_types[fired[0]] if fired else None,
+        failure_type=plan.failure_types[fired[0]] if fired else None,
         text="\n\n".join(texts) if texts else None,
         final=f.finishes,
     )
