@@ -28,7 +28,7 @@ RECAP = re.compile(
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class CompressionState:
     last_summary: str | None = None
     last_summary_step: int | None = None

@@ -121,7 +121,7 @@ class Claim:
         return cls(*c)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ContradictionState:
     claims: list[list[Any]] = field(default_factory=list)  # flattened `Claim`s, oldest first
 

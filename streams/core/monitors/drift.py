@@ -49,7 +49,7 @@ ACK = re.compile(
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class DriftState:
     focus: list[str] = field(default_factory=list)
     recent: list[str] = field(default_factory=list)
@@ -144,15 +144,18 @@ def evaluate(st: DriftState, f: StepFeatures, ctx: Context, sem: Semantics) -> t
     if ACK.search(f.thought):
         # An announced change of direction: the new direction is the focus from here on.
         return DriftState(focus=[text], recent=[text], steps=steps), NOTHING
-    keep.recent = [*st.recent, text][-RECENT_STEPS:]
     here = [a for a in _areas(f) if a]
-    keep.recent_areas = [*st.recent_areas, here[0] if here else ""][-RECENT_STEPS:]  # one per step
-    if len(st.focus) < FOCUS_STEPS:  # the folders of the run's opening steps are its own
-        keep.areas = list(dict.fromkeys([*st.areas, *here]))[-MAX_AREAS:]
+    opening = len(st.focus) < FOCUS_STEPS  # the folders of the run's opening steps are its own
+    recent = [*st.recent, text][-RECENT_STEPS:]
     tied = bool(task) and bool(names_in(f.thought + " " + " ".join(f.paths)) & _task_names(task or ""))
-    keep.recent_names = tied if len(keep.recent) == 1 else (st.recent_names or tied)
-    if len(st.focus) < FOCUS_STEPS:
-        keep.focus = [*st.focus, text]
+    keep = replace(
+        keep,
+        recent=recent,
+        recent_areas=[*st.recent_areas, here[0] if here else ""][-RECENT_STEPS:],  # one per step
+        areas=list(dict.fromkeys([*st.areas, *here]))[-MAX_AREAS:] if opening else st.areas,
+        recent_names=tied if len(recent) == 1 else (st.recent_names or tied),
+        focus=[*st.focus, text] if opening else st.focus,
+    )
     if steps < START_AFTER or steps % CHECK_EVERY or len(keep.focus) < FOCUS_STEPS:
         return keep, Finding(st.score, st.text)
 
@@ -161,12 +164,13 @@ def evaluate(st: DriftState, f: StepFeatures, ctx: Context, sem: Semantics) -> t
     # Work in a folder the run already worked in, or on names the task itself mentions (the tests
     # of the function to fix), is on the task however unlike the prose it reads.
     if keep.recent_names or any(a and a in keep.areas for a in keep.recent_areas):
-        keep.recent_names = False
-        return replace(keep, score=0.0, text=None, baseline=baseline, low=0), NOTHING
+        return replace(keep, score=0.0, text=None, baseline=baseline, low=0, recent_names=False), NOTHING
     if fast >= FAST_ON_TOPIC or fast >= baseline - FAST_DROP:
         # on topic: the folders of these steps are the run's own from now on
-        keep.areas = list(dict.fromkeys([*keep.areas, *(a for a in keep.recent_areas if a)]))[-MAX_AREAS:]
-        return replace(keep, score=0.0, text=None, baseline=baseline, full_fast=None, low=0), NOTHING
+        areas = list(dict.fromkeys([*keep.areas, *(a for a in keep.recent_areas if a)]))[-MAX_AREAS:]
+        return replace(
+            keep, score=0.0, text=None, baseline=baseline, full_fast=None, low=0, areas=areas
+        ), NOTHING
     low = st.low + 1
     if (
         low < LOW_CHECKS

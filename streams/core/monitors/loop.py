@@ -118,7 +118,7 @@ class Entry:
         )
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoopState:
     """The last WINDOW steps, flattened (see `Entry`)."""
 

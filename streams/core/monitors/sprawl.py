@@ -24,7 +24,7 @@ NEW_TOPIC_BELOW = 0.5  # fast-model cosine to every anchor below this: a new top
 MIN_THOUGHT = 40
 
 
-@dataclass
+@dataclass(frozen=True)
 class SprawlState:
     steps: int = 0
     tools: list[str] = field(default_factory=list)

@@ -16,7 +16,7 @@ mid-run words ("this should work", "fixed") are plans, not claims, and never fir
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .base import NOTHING, Context, Finding, Monitor, quote
 from .features import StepFeatures
@@ -41,7 +41,7 @@ DOC_FILE = re.compile(
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class VerificationState:
     pending: list[str] = field(default_factory=list)  # files changed since the last check
     tested_since_change: bool = True
@@ -113,7 +113,7 @@ def evaluate(
     )
     tests_words = _claims_tests(f.thought)
     if f.finishes:
-        new.finish_step = f.step
+        new = replace(new, finish_step=f.step)
         lead = (
             f'You say the tests pass ("{quote(tests_words, 60)}") but no test has run since you changed {what}.'
             if tests_words and not st.tested_since_change
