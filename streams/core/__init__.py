@@ -1,6 +1,5 @@
 """The pure core: no I/O. The worker and `replay` drive `Engine` through `streams.pipeline`."""
 
-from .difficulty import score_step
 from .engine import Decided, Duplicate, Effects, Engine, Finished, Outcome, Refused, Sealed
 from .events import Limits, Rejected
 from .fsm import DifficultyFSM, FSMParams, FSMState
@@ -24,5 +23,4 @@ __all__ = [
     "RunConfig",
     "Sealed",
     "TraceState",
-    "score_step",
 ]

@@ -18,46 +18,16 @@ from typing import Any
 
 from .monitors.features import StepFeatures
 from .scoring import trajectory
-from .scoring.heuristic import (
-    ENTITY_CAP,
-    ERROR_CAP,
-    ERROR_WORDS,
-    HEDGE_DENSITY_FULL,
-    HEDGE_PHRASES,
-    HEDGE_WORDS,
-    LENGTH_CAP,
-    MAX_SCORED_CHARS,
-    W_ENTITY,
-    W_ERROR,
-    W_HEDGE,
-    W_LENGTH,
-    heuristic_score,
-    signals,
-)
+from .scoring.heuristic import heuristic_score
 
 __all__ = [
     "BUILTIN_SCORERS",
     "DEFAULT_SCORER",
-    "ENTITY_CAP",
-    "ERROR_CAP",
-    "ERROR_WORDS",
-    "HEDGE_DENSITY_FULL",
-    "HEDGE_PHRASES",
-    "HEDGE_WORDS",
-    "LENGTH_CAP",
-    "MAX_SCORED_CHARS",
-    "W_ENTITY",
-    "W_ERROR",
-    "W_HEDGE",
-    "W_LENGTH",
     "ScorerMemory",
     "StepScorer",
     "TextScorer",
     "clamp01",
-    "heuristic_score",
     "on_thought",
-    "score_step",
-    "signals",
 ]
 
 DEFAULT_SCORER = "trajectory"  # what a run_start without `scorer` gets
@@ -69,11 +39,6 @@ ScorerMemory = dict[str, Any] | None
 # (the step's features, memory after the previous step) -> (difficulty, new memory). Must be
 # pure: the worker and replay feed it the same steps and must get the same scores.
 StepScorer = Callable[[StepFeatures, ScorerMemory], tuple[float, ScorerMemory]]
-
-
-def score_step(text: str | None) -> float:
-    """The product's four-signal heuristic on a thought (what the `heuristic` scorer returns)."""
-    return heuristic_score(text)
 
 
 def on_thought(fn: TextScorer) -> StepScorer:

@@ -13,12 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.core.difficulty import heuristic_score
 from streams.core.events import Limits
 from streams.core.monitors.features import extract
 from streams.core.policy import Policy
 from streams.core.scoring import observation as obs
 from streams.core.scoring import trajectory
+from streams.core.scoring.heuristic import heuristic_score
 from streams.core.scoring.trajectory import Weights
 from streams.core.state import TraceState
 from streams.local import simulate
