@@ -300,7 +300,7 @@ class Engine:
                 if conflict is not None:
                     raise conflict
                 return Duplicate(
-                    inc, prior, _touched(replace(prior, duplicates=prior.duplicates + 1), now), now
+                    inc, prior, _touched(prior.evolve(duplicates=prior.duplicates + 1), now), now
                 )
             return start_run(inc, now, self.limits, self.policy)
         if prior is None:
@@ -312,7 +312,7 @@ class Engine:
 
 def _touched(st: TraceState, now: float) -> TraceState:
     """`st` stamped with the processing time: retention's clock."""
-    return replace(st, updated_ts=now)
+    return st.evolve(updated_ts=now)
 
 
 def _sealed_refusal(out: Refused, limits: Limits, source: dict[str, Any] | None) -> Sealed:
@@ -349,7 +349,7 @@ def consumed(
         return None
     if step != prior.last_step + 1:
         return None
-    return replace(prior, last_step=step, updated_ts=now)
+    return prior.evolve(last_step=step, updated_ts=now)
 
 
 def failed(
@@ -461,7 +461,7 @@ def log_entry(d: Decision) -> list[Any]:
 
 def _with_log(st: TraceState, decision: Decision, kept: int) -> TraceState:
     tail = st.step_log[-(kept - 1) :] if kept > 1 else []
-    return replace(st, step_log=[*tail, log_entry(decision)] if kept > 0 else [])
+    return st.evolve(step_log=[*tail, log_entry(decision)] if kept > 0 else [])
 
 
 def run_config(ev: dict[str, Any], policy: Policy) -> RunConfig:
@@ -557,7 +557,7 @@ def apply_step(
     if st.finished:
         raise Rejected("run_finished", f"run finished with outcome {st.outcome!r}", run_id, step)
     if step <= st.last_step:
-        return Duplicate(inc, st, _touched(replace(st, duplicates=st.duplicates + 1), now), now)
+        return Duplicate(inc, st, _touched(st.evolve(duplicates=st.duplicates + 1), now), now)
     if step != st.last_step + 1:
         raise Rejected("out_of_order", f"expected step {st.last_step + 1}, got {step}", run_id, step)
 
@@ -584,8 +584,7 @@ def apply_step(
     tokens = ev.get("tokens") or 0
     ts = ev.get("ts")
     pending = [etraces.Query.from_wire(q) for q in st.etraces_pending]
-    new = replace(
-        st,
+    new = st.evolve(
         state=new_state,
         history=history,
         scorer_state=scorer_state,
@@ -609,7 +608,7 @@ def apply_step(
         to_embed = tuple(monitors_to_embed(new.monitors, policy.monitors))
     new, prefetch = _plan_etraces(new, ev, decision, fired_before, [q.tier for q in pending])
     if prefetch:
-        new = replace(new, etraces_pending=[q.to_wire() for q in prefetch.queries])
+        new = new.evolve(etraces_pending=[q.to_wire() for q in prefetch.queries])
         reason = etraces.deferred_reason(prefetch.queries)
         decision["skipped_reason"] = f"{skipped}; {reason}" if skipped else reason
     # The queries planned on the step before are answered now, for this decision (the call
@@ -642,7 +641,7 @@ def _plan_etraces(
         st.e1_calls < etraces.CALLS_PER_RUN or st.e2_calls < etraces.CALLS_PER_RUN
     )
     thoughts = etraces.remember_thought(st.recent_thoughts, ev.get("thought")) if wanted else []
-    st = replace(st, recent_thoughts=thoughts)
+    st = st.evolve(recent_thoughts=thoughts)
     if not wanted:
         return st, etraces.Plan()
     mon = decision["monitors"]
@@ -685,7 +684,7 @@ def _complete(out: Decided, answers: Sequence[etraces.Answer], outcomes: dict[st
         counts = dict(st.injections_by_source)
         for inj in added:
             counts[inj["source"]] = counts.get(inj["source"], 0) + 1
-        st = replace(st, injections_by_source=counts)
+        st = st.evolve(injections_by_source=counts)
         d["injections"] = [*d["injections"], *added]
         d["inject"] = True
         d["injection_text"] = render_block(d["injections"])
@@ -693,9 +692,9 @@ def _complete(out: Decided, answers: Sequence[etraces.Answer], outcomes: dict[st
         reason = etraces.failure_reason(errors)
         d["skipped_reason"] = f"{d['skipped_reason']}; {reason}" if d["skipped_reason"] else reason
     if st.e1_calls >= etraces.CALLS_PER_RUN and st.e2_calls >= etraces.CALLS_PER_RUN:
-        st = replace(st, recent_thoughts=[])
+        st = st.evolve(recent_thoughts=[])
     if st.step_log and st.step_log[-1][0] == d["step"]:
-        st = replace(st, step_log=[*st.step_log[:-1], log_entry(d)])
+        st = st.evolve(step_log=[*st.step_log[:-1], log_entry(d)])
     return replace(out, state=st, decision=d, effects=replace(out.effects, answer_now=None))
 
 
@@ -710,7 +709,7 @@ def _run_monitors(
     monitors, res = evaluate_monitors(st.monitors, features, cfg.weights, cfg.task, sem, policy.monitors)
     decision["monitors"] = res.as_wire()
     # fired lists of this step and the one before
-    st = replace(st, monitors=monitors, recent_fired=[*st.recent_fired[-1:], res.fired])
+    st = st.evolve(monitors=monitors, recent_fired=[*st.recent_fired[-1:], res.fired])
     if not res.fired or res.text is None:
         return st
     step = decision["step"]
@@ -726,8 +725,7 @@ def _run_monitors(
     if held is not None:
         decision["suppressed"] = held
         return st
-    st = replace(
-        st,
+    st = st.evolve(
         monitor_injections=st.monitor_injections + 1,
         last_monitor_injection_step=step,
         last_monitor_injection_text=res.text,
@@ -745,10 +743,9 @@ def _run_monitors(
 
 def finish_run(st: TraceState, inc: Incoming, now: float) -> Outcome:
     if st.finished:
-        return Duplicate(inc, st, _touched(replace(st, duplicates=st.duplicates + 1), now), now)
+        return Duplicate(inc, st, _touched(st.evolve(duplicates=st.duplicates + 1), now), now)
     ts = inc.event.get("ts")
-    new = replace(
-        st,
+    new = st.evolve(
         finished=True,
         outcome=inc.event["outcome"],
         last_event_ts=ts if ts is not None else st.last_event_ts,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import orjson
@@ -47,7 +47,7 @@ class TraceState:
     """Everything the worker remembers about a run.
 
     Frozen: the worker keeps decoded states beside the table and hands the same object to
-    the run's next event, so the engine never changes a state, it makes a new one (`replace`).
+    the run's next event, so the engine never changes a state, it makes a new one (`evolve`).
 
     `history` holds only the last `max_window` scores: enough for every FSM rule, and the
     reason per-step work and state size stay flat as runs grow.
@@ -85,14 +85,25 @@ class TraceState:
     last_event_ts: float | None = None
     updated_ts: float | None = None  # worker time of the last event applied: retention's clock
 
+    def evolve(self, **changes: Any) -> TraceState:
+        """This state with `changes`: `dataclasses.replace` without re-running __init__ over
+        every field (18 us a call, several per step; this is ~1 us). Field names are checked."""
+        unknown = changes.keys() - _STATE_FIELDS
+        if unknown:
+            raise TypeError(f"TraceState has no field(s) {sorted(unknown)}")
+        new = object.__new__(TraceState)
+        new.__dict__.update(self.__dict__)
+        new.__dict__.update(changes)
+        return new
+
     def with_etrace_call(self, tier: str) -> TraceState:
         """This state with one more answered call of E-trace `tier` (e1, e2 or e3)."""
         if tier == "e1":
-            return replace(self, e1_calls=self.e1_calls + 1)
+            return self.evolve(e1_calls=self.e1_calls + 1)
         if tier == "e2":
-            return replace(self, e2_calls=self.e2_calls + 1)
+            return self.evolve(e2_calls=self.e2_calls + 1)
         if tier == "e3":
-            return replace(self, e3_calls=self.e3_calls + 1)
+            return self.evolve(e3_calls=self.e3_calls + 1)
         raise ValueError(f"unknown E-trace tier {tier!r}")
 
     @property
@@ -152,3 +163,6 @@ class TraceState:
             "finished": self.finished,
             "outcome": self.outcome,
         }
+
+
+_STATE_FIELDS = frozenset(f.name for f in fields(TraceState))
