@@ -77,8 +77,23 @@ class Incoming:
         return str(self.event.get("org_id") or "default")
 
 
+class _Answering:
+    """What Decided, Duplicate and Finished share: the input they answer, and so its run."""
+
+    __slots__ = ()
+    incoming: Incoming
+
+    @property
+    def run_id(self) -> str:
+        return self.incoming.run_id
+
+    @property
+    def step(self) -> int | None:
+        return self.incoming.step
+
+
 @dataclass(frozen=True, slots=True)
-class Decided:
+class Decided(_Answering):
     """A run_start or a step answered with a decision (E-trace answers still to apply)."""
 
     incoming: Incoming
@@ -89,17 +104,9 @@ class Decided:
     effects: Effects = NO_EFFECTS
     transition: tuple[str, str] | None = None
 
-    @property
-    def run_id(self) -> str:
-        return self.incoming.run_id
-
-    @property
-    def step(self) -> int | None:
-        return self.incoming.step
-
 
 @dataclass(frozen=True, slots=True)
-class Duplicate:
+class Duplicate(_Answering):
     """A re-sent run_start, step or run_finish: counted in the state, nothing sent."""
 
     incoming: Incoming
@@ -107,31 +114,15 @@ class Duplicate:
     state: TraceState
     now: float
 
-    @property
-    def run_id(self) -> str:
-        return self.incoming.run_id
-
-    @property
-    def step(self) -> int | None:
-        return self.incoming.step
-
 
 @dataclass(frozen=True, slots=True)
-class Finished:
+class Finished(_Answering):
     """A run_finish applied: the run is terminal."""
 
     incoming: Incoming
     prior: TraceState
     state: TraceState
     now: float
-
-    @property
-    def run_id(self) -> str:
-        return self.incoming.run_id
-
-    @property
-    def step(self) -> int | None:
-        return self.incoming.step
 
 
 @dataclass(frozen=True, slots=True)
