@@ -15,12 +15,13 @@ from __future__ import annotations
 import hashlib
 import re
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import orjson
 
-from ..scoring.observation import OK, Outcome, digest, read, window
+from ..scoring.observation import Outcome, digest, read, window
 from .shell import analyse, could_not_run, is_file_path, is_shell_program, normalise_path
 
 TEXT_KEPT = 200  # chars of an action / claim / thought kept in run state
@@ -233,9 +234,14 @@ def sketch_similarity(a: list[int], b: list[int]) -> float:
     return sum(1 for h in union if h in both) / len(union)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class StepFeatures:
-    """One step, reduced to what the monitors compare."""
+    """One step, reduced to what the scorer and the monitors compare.
+
+    What only the monitors read (the observation masked and fingerprinted, its error line,
+    whether a message coordinates) is computed on first use: a run without monitors, or with
+    a scorer that reads the thought alone, does not pay for it. Values stay pure functions of
+    the fields, so the features are still a value."""
 
     step: int
     thought: str
@@ -246,11 +252,7 @@ class StepFeatures:
     command: str
     paths: tuple[str, ...]
     observation: str
-    obs_hash: str
-    obs_norm: str  # volatile parts masked: what fingerprints and sketches are computed on
-    obs_empty: bool  # no output or an explicit "no results"
     is_error: bool
-    error_line: str  # the observation's most telling line when it is an error
     modifies: bool
     verifies: bool
     reads: bool
@@ -259,18 +261,52 @@ class StepFeatures:
     empty: bool  # no thought and no action: an empty model response
     agent: str = ""  # who spoke or acted (multi-agent systems); "" for a single agent
     message: bool = False  # no tool ran: a message to the user or to other agents
-    coordination: bool = False  # speaker routing, ledger/status updates, "TERMINATE"
     changed: tuple[str, ...] = ()  # files this step modified
     could_not_run: bool = False  # a verification attempt whose program or script was missing
     current_file_edit: bool = False  # an edit that names no file: it changes the open file
     # The tool input as text (JSON with sorted keys when structured), first INPUT_KEPT chars.
     input: str = ""
-    # The whole observation read (head and tail, `observation.read`): failed, how badly, tests.
-    outcome: Outcome = OK
-    # Its digest (digits masked, head and tail): two results the same but for numbers compare
-    # equal. 0: no observation.
-    obs_digest: int = 0
     difficulty: float | None = None  # what the agent supplied (it wins over any scorer's)
+    # The observation uncut (`observation` is cut to the thought limit): its head and tail are
+    # what `outcome` and `obs_digest` read.
+    whole_observation: str = field(default="", repr=False)
+
+    @cached_property
+    def outcome(self) -> Outcome:
+        """The whole observation read (head and tail, `observation.read`): failed, how badly,
+        tests. A test summary sits at the end of a long output."""
+        return read(self.whole_observation, self.is_error)
+
+    @cached_property
+    def obs_digest(self) -> int:
+        """The observation's digest (digits masked, head and tail): two results the same but
+        for numbers compare equal. 0: no observation."""
+        return digest(window(self.whole_observation)) if self.whole_observation else 0
+
+    @cached_property
+    def obs_norm(self) -> str:
+        """The observation with volatile parts masked: what fingerprints and sketches use."""
+        return normalise_obs(self.observation)
+
+    @cached_property
+    def obs_hash(self) -> str:
+        return short_hash(self.obs_norm)
+
+    @property
+    def obs_empty(self) -> bool:
+        """No output, or an explicit "no results"."""
+        norm = self.obs_norm
+        return not norm or bool(NO_RESULT.match(norm))
+
+    @cached_property
+    def error_line(self) -> str:
+        """The observation's most telling line when it is an error."""
+        return _error_line(self.observation) if self.is_error else ""
+
+    @cached_property
+    def coordination(self) -> bool:
+        """Speaker routing, ledger/status updates, "TERMINATE"."""
+        return self.message and is_coordination(self.thought)
 
 
 EXCEPTION_LINE = re.compile(r"\b\w*(Error|Exception|Fault)\b:?|^E\s|\berror:", re.IGNORECASE)
@@ -379,7 +415,6 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
     # 250 KB "path" must not make a state the changelog cannot hold.
     paths = _cut_paths(paths)
     changed = _cut_paths(changed)
-    norm_obs = normalise_obs(obs)
     return StepFeatures(
         step=int(ev.get("step") or 0),
         thought=thought,
@@ -390,11 +425,7 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
         command=command[:TEXT_KEPT],
         paths=paths,
         observation=obs,
-        obs_hash=short_hash(norm_obs),
-        obs_norm=norm_obs,
-        obs_empty=not norm_obs or bool(NO_RESULT.match(norm_obs)),
         is_error=is_error,
-        error_line=_error_line(obs) if is_error else "",
         modifies=modifies,
         verifies=verifies,
         reads=reads,
@@ -403,15 +434,12 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
         empty=not thought.strip() and action is None,
         agent=agent[:NAME_KEPT],
         message=message,
-        coordination=message and is_coordination(thought),
         changed=changed,
         could_not_run=not_run,
         current_file_edit=modifies and not changed and action in EDIT_ACTIONS,
         input=itext[:INPUT_KEPT],
-        # the whole text's head and tail: a test summary sits at the end of a long output
-        outcome=read(whole_obs, is_error),
-        obs_digest=digest(window(whole_obs)) if whole_obs else 0,
         difficulty=_number(ev.get("difficulty")),
+        whole_observation=whole_obs,
     )
 
 

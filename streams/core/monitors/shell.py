@@ -344,38 +344,39 @@ def _segment(seg: str) -> CommandFacts:
     return CommandFacts(verifies, modifies, reads, submits, tuple(vpaths), tuple(mpaths), tuple(rpaths))
 
 
+# Where split_segments must look: outside quotes, inside "..." (a backslash escapes), inside '...'.
+_SEG_OUT = re.compile(r"[;\n&|'\"]")
+_SEG_DQ = re.compile(r'["\\]')
+_SEG_SQ = re.compile(r"'")
+
+
 def split_segments(text: str) -> list[str]:
-    """Split on `&&`, `||`, `;`, `|` and newlines outside quotes (a sed script may hold a newline)."""
+    """Split on `&&`, `||`, `;`, `|` and newlines outside quotes (a sed script may hold a newline).
+
+    The segments are slices of the text between separators, so only the characters that can
+    change the state are visited (a search in C between them, not a Python loop per char)."""
     out: list[str] = []
-    cur: list[str] = []
-    quote_char = ""
-    i, n = 0, len(text)
-    while i < n:
+    seg = pos = 0
+    quote = ""
+    while True:
+        m = (_SEG_DQ if quote == '"' else _SEG_SQ if quote else _SEG_OUT).search(text, pos)
+        if m is None:
+            break
+        i = m.start()
         c = text[i]
-        if quote_char:
-            if c == "\\" and quote_char == '"' and i + 1 < n:
-                cur.append(text[i : i + 2])
-                i += 2
-                continue
-            if c == quote_char:
-                quote_char = ""
-            cur.append(c)
-        elif c in "'\"":
-            quote_char = c
-            cur.append(c)
-        elif (
-            c in ";\n"
-            or (c in "&|" and text[i : i + 2] in ("&&", "||"))
-            or (c == "|" and text[i - 1 : i] != ">" and text[i : i + 2] != "||")
-        ):
-            out.append("".join(cur))
-            cur = []
+        if quote:
+            # an escape inside "..." keeps the next char as it is; the closing quote ends it
+            pos, quote = (i + 2, quote) if c == "\\" else (i + 1, "")
+            continue
+        pos = i + 1
+        if c in "'\"":
+            quote = c
+        elif c in ";\n" or text[i : i + 2] in ("&&", "||") or (c == "|" and text[i - 1 : i] != ">"):
             if text[i : i + 2] in ("&&", "||"):
-                i += 1
-        else:
-            cur.append(c)
-        i += 1
-    out.append("".join(cur))
+                pos = i + 2
+            out.append(text[seg:i])
+            seg = pos
+    out.append(text[seg:])
     return out
 
 

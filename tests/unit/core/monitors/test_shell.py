@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from streams.core.monitors.features import extract
-from streams.core.monitors.shell import analyse, could_not_run, is_file_path
+from streams.core.monitors.shell import analyse, could_not_run, is_file_path, split_segments
 
 
 @pytest.mark.parametrize(
@@ -155,3 +155,19 @@ def test_deeply_nested_input_is_read_without_recursion_errors():
         deep = {"a": [deep]}
     f = extract({"step": 1, "action": "tool", "action_input": deep, "observation": "ok"}, 8000)
     assert "leaf" in f.act_text or f.act_text.startswith("tool")
+
+
+@pytest.mark.parametrize(
+    ("command", "segments"),
+    [
+        ("a && b || c; d\ne | f", ["a ", " b ", " c", " d", "e ", " f"]),
+        ("echo 'x && y' \"p; q\" done", ["echo 'x && y' \"p; q\" done"]),
+        ('echo "a \\" ; b" ; c', ['echo "a \\" ; b" ', " c"]),  # an escaped quote stays inside
+        ("sleep 1 & wait", ["sleep 1 & wait"]),  # a lone & backgrounds, it does not separate
+        ("echo x >| out", ["echo x >| out"]),  # `>|` writes a file, it is not a pipe
+        ("a >|| b", ["a >", " b"]),  # but `||` is still "or"
+        ("echo 'unclosed ; x", ["echo 'unclosed ; x"]),
+    ],
+)
+def test_a_command_splits_on_separators_outside_quotes_only(command, segments):
+    assert split_segments(command) == segments
