@@ -47,8 +47,19 @@ def _code_of(text: str) -> str | None:
 
 def convert_run(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One run's events (run_start, steps, run_finish) in the agent-field form."""
+    return _convert(events)[0]
+
+
+def step_numbers(events: list[dict[str, Any]]) -> dict[int, int]:
+    """Recorded step -> its step in the converted run (an executor's reply -> the step that ran
+    the code), so labels in the recorded numbering (a mistake step) apply to either form."""
+    return _convert(events)[1] if is_legacy(events) else {}
+
+
+def _convert(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[int, int]]:
     out: list[dict[str, Any]] = []
     steps: list[dict[str, Any]] = []
+    renumber: dict[int, int] = {}
     for ev in events:
         if ev.get("type") != "step":
             if ev.get("type") == "run_finish":
@@ -67,6 +78,7 @@ def convert_run(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             prev["observation"] = text
             m = EXIT_CODE.search(text)
             prev["observation_is_error"] = bool(m and m.group(1) != "0")
+            _note(renumber, ev, len(steps))
             continue
         new = {k: v for k, v in ev.items() if k not in ("action", "action_input", "observation")}
         new["agent"] = speaker
@@ -74,13 +86,19 @@ def convert_run(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if code is not None:
             new["action"], new["action_input"] = "execute_code", code
         steps.append(new)
+        _note(renumber, ev, len(steps))
     out.extend(steps)
     k = 0
     for ev in out:
         if ev.get("type") == "step":
             k += 1
             ev["step"] = k
-    return out
+    return out, renumber
+
+
+def _note(renumber: dict[int, int], ev: dict[str, Any], new_step: int) -> None:
+    if isinstance(ev.get("step"), int):
+        renumber[ev["step"]] = new_step
 
 
 def runs_of(lines: Iterable[bytes]) -> Iterator[list[dict[str, Any]]]:

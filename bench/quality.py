@@ -4,10 +4,15 @@ Every run is replayed by `streams.replay.Replayer` (the worker's code path, no b
 pattern store: E-traces are out of scope here, monitors and routing are in). Per data set and
 outcome it prints what a user of the steering would feel: how often monitors fire and inject,
 whether loops and unverified submits are caught, where the difficulty FSM routes, and a sample
-of the steering texts an agent would read.
+of the steering texts an agent would read. A "figures" block per data set (and `figures` in
+each group of the --json report) holds the flat figures the targets are read from: injections,
+labelled loops caught, silent_topic_drift per 100 steps, annotated step-level errors (TRAIL)
+and decisive mistakes (Who&When) with a monitor fire within NEAR steps, fires at no annotated
+error and each monitor's precision; a table of them per data set closes the report.
 
     .venv/bin/python -m bench.quality                        # ../shared/data/real-dev + synthetic fleet
     .venv/bin/python -m bench.quality --data DIR --json out.json --samples 3
+    .venv/bin/python -m bench.quality --no-synthetic --compare main   # every figure, main's core -> this one
 
 The figures are deterministic (no timing): one run is the measurement.
 """
@@ -16,7 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -25,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from bench.captainagent_convert import convert_lines, is_legacy, runs_of
+from bench.captainagent_convert import convert_lines, is_legacy, runs_of, step_numbers
 from streams.core.monitors import MONITORS
 from streams.embeddings.models import load_models
 from streams.local.broker import REPO
@@ -36,6 +45,11 @@ LOOP_WINDOW = 3  # a labelled loop step counts as caught by a semantic_loop fire
 STREAK_MIN = 2  # consecutive error observations that make an error streak
 LONG_STREAK = 5
 SYNTHETIC_OUTCOME = {"healthy": "success"}
+NEAR = 2  # a fire at most this many steps from an annotated error or mistake step is "at" it
+HARNESS = Path(__file__).resolve().parents[1]  # the checkout this harness file belongs to
+# the harness's own files, copied into another commit's worktree by --compare
+HARNESS_FILES = ("quality.py", "captainagent_convert.py")
+CORE_PROBE = "quality-core: "
 
 
 @dataclass
@@ -127,8 +141,9 @@ def _loop_episodes(repeat_steps: list[int]) -> list[list[int]]:
     return eps
 
 
-def summarise(runs: list[RunRecord], samples: int = 2) -> dict[str, Any]:
-    """The report for one group of runs (one data set and outcome)."""
+def summarise(runs: list[RunRecord], samples: int = 2, detail: bool = False) -> dict[str, Any]:
+    """The report for one group of runs (one data set and outcome); `detail` adds the per
+    category and per monitor breakdowns to its figures (the data set's "all" group)."""
     n_runs = len(runs)
     n_steps = sum(len(r.steps) for r in runs)
     per_monitor: dict[str, Any] = {}
@@ -185,8 +200,117 @@ def summarise(runs: list[RunRecord], samples: int = 2) -> dict[str, Any]:
             "flagged_verified": _share(*flagged[False]),
         }
     report["routing"] = routing(runs)
+    report["figures"] = figures(runs, report, detail)
     report["samples"] = _samples(runs, samples)
     return report
+
+
+Figures = dict[str, float | int | None]
+
+
+def figures(runs: list[RunRecord], report: dict[str, Any], detail: bool = False) -> Figures:
+    """The flat figures the issue's targets are read from (and `--compare` diffs), one group."""
+    n_steps = report["steps"]
+    fire_steps = sum(1 for r in runs for s in r.steps if s.fired)
+    drift = sum(1 for r in runs for s in r.steps if "silent_topic_drift" in s.fired)
+    out: Figures = {
+        "runs": report["runs"],
+        "steps": n_steps,
+        "runs_with_monitor_injection": report["runs_with_monitor_injection"],
+        "monitor_injections_per_100_steps": report["monitor_injections_per_100_steps"],
+        "fires_per_100_steps": _per_100(fire_steps, n_steps),
+        "silent_topic_drift_per_100_steps": _per_100(drift, n_steps),
+    }
+    if (lo := report.get("semantic_loop_labelled")) and lo["loops"]:
+        out["loops"] = lo["loops"]
+        out["loops_caught_within_3_steps"] = lo["caught_within_3_steps"]
+    out.update(error_figures(runs, detail))
+    out.update(mistake_figures(runs, detail))
+    return out
+
+
+def _per_100(n: int, steps: int) -> float | None:
+    return round(100 * n / steps, 2) if steps else None
+
+
+def _near(a: int, b: int) -> bool:
+    return abs(a - b) <= NEAR
+
+
+def error_figures(runs: list[RunRecord], detail: bool = False) -> Figures:
+    """Annotated step-level errors (TRAIL's `errors[]`) against monitor fires.
+
+    An error is caught when some monitor fires within NEAR steps of the annotated step (either
+    side: the fire may come at the step or a little before or after it). A fire is a step whose
+    decision has any monitor in `monitors.fired`; it is off error when no annotated error of
+    its run is within NEAR steps. A monitor's precision is the share of its fires at an error.
+    """
+    labelled = [r for r in runs if isinstance(r.label.get("errors"), list)]
+    if not labelled:
+        return {}
+    errors: list[tuple[RunRecord, dict[str, Any]]] = [
+        (r, e) for r in labelled for e in r.label["errors"] if isinstance(e.get("step"), int)
+    ]
+    fired_at = {id(r): [s.step for s in r.steps if s.fired] for r in labelled}
+
+    def caught(r: RunRecord, e: dict[str, Any]) -> bool:
+        return any(_near(f, e["step"]) for f in fired_at[id(r)])
+
+    def at_error(r: RunRecord, step: int) -> bool:
+        return any(_near(step, e["step"]) for e in r.label["errors"] if isinstance(e.get("step"), int))
+
+    out: Figures = {
+        "errors": len(errors),
+        "errors_caught": _share(sum(caught(r, e) for r, e in errors), len(errors)),
+    }
+    if detail:
+        for key, prefix in (("category_group", "group "), ("category_norm", "")):
+            for name in sorted({str(e.get(key)) for _, e in errors}):
+                these = [(r, e) for r, e in errors if str(e.get(key)) == name]
+                out[f"errors[{prefix}{name}]"] = len(these)
+                out[f"errors_caught[{prefix}{name}]"] = _share(
+                    sum(caught(r, e) for r, e in these), len(these)
+                )
+    fires = [(r, f) for r in labelled for f in fired_at[id(r)]]
+    off = sum(1 for r, f in fires if not at_error(r, f))
+    out["fires"] = len(fires)
+    out["fires_off_error"] = off
+    out["fires_off_error_share"] = _share(off, len(fires))
+    # what a fire on a step drawn at random would score: errors are dense in some data sets
+    steps = [(r, s.step) for r in labelled for s in r.steps]
+    out["steps_at_error_share"] = _share(sum(at_error(r, k) for r, k in steps), len(steps))
+    if detail:
+        for m in MONITORS:
+            mine = [(r, s.step) for r in labelled for s in r.steps if m in s.fired]
+            out[f"fires[{m}]"] = len(mine)
+            out[f"precision[{m}]"] = _share(sum(at_error(r, f) for r, f in mine), len(mine))
+    return out
+
+
+def mistake_figures(runs: list[RunRecord], detail: bool = False) -> Figures:
+    """The decisive mistake of a failed run (Who&When's `mistake_step`) against monitor fires:
+    the share of runs with a fire within NEAR steps of it, by any monitor and per monitor."""
+    labelled = [r for r in runs if isinstance(r.label.get("mistake_step"), int)]
+    if not labelled:
+        return {}
+
+    def caught(r: RunRecord, monitor: str | None) -> bool:
+        return any(
+            _near(s.step, r.label["mistake_step"]) and (s.fired if monitor is None else monitor in s.fired)
+            for s in r.steps
+        )
+
+    out: Figures = {
+        "mistakes": len(labelled),
+        "mistake_caught[any]": _share(sum(caught(r, None) for r in labelled), len(labelled)),
+    }
+    if detail:
+        n_steps = sum(len(r.steps) for r in labelled)
+        for m in MONITORS:
+            out[f"mistake_caught[{m}]"] = _share(sum(caught(r, m) for r in labelled), len(labelled))
+            fires = sum(1 for r in labelled for s in r.steps if m in s.fired)
+            out[f"fires_per_100_steps[{m}]"] = _per_100(fires, n_steps)
+    return out
 
 
 def routing(runs: list[RunRecord]) -> dict[str, Any]:
@@ -269,7 +393,10 @@ def evaluate(data: Path | None, synthetic: bool = True, samples: int = 2) -> dic
         for path in sorted(data.glob("*.jsonl")):
             raw = path.read_bytes().splitlines()
             lines = list(convert_lines(raw))
-            groups.append((path.stem, replay_runs(path.stem, lines, labels)))
+            renumbered = _renumbered(
+                labels, {run[0].get("run_id"): step_numbers(run) for run in runs_of(raw)}
+            )
+            groups.append((path.stem, replay_runs(path.stem, lines, renumbered)))
             if any(is_legacy(run) for run in runs_of(raw)):
                 # also as recorded (the speaker in `action`): the monitors must hold on both forms
                 groups.append((f"{path.stem} (as recorded)", replay_runs(path.stem, raw, labels)))
@@ -286,8 +413,22 @@ def evaluate(data: Path | None, synthetic: bool = True, samples: int = 2) -> dic
         for r in recs:
             by_outcome[r.outcome].append(r)
         results[name] = {o: summarise(rs, samples) for o, rs in sorted(by_outcome.items())}
-        results[name]["all"] = summarise(recs, 0)
+        results[name]["all"] = summarise(recs, 0, detail=True)
     return results
+
+
+def _renumbered(
+    labels: dict[str, dict[str, Any]], renumber: dict[Any, dict[int, int]]
+) -> dict[str, dict[str, Any]]:
+    """Labels whose `mistake_step` (recorded numbering) is moved to the converted run's step."""
+    out = dict(labels)
+    for rid, steps in renumber.items():
+        label = labels.get(rid)
+        if not steps or label is None or not isinstance(label.get("mistake_step"), int):
+            continue
+        recorded = label["mistake_step"]
+        out[rid] = {**label, "mistake_step": steps.get(recorded, recorded), "mistake_step_recorded": recorded}
+    return out
 
 
 def _fmt(x: Any) -> str:
@@ -344,10 +485,279 @@ def print_report(results: dict[str, Any], out: Any = None) -> None:
             for m, texts in rep.get("samples", {}).items():
                 for t in texts:
                     print(f"  [{outcome}] {m}: {' '.join(t.split())[:300]}", file=out)
+        print_figures(by_outcome, out)
     if beh := results.get("synthetic_behaviours"):
         print("\n== synthetic fleet: monitors fired per behaviour", file=out)
         for b, ms in beh.items():
             print(f"  {b:12} {', '.join(ms) or '-'}", file=out)
+    print_figures_table(results, out)
+
+
+RESOURCE_ABUSE = "Resource Abuse"  # TRAIL's category_norm spelling
+
+
+def _of(share: Any, n: Any) -> str:
+    """'36% of 14'; '-' when there is nothing to count."""
+    return "-" if share is None or not n else f"{share:.0%} of {n}"
+
+
+def print_figures(by_outcome: dict[str, Any], out: Any) -> None:
+    """The data set's figures block: the issue's targets at a glance ("at" = within NEAR steps)."""
+    figs = {o: rep["figures"] for o, rep in by_outcome.items() if "figures" in rep}
+    every = figs.get("all", {})
+    print(f"  figures (a fire = a step with any monitor fired; at = within {NEAR} steps):", file=out)
+
+    def per_outcome(label: str, key: str, fmt: Any = _fmt) -> None:
+        cells = [f"{o} {fmt(f[key])}" for o, f in figs.items() if key in f]
+        if cells:
+            print(f"    {label}: {' | '.join(cells)}", file=out)
+
+    per_outcome("runs with a monitor injection", "runs_with_monitor_injection")
+    per_outcome("monitor injections / 100 steps", "monitor_injections_per_100_steps", lambda x: f"{x:.2f}")
+    per_outcome("silent_topic_drift / 100 steps", "silent_topic_drift_per_100_steps", lambda x: f"{x:.2f}")
+    cells = [
+        f"{o} {_of(f['loops_caught_within_3_steps'], f['loops'])}" for o, f in figs.items() if "loops" in f
+    ]
+    if cells:
+        print(f"    labelled loops caught within {LOOP_WINDOW} steps: {' | '.join(cells)}", file=out)
+    if "errors" in every:
+        cells = [f"{o} {_of(f['errors_caught'], f['errors'])}" for o, f in figs.items() if "errors" in f]
+        print(f"    annotated errors with a fire at them: {' | '.join(cells)}", file=out)
+        for kind, prefix in (("group", "group "), ("category", "")):
+            names = [
+                k[len("errors[") : -1]
+                for k in every
+                if k.startswith("errors[") and k.startswith("errors[group ") == (kind == "group")
+            ]
+            names.sort(key=lambda n: (-(every[f"errors[{n}]"] or 0), n))
+            print(f"      by {kind}:", file=out)
+            for n in names:
+                got = _fmt(every[f"errors_caught[{n}]"])
+                print(f"        {n[len(prefix) :]:34} {every[f'errors[{n}]']:>4} {got:>5}", file=out)
+        if f"errors[{RESOURCE_ABUSE}]" in every:
+            got = _of(every[f"errors_caught[{RESOURCE_ABUSE}]"], every[f"errors[{RESOURCE_ABUSE}]"])
+            print(f"      {RESOURCE_ABUSE}: {got} (target >= 70%)", file=out)
+        cells = [
+            f"{o} {f['fires_off_error']} of {f['fires']} ({_fmt(f['fires_off_error_share'])})"
+            for o, f in figs.items()
+            if "fires" in f
+        ]
+        print(f"    fires at no annotated error: {' | '.join(cells)}", file=out)
+        cells = [
+            f"{m} {_of(every[f'precision[{m}]'], every[f'fires[{m}]'])}"
+            for m in MONITORS
+            if every.get(f"fires[{m}]")
+        ]
+        print(f"    precision (fires at an error / fires): {'; '.join(cells) or '-'}", file=out)
+        print(
+            f"    steps at an error (a random fire's precision): {_fmt(every['steps_at_error_share'])}",
+            file=out,
+        )
+    if "mistakes" in every:
+        cells = [
+            f"{k[len('mistake_caught[') : -1]} {_fmt(v)}"
+            for k, v in every.items()
+            if k.startswith("mistake_caught[") and (k == "mistake_caught[any]" or v)
+        ]
+        print(
+            f"    runs with a fire at the mistake step (of {every['mistakes']}): {'; '.join(cells)}", file=out
+        )
+        cells = [f"{m} {every[f'fires_per_100_steps[{m}]']:.2f}" for m in MONITORS]
+        print(f"    fires / 100 steps per monitor: {'; '.join(cells)}", file=out)
+
+
+TABLE = (
+    ("runs", "runs"),
+    ("correct runs with an injection (TRAIL <= 10%)", "success_inj"),
+    ("loops caught within 3 steps", "loops"),
+    ("silent_topic_drift / 100 steps (chats <= 1)", "drift"),
+    ("errors with a fire at them", "errors"),
+    (f"{RESOURCE_ABUSE} with a fire at it (>= 70%)", "abuse"),
+    ("fires at no error", "off"),
+    ("mistake step with a fire at it", "mistake"),
+)
+
+
+def figures_table(results: dict[str, Any]) -> list[str]:
+    """One markdown row per data set: the figures the issue's targets are read from."""
+    rows = ["| data set | " + " | ".join(h for h, _ in TABLE) + " |", "|---|" + "---|" * len(TABLE)]
+    for name, by_outcome in results.items():
+        if name == "synthetic_behaviours" or "all" not in by_outcome:
+            continue
+        every = by_outcome["all"].get("figures", {})
+        good = by_outcome.get("success", {}).get("figures", {})
+        cell = {
+            "runs": str(every.get("runs", "-")),
+            "success_inj": _of(good.get("runs_with_monitor_injection"), good.get("runs")),
+            "loops": _of(every.get("loops_caught_within_3_steps"), every.get("loops")),
+            "drift": _fmt_figure("per_100", every.get("silent_topic_drift_per_100_steps")),
+            "errors": _of(every.get("errors_caught"), every.get("errors")),
+            "abuse": _of(
+                every.get(f"errors_caught[{RESOURCE_ABUSE}]"), every.get(f"errors[{RESOURCE_ABUSE}]")
+            ),
+            "off": (
+                f"{every['fires_off_error']} of {every['fires']} ({_fmt(every['fires_off_error_share'])})"
+                if every.get("fires")
+                else "-"
+            ),
+            "mistake": _of(every.get("mistake_caught[any]"), every.get("mistakes")),
+        }
+        rows.append(f"| {name} | " + " | ".join(cell[k] for _, k in TABLE) + " |")
+    return rows
+
+
+def print_figures_table(results: dict[str, Any], out: Any) -> None:
+    rows = figures_table(results)
+    if len(rows) > 2:
+        print(
+            f"\n== figures per data set (at = within {NEAR} steps; targets of issue 29 in the headers)",
+            file=out,
+        )
+        for row in rows:
+            print(row, file=out)
+
+
+# --- --compare: the same figures on another commit's core
+
+
+class CompareError(Exception):
+    """--compare could not produce the REF's figures; the message is the one line to print."""
+
+
+def flatten(results: dict[str, Any]) -> dict[str, float | int | None]:
+    """{"data set/outcome/figure": value} over every group's figures."""
+    flat: dict[str, float | int | None] = {}
+    for name, by_outcome in results.items():
+        if name == "synthetic_behaviours" or not isinstance(by_outcome, dict):
+            continue
+        for outcome, rep in by_outcome.items():
+            for fig, value in (rep.get("figures") or {}).items():
+                flat[f"{name}/{outcome}/{fig}"] = value
+    return flat
+
+
+HIGHER_BETTER = ("loops_caught_within_3_steps", "errors_caught", "precision", "mistake_caught")
+LOWER_BETTER = ("silent_topic_drift_per_100_steps", "fires_off_error", "fires_off_error_share")
+LOWER_BETTER_ON_SUCCESS = (
+    "runs_with_monitor_injection",
+    "monitor_injections_per_100_steps",
+    "fires_per_100_steps",
+)
+
+
+def direction(key: str) -> int:
+    """+1 when a higher value is better, -1 when lower is, 0 when neither (counts, fires on
+    failed runs: more steering of a failing run is not by itself better or worse)."""
+    _, outcome, fig = key.split("/", 2)
+    base = fig.split("[", 1)[0]
+    if base in HIGHER_BETTER:
+        return 1
+    if base in LOWER_BETTER or (base in LOWER_BETTER_ON_SUCCESS and outcome == "success" and "[" not in fig):
+        return -1
+    return 0
+
+
+def _fmt_figure(key: str, x: float | int | None) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, int):
+        return str(x)
+    return f"{x:.2f}" if "per_100" in key else f"{x:.1%}"
+
+
+def compare_lines(before: dict[str, float | int | None], after: dict[str, float | int | None]) -> list[str]:
+    """One line per figure: name, before, after, and `<< worse` when it moved the wrong way."""
+    keys = [*after, *(k for k in before if k not in after)]
+    width = max((len(k) for k in keys), default=10)
+    lines = [f"{'figure':{width}} {'before':>9}   {'after':>9}"]
+    counts: Counter[str] = Counter()
+    for k in keys:
+        b, a = before.get(k), after.get(k)
+        mark = ""
+        if a != b:
+            d = direction(k)
+            if d and a is not None and b is not None:
+                mark = "  << worse" if d * (a - b) < 0 else "  better"
+            else:
+                mark = "  changed"
+        counts[mark.strip() or "unchanged"] += 1
+        lines.append(f"{k:{width}} {_fmt_figure(k, b):>9} → {_fmt_figure(k, a):>9}{mark}")
+    lines.append(
+        f"{len(keys)} figures: {counts['<< worse']} worse, {counts['better']} better, "
+        f"{counts['changed']} changed (no better or worse), {counts['unchanged']} unchanged"
+    )
+    return lines
+
+
+def _git(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", "-C", str(HARNESS), *args], capture_output=True, text=True, check=False)
+
+
+def resolve_commit(ref: str) -> str:
+    """The commit `ref` names in this checkout's repository, or CompareError."""
+    if ref.startswith("-"):
+        raise CompareError(f"{ref}: not a commit")
+    got = _git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
+    if got.returncode != 0 or not got.stdout.strip():
+        raise CompareError(f"{ref}: not a commit in {HARNESS}")
+    return got.stdout.strip()
+
+
+def ref_report(commit: str, data: Path, synthetic: bool) -> tuple[dict[str, Any], str]:
+    """This harness run on `commit`'s core: (its report, the `streams` it imported).
+
+    The commit is checked out in a throwaway worktree and this checkout's harness files are
+    copied over its own, so both sides compute the same figures and only the core differs;
+    the child gets PYTHONPATH = that worktree alone (the models come from the environment, as
+    here), and reports which `streams` it imported, which must be the worktree's.
+    """
+    tmp = Path(tempfile.mkdtemp(prefix="quality-ref-"))
+    tree = tmp / "core"
+    try:
+        added = _git("worktree", "add", "--detach", str(tree), commit)
+        if added.returncode != 0:
+            raise CompareError(f"git worktree add failed: {_last_line(added.stderr)}")
+        (tree / "bench").mkdir(exist_ok=True)
+        (tree / "bench" / "__init__.py").touch()
+        for name in HARNESS_FILES:
+            shutil.copyfile(HARNESS / "bench" / name, tree / "bench" / name)
+        report = tmp / "before.json"
+        argv = ["--json", str(report), "--samples", "0", "--data", str(data.resolve())]
+        probe = (
+            "import sys, streams; "
+            f"print({CORE_PROBE!r} + streams.__file__, file=sys.stderr, flush=True); "
+            "from bench.quality import main; sys.exit(main(sys.argv[1:]))"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", probe, *argv, *([] if synthetic else ["--no-synthetic"])],
+            cwd=tree,
+            env={**os.environ, "PYTHONPATH": str(tree)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+        core = next(
+            (ln[len(CORE_PROBE) :] for ln in proc.stderr.splitlines() if ln.startswith(CORE_PROBE)), ""
+        )
+        if proc.returncode != 0:
+            raise CompareError(
+                f"the harness on {commit[:12]} failed (exit {proc.returncode}): {_last_line(proc.stderr)}"
+            )
+        if not core or not Path(core).resolve().is_relative_to(tree.resolve()):
+            raise CompareError(
+                f"the run for {commit[:12]} imported streams from {core or '?'}, not from its worktree"
+            )
+        return json.loads(report.read_text("utf-8")), core
+    finally:
+        _git("worktree", "remove", "--force", str(tree))
+        shutil.rmtree(tmp, ignore_errors=True)
+        _git("worktree", "prune")
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else "(no output)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -356,15 +766,33 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-synthetic", action="store_true", help="skip the synthetic fleet")
     p.add_argument("--samples", type=int, default=2, help="steering texts shown per monitor and outcome")
     p.add_argument("--json", type=Path, help="also write the full report here")
+    p.add_argument(
+        "--compare",
+        metavar="REF",
+        help="also run this harness on commit REF's core and print every figure before -> after",
+    )
     a = p.parse_args(argv)
-    data: Path | None = a.data
-    if data is not None and not data.is_dir():
+    data: Path = a.data
+    if not data.is_dir():
         print(f"quality: {data}: no such folder (use --data)", file=sys.stderr)
         return 2
+    before: dict[str, Any] | None = None
+    if a.compare is not None:
+        try:
+            commit = resolve_commit(a.compare)
+            print(f"quality: running the harness on {a.compare} ({commit[:12]}) ...", file=sys.stderr)
+            before, core = ref_report(commit, data, synthetic=not a.no_synthetic)
+        except CompareError as e:
+            print(f"quality: --compare {e}", file=sys.stderr)
+            return 2
     results = evaluate(data, synthetic=not a.no_synthetic, samples=a.samples)
     print_report(results)
     if a.json:
         a.json.write_text(json.dumps(results, indent=1, ensure_ascii=False), "utf-8")
+    if before is not None:
+        print(f"\n== before: {a.compare} ({commit[:12]}, core {core}) → after: this checkout")
+        for line in compare_lines(flatten(before), flatten(results)):
+            print(line)
     return 0
 
 

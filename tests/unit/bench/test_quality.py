@@ -4,13 +4,23 @@ runs (read from ../shared/data/real-dev when present) the monitors meet the issu
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from bench.quality import DEFAULT_DATA, evaluate, main
+from bench.quality import (
+    DEFAULT_DATA,
+    HARNESS,
+    compare_lines,
+    evaluate,
+    flatten,
+    main,
+    replay_runs,
+    summarise,
+)
 
 EXPECTED_SYNTHETIC = {
     "healthy": [],
@@ -121,3 +131,177 @@ def test_multi_agent_chats_get_no_invented_loops_or_drift(real: dict[str, Any]) 
 
 def test_tool_calling_service_agents_stay_quiet(real: dict[str, Any]) -> None:
     assert real["tau_retail"]["success"]["runs_with_monitor_injection"] <= 0.05
+
+
+# --- issue 29: figures per data set, and --compare
+
+
+class ScriptedReplayer:
+    """Stands in for the core: each step's decision fires the monitors the test scripts for it."""
+
+    def __init__(self, fires: dict[tuple[str, int], list[str]]) -> None:
+        self.fires = fires
+
+    def feed(self, line: bytes) -> tuple[dict[str, Any] | None, None]:
+        ev = orjson.loads(line)
+        if ev["type"] != "step":
+            return None, None
+        fired = self.fires.get((ev["run_id"], ev["step"]), [])
+        injections = [{"source": "monitor", "text": f"{fired[0]} says stop"}] if fired else []
+        decision = {
+            "step": ev["step"],
+            "fsm_state": "NORMAL",
+            "monitors": {"fired": fired},
+            "injections": injections,
+        }
+        return decision, None
+
+
+def _error(step: int, category: str, group: str) -> dict[str, Any]:
+    return {"step": step, "category_norm": category, "category_group": group, "impact": "HIGH"}
+
+
+def _steps(n: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "thought": f"Step {k}.",
+            "action": "web_search",
+            "action_input": {"query": f"q{k}"},
+            "observation": "ok",
+        }
+        for k in range(1, n + 1)
+    ]
+
+
+def test_an_annotated_error_counts_as_caught_only_with_a_fire_within_two_steps() -> None:
+    lines: list[bytes] = []
+    _write_run(lines, "wrong", _steps(10))
+    _write_run(lines, "right", _steps(4))
+    labels = {
+        "wrong": {
+            "outcome": "failure",
+            "errors": [
+                _error(1, "Formatting Errors", "reasoning"),  # fire at 3: two steps after
+                _error(5, "Resource Abuse", "planning_coordination"),  # fire at 3: two steps before
+                _error(6, "Goal Deviation", "planning_coordination"),  # fires at 3 and 9: three away
+            ],
+        },
+        "right": {"outcome": "success", "errors": [_error(4, "Formatting Errors", "reasoning")]},
+    }
+    fires = {("wrong", 3): ["semantic_loop"], ("wrong", 9): ["claim_contradiction"]}
+    recs = replay_runs("trail", lines, labels, rp=ScriptedReplayer(fires))  # type: ignore[arg-type]
+    figs = summarise(recs, 0, detail=True)["figures"]
+    assert figs["errors"] == 4 and figs["errors_caught"] == 0.5
+    assert figs["errors_caught[Resource Abuse]"] == 1.0 and figs["errors[Resource Abuse]"] == 1
+    assert figs["errors_caught[Goal Deviation]"] == 0.0
+    assert figs["errors_caught[group planning_coordination]"] == 0.5
+    assert figs["errors_caught[Formatting Errors]"] == 0.5  # one per run, the correct run's unfired
+    assert figs["fires"] == 2 and figs["fires_off_error"] == 1 and figs["fires_off_error_share"] == 0.5
+    assert figs["precision[semantic_loop]"] == 1.0 and figs["precision[claim_contradiction]"] == 0.0
+    assert figs["fires[verification_skip]"] == 0 and figs["precision[verification_skip]"] is None
+    # steps 1-8 of the wrong run and 2-4 of the right one are within two steps of an error
+    assert figs["steps_at_error_share"] == round(11 / 14, 4)
+    # the correct run got no injection, the wrong one did
+    by_outcome = {
+        o: summarise([r for r in recs if r.outcome == o], 0)["figures"] for o in ("success", "failure")
+    }
+    assert by_outcome["success"]["runs_with_monitor_injection"] == 0.0
+    assert by_outcome["failure"]["runs_with_monitor_injection"] == 1.0
+    assert "errors_caught[Resource Abuse]" not in by_outcome["failure"]  # the breakdown is the "all" group's
+
+
+def test_a_mistake_step_counts_as_caught_per_monitor_within_two_steps() -> None:
+    lines: list[bytes] = []
+    _write_run(lines, "a", _steps(8))
+    _write_run(lines, "b", _steps(8))
+    labels = {"a": {"outcome": "failure", "mistake_step": 6}, "b": {"outcome": "failure", "mistake_step": 2}}
+    fires = {("a", 4): ["semantic_loop"], ("b", 5): ["silent_topic_drift"]}
+    recs = replay_runs("chats", lines, labels, rp=ScriptedReplayer(fires))  # type: ignore[arg-type]
+    figs = summarise(recs, 0, detail=True)["figures"]
+    assert figs["mistakes"] == 2 and figs["mistake_caught[any]"] == 0.5
+    assert figs["mistake_caught[semantic_loop]"] == 0.5 and figs["mistake_caught[silent_topic_drift]"] == 0.0
+    assert figs["fires_per_100_steps[silent_topic_drift]"] == 6.25
+    assert figs["silent_topic_drift_per_100_steps"] == 6.25
+
+
+def test_the_trail_figures_come_out_of_the_real_core_and_into_the_report(tmp_path: Path, capsys) -> None:
+    lines: list[bytes] = []
+    same = {
+        "thought": "Find it.",
+        "action": "find_file",
+        "action_input": "a.py",
+        "observation": "No matches found",
+    }
+    _write_run(lines, "looper", [same] * 6)
+    _write_run(lines, "quiet", _steps(3))
+    (tmp_path / "trail.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    labels = [
+        {
+            "run_id": "looper",
+            "outcome": "failure",
+            "errors": [_error(5, "Resource Abuse", "planning_coordination")],
+        },
+        {"run_id": "quiet", "outcome": "success", "errors": [_error(2, "Formatting Errors", "reasoning")]},
+    ]
+    (tmp_path / "labels.json").write_text(json.dumps({"runs": labels}))
+    assert main(["--data", str(tmp_path), "--no-synthetic", "--json", str(tmp_path / "q.json")]) == 0
+    figs = json.loads((tmp_path / "q.json").read_text())["trail"]["all"]["figures"]
+    assert figs["errors_caught[Resource Abuse]"] == 1.0 and figs["errors_caught[Formatting Errors]"] == 0.0
+    assert figs["precision[semantic_loop]"] == 1.0
+    out = capsys.readouterr().out
+    assert "Resource Abuse: 100% of 1 (target >= 70%)" in out
+    assert "| trail | 2 | 0% of 1 |" in out  # the table: the correct run got no injection
+
+
+def _report(**figs: float | int | None) -> dict[str, Any]:
+    return {"trail": {"success": {"figures": dict(figs)}}}
+
+
+def test_compare_marks_a_figure_that_moved_the_wrong_way() -> None:
+    before = flatten(
+        _report(runs=17, runs_with_monitor_injection=0.05, errors_caught=0.4, fires_off_error_share=0.2)
+    )
+    after = flatten(
+        _report(runs=18, runs_with_monitor_injection=0.1, errors_caught=0.5, fires_off_error_share=0.2)
+    )
+    assert set(after) == {
+        "trail/success/runs",
+        "trail/success/runs_with_monitor_injection",
+        "trail/success/errors_caught",
+        "trail/success/fires_off_error_share",
+    }
+    lines = {ln.split()[0]: ln for ln in compare_lines(before, after)[1:-1]}
+    assert lines["trail/success/runs_with_monitor_injection"].endswith(
+        "<< worse"
+    )  # more steering of correct runs
+    assert "5.0%" in lines["trail/success/runs_with_monitor_injection"]
+    assert lines["trail/success/errors_caught"].endswith("better")
+    assert lines["trail/success/runs"].endswith("changed")  # a count is neither better nor worse
+    assert lines["trail/success/fires_off_error_share"].endswith("20.0%")
+    assert compare_lines(before, after)[-1].startswith("4 figures: 1 worse, 1 better, 1 changed")
+
+
+def test_compare_shows_a_figure_only_one_side_has() -> None:
+    lines = compare_lines(flatten(_report(errors=3)), flatten(_report(errors=3, errors_caught=0.5)))
+    assert any(ln.split()[:4] == ["trail/success/errors_caught", "-", "→", "50.0%"] for ln in lines)
+
+
+def test_compare_with_a_ref_that_is_no_commit_is_one_clear_line_and_exit_2(tmp_path: Path, capsys) -> None:
+    assert main(["--compare", "no-such-ref-anywhere", "--data", str(tmp_path), "--no-synthetic"]) == 2
+    err = capsys.readouterr().err
+    assert "not a commit" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(not (HARNESS / ".git").exists(), reason="not a git checkout")
+def test_compare_runs_the_ref_on_its_own_core_and_cleans_up(tmp_path: Path, capsys) -> None:
+    # no runs in the folder: the child imports the core and reports, without loading models
+    assert main(["--compare", "HEAD", "--data", str(tmp_path), "--no-synthetic"]) == 0
+    out = capsys.readouterr().out
+    head = next(ln for ln in out.splitlines() if ln.startswith("== before: HEAD"))
+    core = Path(head.split("core ", 1)[1].split(")", 1)[0])
+    assert core.name == "__init__.py" and core.parent.name == "streams"
+    assert not core.is_relative_to(HARNESS) and "quality-ref-" in str(core)
+    assert not core.exists()  # the worktree is gone
+    listed = subprocess.run(["git", "-C", str(HARNESS), "worktree", "list"], capture_output=True, text=True)
+    assert str(core.parent.parent) not in listed.stdout

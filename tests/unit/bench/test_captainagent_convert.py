@@ -1,0 +1,52 @@
+"""Re-mapping recorded group chats: labels in the recorded step numbering follow the steps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.captainagent_convert import convert_run, step_numbers
+from bench.quality import _renumbered
+
+
+def _chat() -> list[dict[str, Any]]:
+    said = [
+        ("Planner", "Let us compute it.\n```python\nprint(6 * 7)\n```"),
+        ("Computer_terminal", "exitcode: 0 (execution succeeded)\nCode output: 42"),
+        ("Checker", "The answer is 42."),
+    ]
+    steps = [
+        {
+            "type": "step",
+            "run_id": "c",
+            "step": k,
+            "action": who,
+            "action_input": None,
+            "observation": None,
+            "thought": t,
+        }
+        for k, (who, t) in enumerate(said, start=1)
+    ]
+    return [{"type": "run_start", "run_id": "c"}, *steps, {"type": "run_finish", "run_id": "c"}]
+
+
+def test_an_executor_reply_maps_to_the_step_that_ran_the_code() -> None:
+    assert step_numbers(_chat()) == {1: 1, 2: 1, 3: 2}
+    assert [e["step"] for e in convert_run(_chat()) if e["type"] == "step"] == [1, 2]
+
+
+def test_runs_already_naming_their_agent_keep_their_numbers() -> None:
+    run = _chat()
+    for e in run:
+        if e["type"] == "step":
+            e["agent"] = e.pop("action")
+    assert step_numbers(run) == {}
+
+
+def test_a_mistake_step_label_moves_with_its_step() -> None:
+    labels = {
+        "c": {"outcome": "failure", "mistake_step": 3},
+        "other": {"outcome": "failure", "mistake_step": 3},
+    }
+    moved = _renumbered(labels, {"c": step_numbers(_chat())})
+    assert moved["c"]["mistake_step"] == 2 and moved["c"]["mistake_step_recorded"] == 3
+    assert moved["other"] == labels["other"] and labels["c"]["mistake_step"] == 3
