@@ -133,14 +133,17 @@ def _step(rnd: random.Random, behaviour: str, module: str, k: int, n: int) -> di
     if behaviour == "drifter" and late:
         f = f"site/{rnd.choice(['hero', 'bot', 'nodes', 'email'])}_{rnd.randint(1, 99)}.cfg"
         return _view(rnd.choice(OFF_TOPIC).format(f=f), f, rnd)
-    if behaviour == "contradicts" and k in (n // 3, 2 * n // 3):
+    if behaviour == "contradicts" and k in (n // 3, n // 3 + 1):
+        # A finding asserted, then denied in the next message with nothing run in between: a
+        # contradiction, not an update on evidence.
         if k == n // 3:
-            thought = "I confirmed that the token cache is the root cause: it returns stale tokens."
+            thought = "I confirmed that the token cache returns stale tokens after a refresh."
         else:
-            thought = "The root cause is the clock mock in conftest.py, which freezes time at 1970."
-        return _bash(
-            thought, f"git diff --stat HEAD~{rnd.randint(1, 9)}", f"{rnd.randint(1, 9)} files changed"
-        )
+            thought = (
+                "So the token cache does not return stale tokens after a refresh; the clock mock in "
+                "conftest.py freezes time at 1970."
+            )
+        return {"thought": thought, "action": None, "action_input": None, "observation": None}
     if k == n - 1:
         out = f"{rnd.randint(100, 400)} passed in {rnd.uniform(5, 30):.2f}s"
         return _bash("Run the whole suite before finishing.", "pytest -q", out)
