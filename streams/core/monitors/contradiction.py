@@ -9,8 +9,8 @@ Debugging is a chain of claims revised on evidence, so a later claim that differ
 not a contradiction, when
 - a tool returned something new between the two (a file read, a test result, a new error, an
   edit's result), or another agent spoke;
-- the agent acknowledges the change ("actually", "still", "our previous fix", "not with X
-  itself");
+- the agent acknowledges the change ("actually", "not with X itself"), or a later root cause is
+  about its own fix or a new failure ("still", "our previous fix", "the test script");
 - it is a plan ("we need to ...", "how X is handled") rather than a finding.
 What remains fires: the same proposition about the same code names asserted and denied by one
 agent with nothing new in between. Two different root causes are judged the same way, and only
@@ -306,7 +306,7 @@ def evaluate(
     st: ContradictionState, f: StepFeatures, ctx: Context, sem: Semantics, causes: bool = False
 ) -> tuple[ContradictionState, Finding]:
     evidence, speaker = st.evidence, st.speaker
-    if f.agent != speaker and (f.message or f.action is not None):
+    if f.agent != speaker:
         evidence += 1  # another agent speaks: what it says is news to the one before
         speaker = f.agent
     found = claims_of(f.thought)
