@@ -52,8 +52,10 @@ class Blackhole:
         self.sock.close()
 
 
-@pytest.fixture
-def seeded(broker: str, tmp_path: Path) -> Iterator[WorkerProcess]:
+@pytest.fixture(scope="module")
+def seeded(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
+    """One seeded worker for the module (a start costs ~10 s): the tests use their own run ids."""
+    tmp_path = tmp_path_factory.mktemp("seeded")
     s = make_settings(
         broker, tmp_path, patterns_seed=str(STARTER), etrace_timeout_ms=2000, client_deadline_ms=15000
     )

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,8 +42,11 @@ def call(name: str, i: int, **args: Any) -> dict[str, Any]:
     return {"name": name, "args": args, "id": f"call-{i}"}
 
 
-@pytest.fixture
-def lc_worker(broker: str, tmp_path: Path) -> Iterator[WorkerProcess]:
+@pytest.fixture(scope="module")
+def lc_worker(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
+    """One worker for the module (a start costs ~10 s): every test makes its own runs and reads
+    back only those."""
+    tmp_path = tmp_path_factory.mktemp("lc")
     w = start_worker(
         make_settings(
             broker, tmp_path, patterns_seed=str(STARTER), etrace_timeout_ms=2000, client_deadline_ms=15000
@@ -259,7 +261,8 @@ def test_ten_concurrent_invocations_of_one_agent_are_ten_runs(lc_worker: WorkerP
 
     outs = asyncio.run(scenario())
     assert all(o["messages"][-1].content == "Done." for o in outs)
-    runs = events_by_run(lc_worker)
+    # this test's runs: the worker is shared with the module's other tests
+    runs = {k: v for k, v in events_by_run(lc_worker).items() if v[0].get("task", "").startswith("Task ")}
     assert len(runs) == 10, {k: shape(v) for k, v in runs.items()}
     for evs in runs.values():
         assert shape(evs) == ["run_start", "step 1", "step 2", "run_finish"], shape(evs)
