@@ -264,6 +264,8 @@ class StepFeatures:
     changed: tuple[str, ...] = ()  # files this step modified
     could_not_run: bool = False  # a verification attempt whose program or script was missing
     current_file_edit: bool = False  # an edit that names no file: it changes the open file
+    # A command's segments in order (`shell.Op`: check, change, cp/mv): verification reads them.
+    ops: tuple[tuple[str, ...], ...] = ()
     # The tool input as text (JSON with sorted keys when structured), first INPUT_KEPT chars.
     input: str = ""
     difficulty: float | None = None  # what the agent supplied (it wins over any scorer's)
@@ -333,6 +335,9 @@ COORDINATION = re.compile(
     re.IGNORECASE,
 )
 FINAL_ANSWER = re.compile(r"^\W*(final answer|final_answer)\b", re.IGNORECASE)
+# A group chat ends on a message whose last word is TERMINATE (not a quoted "TERMINATE": an
+# executor's "reply me only with \"TERMINATE\"" routes the chat, it does not end it).
+TERMINATES = re.compile(r"(?<![\"'\u201c\u2018\w])TERMINATE\W{0,8}$")
 
 
 def is_coordination(text: str) -> bool:
@@ -377,14 +382,18 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
     command = ""
     if action in SHELL_ACTIONS:
         command = _command(raw_input)
+        if is_shell_program(label or "") and is_file_path(command.split(" ", 1)[0]) and "\n" not in command:
+            command = f"{label} {command}"  # `python` with input `fix.py`: the program's arguments
     elif label is not None and is_shell_program(label) and isinstance(raw_input, str | None):
         command = f"{label} {raw_input or ''}".strip()  # SWE-agent: program in action, rest in input
     editor_cmd = raw_input.get("command") if isinstance(raw_input, dict) else None
     modifies = verifies = reads = submits = False
     changed: tuple[str, ...] = ()
+    ops: tuple[tuple[str, ...], ...] = ()
     if command:
         facts = analyse(command)
         verifies, modifies, reads, submits = facts.verifies, facts.modifies, facts.reads, facts.submits
+        ops = tuple(tuple(x[:PATH_KEPT] for x in op) for op in facts.ops[:20])
         paths = tuple(dict.fromkeys([*facts.modify_paths, *facts.verify_paths, *facts.read_paths]))[:4]
         changed = facts.modify_paths
     else:
@@ -408,7 +417,11 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
     if not_run:
         verifies = False
     message = action is None
-    finishes = action in FINISH_ACTIONS or submits or (message and bool(FINAL_ANSWER.match(thought)))
+    finishes = (
+        action in FINISH_ACTIONS
+        or submits
+        or (message and (bool(FINAL_ANSWER.match(thought)) or bool(TERMINATES.search(thought[-40:]))))
+    )
     condenses = action in CONDENSE_ACTIONS
     act_text = f"{label}: {itext}"[:TEXT_KEPT] if label else ""
     # Every path is cut here, once: the monitors keep them in the run state, and a producer's
@@ -437,6 +450,7 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
         changed=changed,
         could_not_run=not_run,
         current_file_edit=modifies and not changed and action in EDIT_ACTIONS,
+        ops=ops,
         input=itext[:INPUT_KEPT],
         difficulty=_number(ev.get("difficulty")),
         whole_observation=whole_obs,

@@ -149,7 +149,12 @@ BUILD_TOOLS = {
     "pnpm": ("test", "run"),
     "go": ("test", "run", "build", "vet"),
     "cargo": ("test", "run", "build", "check", "clippy"),
-    "make": ("", "test", "check", "all", "build"),
+    # any target: `make html` builds a reproduction's docs, `make` a C project (clean only: below)
+    "make": ("",),
+    "cmake": ("--build",),
+    "ninja": ("",),
+    "gmake": ("",),
+    "meson": ("test", "compile"),
     "dotnet": ("test", "build", "run"),
     "bazel": ("test", "run", "build"),
     "bin/test": ("",),
@@ -206,6 +211,10 @@ DOTTED_IDENTIFIER = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 
 
 PATH_LINE = re.compile(r"^([^:]+):\d+")
+# A copy kept aside (`f.py.bak`, `f.orig`, `f.py.modified`, `f.py.new`): restoring it or moving it
+# into place says nothing new about the code, and its name is not what the agent changed.
+BACKUP = re.compile(r"(\.(bak|orig|new|modified|backup|old|save|tmp)\d*|~)$", re.IGNORECASE)
+CLEAN_TARGETS = frozenset(["clean", "distclean", "mrproper", "realclean"])
 PLAIN_PART = re.compile(r"^[\w.+@~-]+$")
 
 
@@ -223,6 +232,8 @@ def is_file_path(token: str) -> bool:
     if t in (".", "..", "/", "~") or t.startswith("s/") or (t.endswith("/g") and t.count("/") >= 2):
         return False
     name = t.rsplit("/", 1)[-1]
+    if BACKUP.search(name):
+        name = BACKUP.sub("", name)  # `html.py.bak` is shaped like `html.py`
     if "." in name and name.rsplit(".", 1)[-1].lower() in SOURCE_EXTENSIONS:
         return True
     if "/" in t.strip("/"):
@@ -232,10 +243,21 @@ def is_file_path(token: str) -> bool:
     return t.endswith("/") and len(t) > 1
 
 
+def is_backup(path: str) -> bool:
+    """A copy set aside (`x.py.bak`, `x.orig`, `x.py.modified`, `x.py.new`)."""
+    return bool(BACKUP.search(path))
+
+
 def normalise_path(p: str) -> str:
     t = p.strip("'\"`,:;()[]{}")
     m = PATH_LINE.match(t)
     return (m.group(1) if m else t).removeprefix("./")
+
+
+# What one segment of a command does, in the order the segments run: ("check",), ("change",
+# *paths) or ("cp" | "mv", source, target). A check after the changes of the same line covers
+# them; a change after the check does not (`sed -i ... f.py && python repro.py` is checked).
+Op = tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +269,7 @@ class CommandFacts:
     verify_paths: tuple[str, ...] = ()
     modify_paths: tuple[str, ...] = ()
     read_paths: tuple[str, ...] = ()
+    ops: tuple[Op, ...] = ()
 
 
 WORD = re.compile(r"""(?:'[^']*'|"(?:\\.|[^"\\])*"|[^\s'"]+)+""")
@@ -301,6 +324,9 @@ def _segment(seg: str) -> CommandFacts:
     elif base in TEST_PROGRAMS or base.endswith(("runtests.py", "bin/test", "/runtests")):
         verifies = True
         vpaths = _files(args)
+    elif base in ("make", "gmake", "ninja"):
+        targets = [a for a in args if not a.startswith("-") and "=" not in a]
+        verifies = not targets or not all(t in CLEAN_TARGETS for t in targets)
     elif base in BUILD_TOOLS:
         goals = BUILD_TOOLS[base]
         verifies = any(
@@ -341,7 +367,13 @@ def _segment(seg: str) -> CommandFacts:
         rpaths = _files(args)[-3:]
     if redirects and not modifies:
         modifies = True
-    return CommandFacts(verifies, modifies, reads, submits, tuple(vpaths), tuple(mpaths), tuple(rpaths))
+    ops: tuple[Op, ...] = ()
+    if verifies:
+        ops = (("check",),)  # what a check writes (`> out.log`) is its output, not a change
+    elif modifies:
+        pair = _files(args) if base in ("cp", "mv") else []
+        ops = ((base, *pair),) if len(pair) == 2 and not redirects else (("change", *mpaths[:4]),)
+    return CommandFacts(verifies, modifies, reads, submits, tuple(vpaths), tuple(mpaths), tuple(rpaths), ops)
 
 
 # Where split_segments must look: outside quotes, inside "..." (a backslash escapes), inside '...'.
@@ -419,7 +451,8 @@ def strip_heredocs(text: str) -> str:
 
 
 def analyse(command: str) -> CommandFacts:
-    """Facts of a whole command line: any segment verifying makes the line verify, and so on."""
+    """Facts of a whole command line: any segment verifying makes the line verify, and so on;
+    `ops` keeps what the segments do in their order."""
     text = command[:4000]
     # a heredoc's body is data, not commands: keep its opening line (where it goes) only
     text = strip_heredocs(text)
@@ -437,6 +470,7 @@ def analyse(command: str) -> CommandFacts:
         verify_paths=uniq([p for f in facts for p in f.verify_paths]),
         modify_paths=uniq([p for f in facts for p in f.modify_paths]),
         read_paths=uniq([p for f in facts for p in f.read_paths]),
+        ops=tuple(op for f in facts for op in f.ops),
     )
 
 

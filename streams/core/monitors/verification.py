@@ -11,16 +11,30 @@ are unverified, and when the agent says the tests pass although none has run sin
 change. A finding on a finishing step reaches no model call (the run ends there): it is
 reported, and it is said again on the next step if the run goes on after all. Hedged or
 mid-run words ("this should work", "fixed") are plans, not claims, and never fire it.
+
+A command line is read in order: a check after its changes covers them (`sed -i ... f.py &&
+python repro.py`), a change after its check does not. A copy set aside (`f.py.bak`,
+`f.orig`) holds what the file held when it was made: moving or copying it back restores
+checked code when nothing was pending then (not a new change), and its name never appears in
+the text.
+
+A run that changes no file and has more than one agent or exchanges messages (a group chat, a
+manager with workers) gets a run-level check instead (`grounding.py`): when it ends (a final
+answer of its first agent, a chat's TERMINATE) on an answer whose facts no tool output of the
+run produced or confirmed, it fires with the facts that nothing checked.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
+from typing import Any
 
+from . import grounding
 from .base import NOTHING, Context, Finding, Monitor, quote
-from .features import StepFeatures
+from .features import TERMINATES, StepFeatures
 from .semantics import Semantics
+from .shell import is_backup
 
 MAX_FILES = 8
 UNNAMED = "(unnamed change)"
@@ -35,6 +49,7 @@ GUARD = re.compile(
     r"to|make|ensure|verify|check|sure|should|would|expect|hope|hopefully)\W+(\w+\W+){0,2}$",
     re.IGNORECASE,
 )
+FINAL_PREFIX = re.compile(r"^\W*final[ _]answer\W*", re.IGNORECASE)
 DOC_FILE = re.compile(
     r"(\.(md|rst|txt|adoc|rdoc)$|(^|/)docs?/|(^|/)(changelog|changes|news|readme|authors)[^/]*$)",
     re.IGNORECASE,
@@ -49,6 +64,46 @@ class VerificationState:
     change_step: int | None = None  # step of the first change not verified since
     finish_step: int | None = None  # a finish came while changes were unverified
     not_run: str = ""  # the last verification attempt that could not run
+    # Copies set aside (`f.py.bak`) made while their source had unchecked changes: moved back,
+    # the file they restore is changed again; any other copy restores checked code.
+    unchecked_copies: list[str] = field(default_factory=list)
+    # The run-level answer check (`grounding`): who speaks, whether the run ever changed a file,
+    # what its tool outputs produced, and the answer (claim) the run would end on.
+    agents: list[str] = field(default_factory=list)  # the first two distinct agents
+    messages: bool = False  # a step without a tool call came before
+    edited: bool = False  # a file changed: the file check applies, not the answer check
+    blind: bool = False  # a tool output came before the memory began: the check cannot judge
+    tools: int = 0  # tool outputs seen
+    produced: int = 0  # tool outputs that held more than their call's own literals
+    echoed: bool = False  # a tool output printed back literals of its own call
+    evidence: str = ""  # Bloom filter (hex) of the tokens tool outputs produced
+    evidence_old: str = ""  # the generation before it
+    evidence_n: int = 0
+    claim: list[str] = field(default_factory=list)  # the facts of the answer the run stands on
+    claim_checked: list[str] = field(default_factory=list)  # those a tool output contains
+    claim_quote: str = ""
+    claim_step: int | None = None
+    claim_agent: str = ""
+    answer_step: int | None = None  # the run tried to end on an unchecked answer there
+    # The code blocks of the last message (a chat without tool steps: the next speaker, an
+    # executor, replies with their output), and who sent them.
+    asked_code: str = ""
+    asked_by: str = ""
+    reported: list[str] = field(default_factory=list)  # unchecked facts already said
+
+    def evolve(self, **changes: Any) -> VerificationState:
+        """This state with `changes`, without `dataclasses.replace`'s __init__ over 30 fields
+        (~20 us; this runs on every step). Field names are checked."""
+        unknown = changes.keys() - _FIELDS
+        if unknown:
+            raise TypeError(f"VerificationState has no field(s) {sorted(unknown)}")
+        new = object.__new__(VerificationState)
+        new.__dict__.update(self.__dict__)
+        new.__dict__.update(changes)
+        return new
+
+
+_FIELDS = frozenset(f.name for f in fields(VerificationState))
 
 
 def _claims_tests(thought: str) -> str:
@@ -70,6 +125,47 @@ def _changed(st: VerificationState, f: StepFeatures) -> list[str]:
     return kept or [UNNAMED]
 
 
+def _apply(
+    pending: list[str], copies: list[str], ops: tuple[tuple[str, ...], ...]
+) -> tuple[list[str], list[str], bool, bool]:
+    """A command's segments in order: (pending, unchecked copies, whether a check ran, whether
+    a change came after the last check)."""
+    pending, copies = list(pending), list(copies)
+    checked = changed = False
+
+    def touch(p: str) -> None:
+        nonlocal changed
+        pending[:] = [x for x in pending if x != p] + [p]
+        changed = True
+
+    for op in ops:
+        kind = op[0]
+        if kind == "check":  # a copy set aside keeps what it held: the check may not have seen it
+            pending, checked, changed = [], True, False
+        elif kind in ("cp", "mv") and len(op) == 3:
+            src, dst = op[1], op[2]
+            unchecked = src in pending or src in copies
+            if kind == "mv" and src in copies:
+                copies.remove(src)
+            if is_backup(dst):  # set aside: what it holds is unchecked only if the source was
+                copies = [c for c in copies if c != dst] + ([dst] if unchecked else [])
+            elif unchecked or not is_backup(src):
+                if not DOC_FILE.search(dst):
+                    touch(dst)
+            elif dst in pending:
+                pending.remove(dst)  # a clean copy put back: the code is as it was when checked
+        else:
+            named = [p for p in op[1:] if not DOC_FILE.search(p)]
+            for p in named:
+                if is_backup(p):
+                    copies = [c for c in copies if c != p] + [p]  # written anew: unchecked
+                else:
+                    touch(p)
+            if not op[1:]:
+                touch(UNNAMED)
+    return pending[-MAX_FILES:], copies[-MAX_FILES:], checked, changed
+
+
 def _what(pending: list[str], step: int | None) -> str:
     named = [p for p in pending if p != UNNAMED]
     if named:
@@ -81,30 +177,49 @@ def evaluate(
     st: VerificationState, f: StepFeatures, ctx: Context, sem: Semantics
 ) -> tuple[VerificationState, Finding]:
     pending_before = st.pending
-    changed = _changed(st, f)
-    pending = list(pending_before)
+    pending, copies = list(pending_before), st.unchecked_copies
     tested = st.tested_since_change
     change_step = st.change_step
     not_run = st.not_run
     if f.could_not_run:
         not_run = quote(f.command or f.action_label, 50)
-    if f.verifies:
-        pending, tested, change_step, not_run = [], True, None, ""
-    for p in changed:
-        if p in pending:
-            pending.remove(p)
-        pending.append(p)
-    if changed:
+    if f.ops:
+        pending, copies, checked, changed = _apply(
+            pending, copies, f.ops if f.verifies else _no_checks(f.ops)
+        )
+        if checked:
+            tested, change_step, not_run = True, None, ""
+    else:
+        named = _changed(st, f)
+        changed = bool(named)
+        if f.verifies:
+            pending, tested, change_step, not_run = [], True, None, ""
+        for p in named:
+            if p in pending:
+                pending.remove(p)
+            pending.append(p)
         pending = pending[-MAX_FILES:]
+    if changed and pending:
         tested = False
         change_step = change_step if change_step is not None else f.step
+    if not pending:
+        change_step = None
     current = st.current_file
     if len(f.paths) == 1 and (f.reads or f.modifies):
         current = f.paths[0]
-    new = VerificationState(pending, tested, current, change_step, None, not_run)
+    new = st.evolve(
+        pending=pending,
+        tested_since_change=tested,
+        current_file=current,
+        change_step=change_step,
+        finish_step=None,
+        not_run=not_run,
+        unchecked_copies=copies,
+    )
+    new, answer = _answer(new, f, ctx.task)
 
-    if f.verifies or not pending:
-        return new, NOTHING
+    if (f.verifies and not pending) or not pending:
+        return new, answer
     what = _what(pending, change_step)
     blocked = (
         f" Your last attempt (`{not_run}`) could not run here: if no test can run, say so in your final answer and re-read the diff."
@@ -113,7 +228,7 @@ def evaluate(
     )
     tests_words = _claims_tests(f.thought)
     if f.finishes:
-        new = replace(new, finish_step=f.step)
+        new = new.evolve(finish_step=f.step)
         lead = (
             f'You say the tests pass ("{quote(tests_words, 60)}") but no test has run since you changed {what}.'
             if tests_words and not st.tested_since_change
@@ -136,7 +251,148 @@ def evaluate(
             f'You say the tests pass ("{quote(tests_words, 60)}") but no test has run since you changed '
             f"{_what(pending_before, st.change_step)}. Run them before you rely on that.{blocked}",
         )
+    return new, answer
+
+
+def _no_checks(ops: tuple[tuple[str, ...], ...]) -> tuple[tuple[str, ...], ...]:
+    """A line whose check could not run (`javac: command not found`) checked nothing."""
+    return tuple(op for op in ops if op[0] != "check")
+
+
+def _answer(st: VerificationState, f: StepFeatures, task: str | None) -> tuple[VerificationState, Finding]:
+    """The run-level check of a chat's or a manager's answer (`grounding`)."""
+    if st.edited or st.blind:
+        return st, NOTHING  # off for the rest of the run
+    watching = bool(st.agents) or st.messages or f.message or bool(f.agent)
+    if not watching or f.modifies:  # not a chat (yet), or a run that changes files
+        tool_seen = f.action is not None and bool(f.observation)
+        return (st.evolve(edited=True) if f.modifies else st.evolve(blind=True) if tool_seen else st), NOTHING
+    agents = st.agents
+    if f.agent and f.agent not in agents and len(agents) < 2:
+        agents = [*agents, f.agent]
+    chat = len(agents) > 1 or st.messages
+    tool_output = f.action is not None and bool(f.observation) and not f.finishes
+    # A message answering another agent's code (an executor's reply) is that code's output.
+    reply = (
+        f.message
+        and bool(st.asked_code)
+        and bool(f.agent)
+        and f.agent != st.asked_by
+        and not f.coordination
+        and "```" not in f.thought  # an agent answering with code of its own is not the executor
+    )
+    output, call = (f.thought, st.asked_code) if reply else (f.observation, f.input)
+    asked = grounding.code_of(f.thought) if f.message and not reply else ""
+    new = st.evolve(
+        agents=agents,
+        messages=st.messages or f.message,
+        asked_code=asked,
+        asked_by=f.agent if asked else "",
+    )
+    tool_output = tool_output or reply
+    top = not f.agent or f.agent == agents[0]
+    ends = f.finishes and (top or (f.message and bool(TERMINATES.search(f.thought[-40:]))))
+    # what the step states: its explicit answer when it ends the run, else a result message
+    stated: str | None = None
+    explicit = False
+    if ends:
+        stated, explicit = _explicit_answer(f), True
+    if (
+        stated is None
+        and not reply
+        and f.thought.strip()
+        and not f.coordination
+        and not grounding.quotes_task(f.thought, task)
+    ):
+        stated, explicit = f.thought, False
+    if stated is not None:
+        short = explicit and len(stated.strip()) <= grounding.SHORT_ANSWER
+        found_facts = grounding.facts(stated, task, short)
+        if found_facts or (explicit and stated.strip()):
+            checked = [x for x in found_facts if grounding.confirmed(x, None, new.evidence, new.evidence_old)]
+            new = new.evolve(
+                claim=found_facts,
+                claim_checked=checked,
+                claim_quote=quote(stated, 120),
+                claim_step=f.step,
+                claim_agent=f.agent,
+                answer_step=None,
+            )
+    if tool_output:
+        kept, echoed = grounding.produced(output, call)
+        out = grounding.tokens(kept)
+        new = new.evolve(tools=new.tools + 1, echoed=new.echoed or echoed)
+        if out:
+            cur, old, n = new.evidence, new.evidence_old, new.evidence_n
+            if n >= grounding.GENERATION:
+                cur, old, n = "", cur, 0
+            cur, n = grounding.remember(cur, n, out)
+            confirmed = [x for x in new.claim if x in new.claim_checked or grounding.confirmed(x, out)]
+            new = new.evolve(
+                evidence=cur,
+                evidence_old=old,
+                evidence_n=n,
+                produced=new.produced + 1,
+                claim_checked=confirmed,
+            )
+    unchecked = _unchecked(new)
+    if not chat or not unchecked:
+        return new.evolve(answer_step=None) if new.answer_step is not None else new, NOTHING
+    facts_text = ", ".join(f"`{grounding.plain(x)}`" for x in unchecked[:4])
+    if ends and not set(unchecked) <= set(new.reported):
+        short = len(new.claim_quote) <= grounding.SHORT_ANSWER
+        subject = (
+            f'"{new.claim_quote}"'
+            if short
+            else f"the result {new.claim_agent or 'you'} gave at step {new.claim_step}"
+        )
+        why = (
+            " No tool produced any output in this run: the answer rests on what was said."
+            if new.tools == 0
+            else " Every tool output so far only printed back its own call's text."
+            if new.produced == 0
+            else " (An output that prints back values typed into its own call does not count.)"
+            if new.echoed
+            else ""
+        )
+        reported = [*new.reported, *(x for x in unchecked if x not in new.reported)][-grounding.MAX_FACTS :]
+        return new.evolve(answer_step=f.step, reported=reported), Finding(
+            0.9,
+            f"You are ending the run on {subject}, but no tool output in this run produced or confirmed "
+            f"{facts_text}.{why} Check that against a source (run the computation on the real data, open the "
+            "page that states it) before finishing, or say in the answer that it is unverified.",
+        )
+    if new.answer_step is not None and not ends:
+        return new.evolve(answer_step=None), Finding(
+            0.85,
+            f"The run was to end at step {new.answer_step} on {facts_text}, which no tool output produced or "
+            "confirmed; it goes on, so check that against a source now.",
+        )
     return new, NOTHING
+
+
+def _explicit_answer(f: StepFeatures) -> str | None:
+    """The answer a finishing step gives: its input (`final_answer`, `finish`), the text after
+    "FINAL ANSWER:", or a terminating message's own text; None when it gives none."""
+    if not f.message and f.input and f.input not in ("{}", "null"):
+        return f.input
+    text = TERMINATES.sub("", f.thought.strip())
+    m = FINAL_PREFIX.match(text)
+    if m:
+        return text[m.end() :]
+    return text if len(text.strip()) > 20 else None
+
+
+def _unchecked(st: VerificationState) -> list[str]:
+    """The facts of the answer nothing confirmed, when that leaves it unchecked: none of its
+    facts confirmed, or a value it highlights not confirmed itself."""
+    if not st.claim:
+        return []
+    missing = [x for x in st.claim if x not in st.claim_checked]
+    highlighted = [x for x in missing if x.startswith(grounding.MARK)]
+    if not st.claim_checked:
+        return missing
+    return highlighted
 
 
 MONITOR = Monitor("verification_skip", "verification_skip", "verification", VerificationState, evaluate)

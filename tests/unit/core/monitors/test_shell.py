@@ -171,3 +171,26 @@ def test_deeply_nested_input_is_read_without_recursion_errors():
 )
 def test_a_command_splits_on_separators_outside_quotes_only(command, segments):
     assert split_segments(command) == segments
+
+
+def test_the_segments_of_a_line_keep_their_order():
+    assert analyse("sed -i 's/a/b/' f.py && python repro.py").ops == (("change", "f.py"), ("check",))
+    assert analyse("python repro.py; sed -i 's/a/b/' f.py").ops == (("check",), ("change", "f.py"))
+
+
+def test_a_two_file_copy_or_move_is_kept_as_a_pair_with_backup_names_as_files():
+    assert analyse("cp pkg/mod.py pkg/mod.py.modified").ops == (("cp", "pkg/mod.py", "pkg/mod.py.modified"),)
+    assert analyse("mv lookups.py.new lookups.py").ops == (("mv", "lookups.py.new", "lookups.py"),)
+    assert is_file_path("related_lookups.py.new") and is_file_path("conf.py.bak")
+
+
+@pytest.mark.parametrize(
+    "cmd", ["make html", "make -C docs html", "make", "cmake --build build", "ninja -C out"]
+)
+def test_any_make_target_or_project_build_checks(cmd):
+    assert analyse(cmd).verifies
+
+
+def test_make_clean_alone_checks_nothing():
+    assert not analyse("make clean").verifies
+    assert analyse("make clean && make html").ops == (("check",),)

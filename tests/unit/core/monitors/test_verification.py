@@ -91,3 +91,178 @@ def test_future_or_negated_completion_language_is_not_a_claim(sem):
     run.feed(step("It is not done yet: the second call site still needs the new argument."))
     run.feed(step("I need to make sure all tests pass before finishing."))
     assert not run.fired_anywhere(SKIP)
+
+
+# -- the order of a compound command (a check after the changes of one line covers them) --
+
+
+def test_a_check_after_the_change_in_one_command_verifies_it(sem):
+    run = Run(sem)
+    run.feed(bash("sed -i 's/a/b/' src/f.py && python repro.py", "ok"))
+    assert SKIP not in run.feed(finish("Fixed.")).fired
+
+
+def test_a_change_after_the_check_in_one_command_is_unverified(sem):
+    run = Run(sem)
+    run.feed(bash("python repro.py && sed -i 's/a/b/' src/f.py", "ok"))
+    res = run.feed(finish("Fixed."))
+    assert SKIP in res.fired and "`src/f.py`" in res.text
+
+
+def test_any_make_target_builds_and_checks_but_make_clean_alone_does_not(sem):
+    run = Run(sem)
+    run.feed(
+        edit("src/ext/autodoc.py", "x", "y"), bash("cd repro && make clean && make html", "build succeeded.")
+    )
+    assert SKIP not in run.feed(finish("The cross-references render now.")).fired
+    run = Run(sem)
+    run.feed(edit("src/ext/autodoc.py", "x", "y"), bash("make clean", "removed _build"))
+    assert SKIP in run.feed(finish("Done.")).fired
+
+
+def test_restoring_a_copy_taken_after_the_last_check_is_not_a_change(sem):
+    run = Run(sem)
+    run.feed(
+        edit("pkg/mod.py", "a", "b"),
+        bash("pytest tests/test_mod.py", "1 failed"),
+        bash("cp pkg/mod.py pkg/mod.py.modified && git checkout pkg/mod.py", "Updated 1 path"),
+        bash("pytest tests/test_mod.py", "1 failed"),  # the same failure without the change
+        bash("mv pkg/mod.py.modified pkg/mod.py", ""),
+    )
+    res = run.feed(finish("The failure is unrelated to my change."))
+    assert SKIP not in res.fired
+
+
+def test_moving_a_newly_written_file_into_place_is_a_change_named_without_the_backup(sem):
+    run = Run(sem)
+    run.feed(
+        bash("pytest -q", "3 passed"),
+        bash("cat <<'EOF' > pkg/lookups.py.new\ndef f(): pass\nEOF", ""),
+        bash("mv pkg/lookups.py.new pkg/lookups.py", ""),
+    )
+    res = run.feed(finish("Done."))
+    assert SKIP in res.fired and "`pkg/lookups.py`" in res.text and ".new" not in res.text
+
+
+def test_putting_an_unchecked_copy_back_is_a_change(sem):
+    run = Run(sem)
+    run.feed(
+        edit("pkg/mod.py", "a", "b"),
+        bash("cp pkg/mod.py pkg/mod.py.bak && git checkout pkg/mod.py", ""),
+        bash("pytest -q", "3 passed"),  # checks the original, not the edit set aside
+        bash("mv pkg/mod.py.bak pkg/mod.py", ""),
+    )
+    res = run.feed(finish("Done."))
+    assert SKIP in res.fired and "`pkg/mod.py`" in res.text and ".bak" not in res.text
+
+
+# -- the run-level check of a chat's or a manager's answer --
+
+
+def msg(agent: str, text: str) -> dict:
+    return {"agent": agent, "thought": text}
+
+
+def code(agent: str, text: str, source: str, output: str) -> dict:
+    return {
+        "agent": agent,
+        "thought": text,
+        "action": "execute_code",
+        "action_input": source,
+        "observation": output,
+    }
+
+
+def test_a_chat_ending_on_figures_no_tool_produced_fires_and_names_them(sem):
+    run = Run(sem, task="Which of the two listed homes sold for more in 2022, and for how much?")
+    run.feed(
+        msg("Planner", "Let us find the sale prices of both homes."),
+        msg("RealEstate_Expert", "Home A sold for 850000 and home B sold for 950000."),
+        msg("Checker", "I verified the figures: home B sold for more, at **950000**."),
+    )
+    res = run.feed(msg("Planner", "TERMINATE"))
+    assert SKIP in res.fired
+    assert (
+        "`950000`" in res.text and "no tool output" in res.text and "No tool produced any output" in res.text
+    )
+
+
+def test_a_chat_whose_answer_a_tool_computed_is_quiet(sem):
+    run = Run(sem, task="How many clients have an even street number?")
+    run.feed(
+        msg("Planner", "Load the sheet and count the even street numbers."),
+        code(
+            "Analyst",
+            "Counting them.",
+            "import pandas as pd\nprint(count_even('clients.xlsx'))",
+            "exitcode: 0\n4127\n",
+        ),
+        msg("Checker", "The code printed 4127, so **4127** clients have an even street number."),
+    )
+    assert not run.feed(msg("Planner", "TERMINATE")).fired
+
+
+def test_printing_back_the_call_s_own_literal_confirms_nothing(sem):
+    run = Run(sem, task="In what year was the species first recorded west of the river?")
+    run.feed(
+        msg("manager", "Plan: ask the search agent for the record."),
+        code(
+            "manager",
+            "Asking.",
+            'task = "Please find the first record west of the river"\nprint(task)',
+            "Please find the first record west of the river",
+        ),
+        code("manager", "Answering.", 'final_answer("1937")', "Last output from code snippet:\n1937"),
+    )
+    res = run.feed(msg("manager", "FINAL ANSWER: 1937"))
+    assert SKIP in res.fired and '"1937"' in res.text and "only printed back" in res.text
+
+
+def test_an_answer_the_task_itself_gives_needs_no_check(sem):
+    run = Run(sem, task="Read the letters THESE AGULL GLIDE in order and write the sentence.")
+    run.feed(msg("manager", "Plan: read the rows in order."))
+    assert not run.feed(msg("manager", "FINAL ANSWER: THE SEAGULL GLIDE")).fired
+
+
+def test_a_highlighted_value_changed_after_the_tool_result_is_unchecked(sem):
+    run = Run(sem, task="Which two birthplace cities are farthest apart?")
+    run.feed(
+        msg("Planner", "Compute the pairwise distances."),
+        code(
+            "Geo_Expert", "Computing.", "print(farthest(cities))", "exitcode: 0\nBraintree, Honolulu 8199.05"
+        ),
+        msg("Checker", "The distance 8199.05 is right, so the answer is **Honolulu, Quincy**."),
+    )
+    res = run.feed(msg("Planner", "TERMINATE"))
+    assert SKIP in res.fired and "`Honolulu, Quincy`" in res.text
+
+
+def test_a_sub_agent_s_hand_off_and_a_quoted_terminate_do_not_end_the_run(sem):
+    run = Run(sem, task="Find the year.")
+    run.feed(
+        msg("manager", "Plan: delegate the search."),
+        {"agent": "search_agent", "action": "final_answer", "action_input": {"answer": "It is 1954."}},
+    )  # the worker's hand-off: the manager goes on
+    assert not run.fired_anywhere(SKIP)
+    run.feed(msg("Executor", 'No code to run. Reply me only with "TERMINATE"'))
+    assert not run.fired_anywhere(SKIP)
+
+
+def test_the_answer_check_is_said_once_and_again_if_the_chat_goes_on(sem):
+    run = Run(sem, task="What did the ticket cost?")
+    run.feed(
+        msg("Planner", "Find the price."), msg("Pricing_Expert", "The ticket cost **$60** in 2024. TERMINATE")
+    )
+    assert run.score(SKIP) >= 0.6 and "`$60`" not in run.results[-1].text
+    res = run.feed(msg("Checker", "Let me double-check that."))
+    assert SKIP in res.fired and "goes on" in res.text
+    assert SKIP not in run.feed(msg("Planner", "TERMINATE")).fired  # the same facts: said already
+
+
+def test_a_single_agent_run_or_one_that_edits_files_gets_no_answer_check(sem):
+    run = Run(sem, task="What port does the admin service listen on?")
+    run.feed(step("", "search", {"query": "admin port"}, "no matches"))
+    assert SKIP not in run.feed(finish("Final answer: 8443")).fired
+    run = Run(sem, task="Fix the port.")
+    run.feed(msg("Planner", "Plan."), edit("cfg/admin.py", "80", "8443"), bash("pytest -q", "2 passed"))
+    assert SKIP not in run.feed(msg("Coder", "The admin port is now **8443**. TERMINATE")).fired
