@@ -10,7 +10,9 @@ later: the checkpoint keeps the texts to compare (`confirm`) and the run's next 
 them, so the worker can embed them in the background meanwhile (`to_embed`) and the decision
 path finds the vectors cached; replay computes them inline, with the same result. A thought
 that acknowledges a change of direction ("switching to", "first I need to", "the user now
-wants") makes the new direction the focus instead of a drift.
+wants") makes the new direction the focus instead of a drift. A step that checks or tests the
+work, or names a file the run changed, is on topic however unlike the task's prose it reads.
+A verdict is said once, on the step it lands on, not carried to the steps after it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ..scan import leftmost, names
 from .base import NOTHING, Context, Finding, Monitor, clip01, quote
 from .features import StepFeatures, topic_text
 from .semantics import Semantics
+from .sprawl import MAX_EDITED, edited_stems, same_front
 
 FOCUS_STEPS = 5
 RECENT_STEPS = 5
@@ -66,6 +69,7 @@ class DriftState:
     # A MiniLM check planned at the last checkpoint, made on the next step: [recent texts,
     # reference text, the quote for the message].
     confirm: list[str] | None = None
+    edited: list[str] = field(default_factory=list)  # stems of the files the run changed
 
 
 MIN_THOUGHT = 20
@@ -134,20 +138,34 @@ def _confirmed(st: DriftState, sem: Semantics, task: str | None) -> DriftState:
 
 def evaluate(st: DriftState, f: StepFeatures, ctx: Context, sem: Semantics) -> tuple[DriftState, Finding]:
     task = ctx.task
+    # A verdict is said once, on the step it lands on; later steps do not repeat it (the
+    # score and text stay in the state: an inconclusive verdict is looked at again).
+    said = NOTHING
     if st.confirm is not None:
         st = _confirmed(st, sem, task)
+        said = Finding(st.score, st.text)
+    front = same_front(f, st.edited)
+    named = bool(task) and bool(names_in(f.thought + " " + " ".join(f.paths)) & _task_names(task or ""))
+    if f.modifies and (
+        front or named or len(st.focus) < FOCUS_STEPS or any(a in st.areas for a in _areas(f))
+    ):
+        # the run's own work (an edit on the task's names, tests or folders): naming it later is on topic
+        mine = edited_stems(f)
+        st = replace(st, edited=[*(x for x in st.edited if x not in mine), *mine][-MAX_EDITED:])
     text = step_text(f)
     steps = st.steps + 1
     keep = replace(st, steps=steps)
     if not text:
-        return keep, Finding(st.score, st.text)
+        return keep, said
     if ACK.search(f.thought):
         # An announced change of direction: the new direction is the focus from here on.
-        return DriftState(focus=[text], recent=[text], steps=steps), NOTHING
+        return DriftState(focus=[text], recent=[text], steps=steps, edited=st.edited), NOTHING
     here = [a for a in _areas(f) if a]
     opening = len(st.focus) < FOCUS_STEPS  # the folders of the run's opening steps are its own
     recent = [*st.recent, text][-RECENT_STEPS:]
-    tied = bool(task) and bool(names_in(f.thought + " " + " ".join(f.paths)) & _task_names(task or ""))
+    # tied to the task: it names what the task names, checks or tests the work, or names what
+    # the run changed (the tests of the serializer being fixed are the task's own work)
+    tied = front or named
     keep = replace(
         keep,
         recent=recent,
@@ -157,7 +175,7 @@ def evaluate(st: DriftState, f: StepFeatures, ctx: Context, sem: Semantics) -> t
         focus=[*st.focus, text] if opening else st.focus,
     )
     if steps < START_AFTER or steps % CHECK_EVERY or len(keep.focus) < FOCUS_STEPS:
-        return keep, Finding(st.score, st.text)
+        return keep, said
 
     fast = max(sem.fast_centroid_sims(keep.recent, [keep.focus] + ([[task]] if task else [])))
     baseline = fast if st.baseline is None else st.baseline
@@ -182,8 +200,8 @@ def evaluate(st: DriftState, f: StepFeatures, ctx: Context, sem: Semantics) -> t
         )
     ):
         # Still low, and MiniLM was asked recently or the screen has not moved since: its
-        # verdict stands until the evidence changes.
-        return replace(keep, baseline=baseline, low=low), Finding(st.score, st.text)
+        # verdict stands until the evidence changes (it was said when it landed).
+        return replace(keep, baseline=baseline, low=low), said
     # MiniLM on compact texts: its cost grows with tokens (~0.4 ms each on 2 cores).
     # The task when there is one (short, and shared by the runs of a fleet, so usually cached),
     # else the run's early focus. Compared on the next step (`_confirmed`).
@@ -191,7 +209,7 @@ def evaluate(st: DriftState, f: StepFeatures, ctx: Context, sem: Semantics) -> t
     ref = task[:TASK_CHARS] if task else " ".join(t[:CONFIRM_CHARS] for t in keep.focus[:CONFIRM_STEPS])
     return replace(
         keep, baseline=baseline, last_full=steps, full_fast=fast, low=low, confirm=[now, ref, keep.recent[-1]]
-    ), Finding(st.score, st.text)
+    ), said
 
 
 MONITOR = Monitor("silent_topic_drift", "drift", "drift", DriftState, evaluate, to_embed=to_embed)

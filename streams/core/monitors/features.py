@@ -307,8 +307,8 @@ class StepFeatures:
 
     @cached_property
     def coordination(self) -> bool:
-        """Speaker routing, ledger/status updates, "TERMINATE"."""
-        return self.message and is_coordination(self.thought)
+        """Speaker routing, ledger/status updates, fact surveys and plans, "TERMINATE"."""
+        return self.message and (is_coordination(self.thought) or is_planning(self.thought))
 
 
 EXCEPTION_LINE = re.compile(r"\b\w*(Error|Exception|Fault)\b:?|^E\s|\berror:", re.IGNORECASE)
@@ -338,6 +338,22 @@ FINAL_ANSWER = re.compile(r"^\W*(final answer|final_answer)\b", re.IGNORECASE)
 # A group chat ends on a message whose last word is TERMINATE (not a quoted "TERMINATE": an
 # executor's "reply me only with \"TERMINATE\"" routes the chat, it does not end it).
 TERMINATES = re.compile(r"(?<![\"'\u201c\u2018\w])TERMINATE\W{0,8}$")
+
+
+# A planning message: a fact survey or (re)plan that a framework schedules (smolagents' "1. Facts
+# given in the task" and "Here is the updated list of facts", Magentic-One's "We are working to
+# address the following user request" and fact sheets): it restates the task, it does no work.
+PLANNING = re.compile(
+    r"^\W*+(?:final_answer\W*+)?(?:1\.\s*+facts (?:given|survey)|here(?: is|['\u2019]s) (?:the |an )?"
+    r"(?:updated |initial )?(?:list of )?(?:facts|fact sheet|plan)\b|we are working to address the following|"
+    r"(?:updated |initial )?facts? survey\b)",
+    re.IGNORECASE,
+)
+
+
+def is_planning(text: str) -> bool:
+    """A fact survey or plan update (see PLANNING)."""
+    return bool(PLANNING.search(text[:200]))
 
 
 def is_coordination(text: str) -> bool:

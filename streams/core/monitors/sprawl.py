@@ -3,12 +3,16 @@
 Healthy runs explore early and narrow down; a run that is lost keeps opening new fronts. Per
 step we count what is new (a tool never used, a file never touched, a thought unlike any topic
 so far, judged by the static embedder against a few topic anchors), and compare the novelty
-rate of the last 10 steps with the 10 before and with the early phase. Everything is bounded:
-recently seen tools/files (LRU), 12 topic anchors, 20 counts.
+rate of the last 10 steps with the 10 before and with the early phase. A step that checks or
+tests the work, or names a file the run changed, is on the front already open: it adds no
+novelty (the tests of the fix are not a new front). Routing and planning messages add no
+topics. Everything is bounded: recently seen tools/files (LRU), 12 topic anchors, 20 counts,
+16 edited stems.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from .base import Context, Finding, Monitor, clip01, quote
@@ -22,6 +26,13 @@ MAX_ANCHORS = 12
 FIXED_ANCHORS = 4  # the run's first topics are never evicted: they are what "converging" means
 NEW_TOPIC_BELOW = 0.5  # fast-model cosine to every anchor below this: a new topic
 MIN_THOUGHT = 40
+MAX_EDITED = 16
+# A test file or folder, or a command that runs tests: `tests/x.py`, `test_store.py`,
+# `StoreTest.java`, `store.spec.ts`, `pytest`, `runtests.py`.
+TEST_WORD = re.compile(
+    r"(?:^|[/_.\s-])(?:tests?|spec)(?:[/_.\s-]|$)|[a-z](?-i:Tests?|Spec)\b|pytest|runtests|unittest",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -33,6 +44,7 @@ class SprawlState:
     early_novelty: int = 0
     counts: list[int] = field(default_factory=list)  # novelty per step, last 2 * RECENT steps
     recent_new: list[str] = field(default_factory=list)  # names of recent novelties, for the text
+    edited: list[str] = field(default_factory=list)  # stems of the files the run changed
 
 
 def stem_of(path: str) -> str:
@@ -49,6 +61,33 @@ def stem_of(path: str) -> str:
     return name
 
 
+def touches_tests(f: StepFeatures) -> bool:
+    """The step runs a check or reads or runs tests: the work of verifying the task."""
+    return f.verifies or any(TEST_WORD.search(p) for p in f.paths) or bool(TEST_WORD.search(f.command[:200]))
+
+
+def edited_stems(f: StepFeatures) -> list[str]:
+    """The stems of the files this step changed."""
+    return [s for p in (f.changed or f.paths if f.modifies else ()) if (s := stem_of(p))]
+
+
+def names_edited(f: StepFeatures, edited: list[str]) -> bool:
+    """The step names a file the run already changed (or its tests: `test_writer.py` and
+    `writer.py` share a stem), in its paths or in its thought."""
+    if not edited:
+        return False
+    if any(stem_of(p) in edited for p in f.paths):
+        return True
+    text = f"{f.thought[:1000]} {f.command[:200]}".lower()
+    return any(f"{s}." in text or f"{s}`" in text for s in edited)
+
+
+def same_front(f: StepFeatures, edited: list[str]) -> bool:
+    """A step on the front the run already works on: it checks or tests the work, or names what
+    the run changed. It opens nothing new, whatever files or words it brings."""
+    return touches_tests(f) or names_edited(f, edited)
+
+
 def _touch(seen: list[str], item: str) -> tuple[list[str], bool]:
     if item in seen:
         seen = [x for x in seen if x != item]
@@ -61,10 +100,15 @@ def evaluate(st: SprawlState, f: StepFeatures, ctx: Context, sem: Semantics) -> 
     (progress, for cyclic_compression)."""
     task = ctx.task
     novelties: list[str] = []
+    front = same_front(f, st.edited)
+    edited = st.edited
+    if f.modifies:
+        edited = list(dict.fromkeys([*(x for x in st.edited if x not in edited_stems(f)), *edited_stems(f)]))
+        edited = edited[-MAX_EDITED:]
     tools = st.tools
     if f.action and f.action not in ("finish", "submit"):
         tools, new_tool = _touch(tools, f.action)
-        if new_tool and st.steps > 0:
+        if new_tool and st.steps > 0 and not front:
             novelties.append(f"tool `{f.action_label}`")
     files = st.files
     new_files = 0
@@ -76,7 +120,7 @@ def evaluate(st: SprawlState, f: StepFeatures, ctx: Context, sem: Semantics) -> 
             new_files += 1
             # The tests of a module already opened (`test_store.py` after `store.py`) or a file
             # the task names are the same front, not a new one.
-            related = not new_stem or bool(task and stem and stem in task.lower())
+            related = front or not new_stem or bool(task and stem and stem in task.lower())
             if not related and st.steps > 0 and len([x for x in novelties if x.startswith("file")]) < 2:
                 novelties.append(f"file `{p}`")
     anchors = st.anchors
@@ -84,7 +128,7 @@ def evaluate(st: SprawlState, f: StepFeatures, ctx: Context, sem: Semantics) -> 
     if len(f.thought.strip()) >= MIN_THOUGHT and not f.coordination:
         if not anchors:
             anchors = [topic]
-        elif max(sem.fast_sims(topic, anchors)) < NEW_TOPIC_BELOW:
+        elif not front and max(sem.fast_sims(topic, anchors)) < NEW_TOPIC_BELOW:
             novelties.append(f'topic "{quote(topic, 40)}"')
             anchors = [*anchors, topic]
             if len(anchors) > MAX_ANCHORS:
@@ -100,6 +144,7 @@ def evaluate(st: SprawlState, f: StepFeatures, ctx: Context, sem: Semantics) -> 
         early_novelty=st.early_novelty + (n if steps <= EARLY else 0),
         counts=counts,
         recent_new=[*st.recent_new, *novelties][-6:] if n else st.recent_new,
+        edited=edited,
     )
     facts = {"new_files": new_files}
     if steps <= 2 * EARLY or len(counts) < 2 * RECENT:

@@ -201,3 +201,45 @@ def test_the_verdict_is_the_same_with_or_without_the_texts_embedded_ahead(sem):
         run.feed(step(OFF_TASK[0], "execute_bash", {"command": "echo working"}, "ok"))
         runs.append(run.results[-1])
     assert runs[0] == runs[1]
+
+
+def test_running_tests_is_on_topic_however_unlike_the_task_the_thought_reads(sem):
+    run = Run(sem, task=TASK)
+    run.feed(*ON_TASK, *ON_TASK)
+    for _ in range(2):
+        for i, t in enumerate(OFF_TASK):
+            run.feed(step(t, "execute_bash", {"command": f"pytest spec/area{i}_spec.py -q"}, "ok"))
+    assert not run.fired_anywhere(DRIFT)
+
+
+def test_naming_a_file_the_run_changed_is_on_topic(sem):
+    run = Run(sem, task=TASK)
+    run.feed(*ON_TASK, *ON_TASK)
+    for _ in range(2):
+        for t in OFF_TASK:
+            run.feed(
+                step(f"{t} The fix in paginate.py stays.", "execute_bash", {"command": "echo working"}, "ok")
+            )
+    assert not run.fired_anywhere(DRIFT)
+
+
+def test_a_drift_verdict_is_said_once_where_it_lands(sem):
+    run = Run(sem, task=TASK)
+    run.feed(*ON_TASK, *ON_TASK)
+    for _ in range(2):
+        for t in OFF_TASK:
+            run.feed(step(t, "execute_bash", {"command": "echo working"}, "ok"))
+    fires = [i for i, r in enumerate(run.results) if DRIFT in r.fired]
+    assert len(fires) == 1, fires  # the verdict is not repeated on the steps after it
+
+
+def test_planning_and_routing_messages_carry_no_topic():
+    from streams.core.monitors.drift import step_text
+    from streams.core.monitors.features import extract
+
+    for text in (
+        "### 1. Facts given in the task\n- The marketing site's hero image is blurry.",
+        "Here is the updated list of facts: the Slack bot uses the old events API.",
+        "Next speaker: WebSurfer",
+    ):
+        assert step_text(extract({"step": 1, "agent": "Orchestrator", "thought": text}, 8000)) == ""

@@ -194,3 +194,22 @@ def test_any_make_target_or_project_build_checks(cmd):
 def test_make_clean_alone_checks_nothing():
     assert not analyse("make clean").verifies
     assert analyse("make clean && make html").ops == (("check",),)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "### 1. Facts given in the task\n- The task asks for the year.",
+        'final_answer: {\n  "1. Facts given in the task": ["x"]}',
+        "Here is the updated list of facts that I know:",
+        "We are working to address the following user request: ...",
+    ],
+)
+def test_scheduled_fact_surveys_and_plan_updates_are_coordination(text):
+    assert extract({"step": 1, "agent": "manager", "thought": text}, 8000).coordination
+
+
+def test_a_result_message_is_not_coordination():
+    assert not extract(
+        {"step": 1, "agent": "Checker", "thought": "The plan worked: 42 rows."}, 8000
+    ).coordination

@@ -75,3 +75,24 @@ def test_early_exploration_is_not_sprawl(sem):
         run.feed(step(TOPICS[i], tools[i % len(tools)], {"path": f"src/m{i}.py"}, "ok"))
     run.feed(*_focused_steps(20))
     assert not run.fired_anywhere(SPRAWL)
+
+
+def test_the_tests_of_the_fix_late_in_the_run_are_not_new_fronts(sem):
+    run = Run(sem, task="Fix the session refresh bug")
+    run.feed(*_focused_steps(24))
+    for i, thought in enumerate(TOPICS):
+        if i % 2:
+            run.feed(view(f"tests/area{i}/test_case{i}.py", thought=thought))
+        else:
+            run.feed(bash(f"pytest tests/area{i} -q", f"{i} passed", thought=thought))
+    assert not run.fired_anywhere(SPRAWL)
+
+
+def test_steps_that_name_a_changed_file_are_on_the_same_front(sem):
+    run = Run(sem, task="Fix the session refresh bug")
+    run.feed(*_focused_steps(24))
+    for i, thought in enumerate(TOPICS):
+        run.feed(
+            step(f"{thought} It may touch session.py again.", "probe", {"path": f"infra/c{i}.yaml"}, "ok")
+        )
+    assert not run.fired_anywhere(SPRAWL)
