@@ -95,3 +95,45 @@ def test_work_and_state_size_are_bounded_up_to_5000_steps(sem, seed):
     assert max(work[4000:]) <= max(work[:1000]) + 5
     assert sizes[5000] <= sizes[1000] * 1.15 + 512
     assert sizes[5000] < 40_000
+
+
+def random_chat_step(rng: random.Random, i: int) -> dict:
+    """A group chat: experts' messages with figures and quoted values, code runs with output."""
+    topic = rng.choice(TOPICS)
+    agent = rng.choice(["Planner", "Analyst", "Checker", "Executor"])
+    if rng.randrange(3) == 0:
+        return {
+            "agent": agent,
+            "thought": f"Running the {topic} query.",
+            "action": "execute_code",
+            "action_input": f"print(count('{rng.choice(WORDS)}'))",
+            "observation": f"exitcode: 0\n{rng.randrange(10**6)} {topic} {rng.randrange(10**4)}",
+        }
+    if rng.randrange(20) == 0:
+        return {"agent": agent, "thought": f"The answer is **{rng.randrange(10**5)}**. TERMINATE"}
+    return {
+        "agent": agent,
+        "thought": f'The {topic} total is {rng.randrange(10**5)} for "{rng.choice(WORDS)}".',
+    }
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, 2**32 - 1))
+def test_a_long_group_chat_keeps_its_answer_memory_bounded(seed):
+    """verification_skip's answer check in a chat: two evidence filters, a claim, a few facts."""
+    from streams.core.monitors import verification
+    from streams.core.monitors.base import Context
+    from streams.core.monitors.features import extract
+
+    rng = random.Random(seed)
+    state = verification.MONITOR.initial()
+    ctx = Context("How many orders were exported in March?", {})
+    sizes: dict[int, int] = {}
+    for i in range(1, 5001):
+        state, _ = verification.MONITOR.evaluate(
+            state, extract({"step": i, **random_chat_step(rng, i)}, 20_000), ctx, None
+        )
+        if i in (1000, 5000):
+            sizes[i] = len(orjson.dumps(state.__dict__))
+    assert sizes[5000] <= sizes[1000] * 1.15 + 512
+    assert sizes[5000] < 5_000
