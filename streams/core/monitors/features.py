@@ -269,6 +269,12 @@ class StepFeatures:
     # The tool input as text (JSON with sorted keys when structured), first INPUT_KEPT chars.
     input: str = ""
     difficulty: float | None = None  # what the agent supplied (it wins over any scorer's)
+    # The input, or a text in it, ends where a producer (or `max_chars`) cut it: two equal
+    # inputs may then hide different content (two rewrites of one file, cut at 4,000 chars).
+    input_cut: bool = False
+    # The observation ends where its producer cut it (a round length): its tail, where a test
+    # summary or a traceback's error sits, is unseen.
+    observation_cut: bool = False
     # The observation uncut (`observation` is cut to the thought limit): its head and tail are
     # what `outcome` and `obs_digest` read.
     whole_observation: str = field(default="", repr=False)
@@ -313,18 +319,60 @@ class StepFeatures:
 
 EXCEPTION_LINE = re.compile(r"\b\w*(Error|Exception|Fault)\b:?|^E\s|\berror:", re.IGNORECASE)
 ERROR_WORDS = re.compile(r"(error|exception|failed|traceback|cannot|denied|not found)", re.IGNORECASE)
+# `Name(Error|Exception): message`, where it starts: the last one of a line is the innermost
+# error of a chain ("AgentExecutionError: ... : TypeError: f() got an unexpected keyword").
+RAISED = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?=: \S)")
+# Noise a tool prints around an error: warnings and traceback frames say where, not what.
+ERROR_NOISE = re.compile(
+    r"warning:|\bW\d{3}\b|^File \"[^\"\n]*\", line \d|^[~^\s]+$|^Traceback \(most recent call last\):?$",
+    re.IGNORECASE,
+)
+FRAME = re.compile(r'File "[^"\n]*", line \d')
+# A label that says only that something failed ("ERROR:", "Error:", "FAILED:"): its message
+# is on the next line.
+ERROR_LABEL = re.compile(r"^[\W_]*(error|exception|failed|failure|fatal)[\W_]*$", re.IGNORECASE)
+ERROR_LINES = 30
+ERROR_KEPT = 160
 
 
 def _error_line(obs: str) -> str:
-    """The line that says what went wrong: an exception or compiler error line over a summary
-    ("1 failed in 0.8s"), with durations, times and addresses masked so reruns compare equal."""
-    lines = [ln.strip() for ln in obs.strip().splitlines() if ln.strip()][-30:]
+    """The line that says what went wrong, with durations, times and addresses masked so reruns
+    compare equal: the last raised `Name(Error|Exception): message` (its innermost error, when
+    one wraps another), else the last line with an error word; never a warning or a traceback
+    frame, and a bare label ("ERROR:") together with the message on the line after it."""
+    lines = [ln.strip() for ln in obs.strip().splitlines() if ln.strip()][-ERROR_LINES:]
+    # a frame's next line is the source it points at, not an error
+    useful = [
+        i for i, ln in enumerate(lines) if not (ERROR_NOISE.search(ln) or (i and FRAME.match(lines[i - 1])))
+    ]
+    for i in reversed(useful):
+        starts = [m.start() for m in RAISED.finditer(lines[i][:2000])]
+        if starts:
+            return normalise_obs(lines[i][starts[-1] :])[:ERROR_KEPT]
     for pattern in (EXCEPTION_LINE, ERROR_WORDS):
-        for ln in reversed(lines):
-            if pattern.search(ln):
-                return normalise_obs(ln)[:160]
-    # no error words: a framework's complaint leads with what went wrong
-    return normalise_obs(lines[0])[:160] if lines else ""
+        for i in reversed(useful):
+            if pattern.search(lines[i]):
+                return _with_message(lines, useful, i)
+    # no error words: a framework's complaint leads with what went wrong; not a traceback cut
+    # before its error, nor a heading ("Operations to perform:") that announces a log
+    if not useful or any(FRAME.match(ln) for ln in lines):
+        return ""
+    first = lines[useful[0]]
+    return (
+        ""
+        if first.endswith(":") and not ERROR_LABEL.match(first)
+        else _with_message(lines, useful, useful[0])
+    )
+
+
+def _with_message(lines: list[str], useful: list[int], i: int) -> str:
+    """Line `i`, joined with the next useful line when it is only a label."""
+    line = lines[i]
+    if ERROR_LABEL.match(line):
+        nxt = next((j for j in useful if j > i), None)
+        if nxt is not None:
+            line = f"{line} {lines[nxt]}"
+    return normalise_obs(line)[:ERROR_KEPT]
 
 
 COORDINATION = re.compile(
@@ -334,6 +382,14 @@ COORDINATION = re.compile(
     r"(please )?(continue|proceed|go ahead)\W*$)|group chat manager|let other participants?\b",
     re.IGNORECASE,
 )
+# A scheduled survey of the facts and the plan, which planning agents write every few steps
+# (sometimes in the shape of a final answer): its sections are named after the facts.
+FACT_SURVEY = re.compile(
+    r"\bfacts (?:given in the task|that we have learned|(?:still )?to (?:look up|derive))\b"
+    r"|\b(?:updated|new) list of facts\b",
+    re.IGNORECASE,
+)
+PLANNING_CHARS = 1500  # of a message searched for the survey's headings
 FINAL_ANSWER = re.compile(r"^\W*(final answer|final_answer)\b", re.IGNORECASE)
 # A group chat ends on a message whose last word is TERMINATE (not a quoted "TERMINATE": an
 # executor's "reply me only with \"TERMINATE\"" routes the chat, it does not end it).
@@ -357,11 +413,14 @@ def is_planning(text: str) -> bool:
 
 
 def is_coordination(text: str) -> bool:
-    """A message that routes the conversation instead of doing work: "Next speaker: Coder",
-    "TERMINATE", an orchestrator ledger, the executor's "no code to run, let others continue"."""
+    """A message that routes the conversation or re-plans instead of doing work: "Next
+    speaker: Coder", "TERMINATE", an orchestrator ledger, the executor's "no code to run, let
+    others continue", a scheduled facts-and-plan update."""
     t = text.strip()
     return bool(t) and (
-        bool(COORDINATION.search(t[:400])) or (len(t) <= 40 and t.upper() == t and "TERMINATE" in t)
+        bool(COORDINATION.search(t[:400]))
+        or (len(t) <= 40 and t.upper() == t and "TERMINATE" in t)
+        or bool(FACT_SURVEY.search(t[:PLANNING_CHARS]))
     )
 
 
@@ -388,7 +447,8 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
         # A multi-agent transcript without the `agent` field: the speaker's name in `action`,
         # no input, no result. It is a message, not a tool call.
         agent, label, action = label, None, None
-    itext = input_text(raw_input)[:max_chars]
+    whole_input = input_text(raw_input)
+    itext = whole_input[:max_chars]
     whole_obs = raw_obs or ""
     if not isinstance(whole_obs, str):
         whole_obs = input_text(whole_obs)
@@ -433,10 +493,17 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
     if not_run:
         verifies = False
     message = action is None
+    # a planning update written as a final answer ("final_answer: {facts ...}") ends nothing
     finishes = (
         action in FINISH_ACTIONS
         or submits
-        or (message and (bool(FINAL_ANSWER.match(thought)) or bool(TERMINATES.search(thought[-40:]))))
+        or (
+            message
+            and (
+                (bool(FINAL_ANSWER.match(thought)) and not is_coordination(thought))
+                or bool(TERMINATES.search(thought[-40:]))
+            )
+        )
     )
     condenses = action in CONDENSE_ACTIONS
     act_text = f"{label}: {itext}"[:TEXT_KEPT] if label else ""
@@ -469,8 +536,32 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
         ops=ops,
         input=itext[:INPUT_KEPT],
         difficulty=_number(ev.get("difficulty")),
+        input_cut=_looks_cut(raw_input, len(whole_input), max_chars),
+        observation_cut=_round_length(whole_obs),
         whole_observation=whole_obs,
     )
+
+
+CUT_MIN = 1000  # a text this long whose length is a round number was cut by its producer
+CUT_UNITS = (500, 512)
+
+
+def _looks_cut(raw_input: Any, whole: int, max_chars: int) -> bool:
+    """The input was cut: longer than we keep, or a text of it at a round length ≥ CUT_MIN."""
+    if whole > max_chars:
+        return True
+    texts = (
+        [raw_input]
+        if isinstance(raw_input, str)
+        else list(raw_input.values())[:16]
+        if isinstance(raw_input, dict)
+        else []
+    )
+    return any(isinstance(t, str) and _round_length(t) for t in texts)
+
+
+def _round_length(text: str) -> bool:
+    return len(text) >= CUT_MIN and any(len(text) % u == 0 for u in CUT_UNITS)
 
 
 def _number(v: Any) -> float | None:

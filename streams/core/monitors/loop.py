@@ -3,30 +3,43 @@
 Covers the stuck shapes a well-known coding-agent stuck detector looks for (same action and
 same observation 4x, same action failing with the same error 3x, the same message 3x without a
 tool call, A/B alternation over 6 steps, 3 empty responses, 10+ condensations in a row) plus
-the one it cannot see: the same search or command reworded ("session timeout" / "session
-expiry" / "session token expiration"), matched with embeddings. Identical commands whose output
-changes (a test suite failing less each run) are progress, not a loop.
+what it cannot see: the same search or command reworded ("session timeout" / "session
+expiry" / "session token expiration"), matched with embeddings; one reworded search after
+another with no result opened; a call that already failed with the same error, issued again;
+code re-issued (by any agent) after it brought nothing.
+
+What it says must hold of the run. A rerun after an edit is not a retry: the same output after
+several edits says the edits do not reach what runs, and that is what the text then says.
+Identical commands whose output changes (a test suite failing less each run) are progress.
+Results are compared on their content: lines every result of a tool carries (a framework's
+footer, a wrapper, the echoed command) are learnt per run and left out.
 """
 
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..scan import leftmost, names
+from ..scoring.observation import window
 from .base import NOTHING, Context, Finding, Monitor, quote
-from .features import StepFeatures, obs_sketch, short_hash, sketch_similarity
+from .features import VOLATILE, StepFeatures, short_hash, sketch_similarity
 from .semantics import Semantics
 
 WINDOW = 12
-# Cascade band for "the same action, reworded": the static model is sure above FAST_HI and
-# sure of a miss below FAST_LO; in between MiniLM decides against REWORDED_SIM.
+# Cascade band for "the same action, reworded", on the query or command alone (`_asked`): the
+# static model is sure above FAST_HI and sure of a miss below FAST_LO; in between MiniLM
+# decides against REWORDED_SIM ("session timeout" / "session token expiration": 0.50).
 FAST_HI = 0.86
 FAST_LO = 0.45
-REWORDED_SIM = 0.62
-NO_PROGRESS_OBS = 0.5  # sketch overlap above which two results carry the same information
+REWORDED_SIM = 0.5
+NO_PROGRESS_OBS = 0.5  # share of content lines above which two results carry the same information
+NEAR_SAME = 0.75  # ... above which a failing rerun's result is nearly the one before
+EDITS_SAID = 3  # edits between unchanged reruns before the text is about the edits
+RERUNS_SAID = 4  # ... and runs of the check with that one result (3 rounds of edits, no change)
 
 MESSAGE_CHARS = 160  # of a message step kept to compare with the same agent's next messages
 REWORDED_MESSAGE = 0.85  # static-model cosine of two messages that say the same thing
@@ -35,10 +48,46 @@ REWORDED_MESSAGE = 0.85  # static-model cosine of two messages that say the same
 FACT = re.compile(r"\b\d[\d,.]*\d\b|\d{2,}|`[^`]{2,40}`|\"[^\"]{3,40}\"|https?://\S+")
 FACT_NAME = re.compile(names(r"\.[a-z]{2,4}\b"))
 DIGITS = re.compile(r"\d+")
+QUOTED = re.compile(r"'[^'\n]{0,80}'|\"[^\"\n]{0,80}\"|`[^`\n]{0,80}`")
 # Starts only where a run of id characters starts: a later start in the same run ends the same
 # way, so retrying there (a rescan of the run per character) could not find anything new.
 ID = re.compile(r"(?<![\w#-])[\w#-]*\d[\w#-]*")
-SALIENT = re.compile(r'"(?:command|cmd|query|q|pattern|path|file|url)"\s*:\s*"((?:[^"\\]|\\.)*)')
+SALIENT = re.compile(
+    r'"(?:command|cmd|query|q|pattern|path|file|url|code|search_string|question)"\s*:\s*"((?:[^"\\]|\\.)*)'
+)
+# Name-like words of an input: snake_case, camelCase, Class::member (not dotted names: a
+# web query's site:host.org is no code name). Two inputs that differ in one
+# look for different things (`grep "class ASTBase"` then `grep "class Symbol"`), not reworded.
+CODE_NAME = re.compile(r"[^\W_]_[^\W_]|[a-z][A-Z]|::")
+SPLIT = re.compile(r"[^\w.:]+")
+WORD = re.compile(r"\w+")
+# A call that failed for a reason of the moment: running it again may work.
+TRANSIENT = re.compile(
+    r"time[d ]?out|rate.?limit|too many requests|\b(429|502|503|504)\b|temporar|unavailable|"
+    r"connection (reset|refused|aborted)|try again",
+    re.IGNORECASE,
+)
+MISSING_PROGRAM = re.compile(r"command not found|is not recognized as|: not found$")
+# Shell commands that change what a rerun sees though no file is edited.
+STATE_CHANGE = re.compile(
+    r"\b(?:git (?:checkout|stash|reset|restore|pull|merge|rebase|switch|clean)|rm|mv|cp|touch|mkdir|"
+    r"chmod|ln|pip3? install|conda install|npm (?:install|ci)|setup\.py|make)\b"
+)
+# A framework's status line or an output wrapper: "[Command finished with exit code 0]",
+# "<returncode>0</returncode>", "<output>". Never what a command found.
+STATUS_LINE = re.compile(r"^\[[A-Z][a-z]+ [^\]\n]*\]$|^<[\w-]+>[^<>\n]{0,40}</[\w-]+>$|^</?[\w-]+>$")
+
+CONTENT_LINES = 16  # hashes kept of a result's content lines (a bottom-k sketch)
+FRAME_EDGE = (3, 6)  # lines at the head and tail of a result where a frame sits
+FRAME_TOOLS = 8  # tools whose frame is learnt per run
+FRAME_KEPT = 16  # line counts kept per tool
+FRAME_MIN = 4  # results of a tool before any of its lines counts as frame
+FRAME_SHARE = 0.6  # share of a tool's results a frame line appears in
+FRAME_KINDS = 3  # distinct results of a tool needed (else every line of a loop would be "frame")
+DIGITS_MASKED_FROM = 400  # chars of content from which a result is compared with digits masked
+ECHO_LEFT = 8  # words of a result's other lines (a wrapper) at most, for it to be an echo
+ECHO_MIN = 4  # words of the input a result must repeat to be an echo
+LEADS = 3  # content lines of a search result that make it a list of leads
 
 
 @dataclass(slots=True)
@@ -51,20 +100,25 @@ class Entry:
     action: str | None
     text: str  # "tool: input"
     sig: str  # hash of action + input
-    obs: str  # hash of the observation
-    sketch: list[Any]  # observation sketch, for "nothing new"
+    obs: str  # the result's key (`_result_key`): whether it failed, its test counts
+    lines: list[int]  # hashes of the result's content lines (frame lines left out when compared)
     err: bool
     errline: str  # the error line, digits masked
     thought: str  # hash of the thought
     empty: bool
     condense: bool
-    obs_empty: bool
+    obs_empty: bool  # no content: nothing, "no results", or only the input's own text echoed
     modifies: bool
     verifies: bool = False
     paths: list[str] = field(default_factory=list)
     agent: str = ""
     message: str = ""  # a message step's text (first MESSAGE_CHARS)
     facts: list[str] = field(default_factory=list)  # hashes of what a message states
+    changes: bool = False  # a file edit or a command that changes what a rerun sees
+    echo: bool = False  # the result only repeats the input's own text
+    cut: bool = False  # the input was cut by its producer: equal inputs prove nothing
+    verdict: str = ""  # "fail" | "pass" (a test run with no failure) | "" (unknown)
+    obs_cut: bool = False  # the result was cut by its producer: its tail is unseen
 
     def encode(self) -> list[Any]:
         return [
@@ -73,7 +127,7 @@ class Entry:
             self.text,
             self.sig,
             self.obs,
-            self.sketch,
+            self.lines,
             self.err,
             self.errline,
             self.thought,
@@ -86,6 +140,11 @@ class Entry:
             self.agent,
             self.message,
             self.facts,
+            self.changes,
+            self.echo,
+            self.cut,
+            self.verdict,
+            self.obs_cut,
         ]
 
     @classmethod
@@ -93,20 +152,29 @@ class Entry:
         return cls(*e)
 
     @classmethod
-    def of(cls, f: StepFeatures) -> Entry:
+    def of(cls, f: StepFeatures, frame: set[int], lines: list[tuple[str, int]] | None = None) -> Entry:
+        """The entry of step `f`: `lines` are its result's (`_result_lines`), `frame` the
+        lines this run has learnt its tool always prints."""
+        lines = (_result_lines(f) if f.action else []) if lines is None else lines
+        content = [h for _, h in lines if h not in frame]
+        echo = bool(f.action) and not f.modifies and _echoes(f, [t for t, h in lines if h not in frame])
+        outcome = f.outcome if f.action and f.whole_observation else None
+        tests = outcome.tests if outcome else None
+        failed = bool(outcome and outcome.failed) or f.is_error
         return cls(
             step=f.step,
             action=f.action,
             text=f.act_text,
             sig=f.sig,
-            obs=f.obs_hash,
-            sketch=obs_sketch(f.obs_norm) if f.action else [],
+            obs=_result_key(f, sum(len(t) for t, _ in lines), failed, tests),
+            lines=_kept(content),
             err=f.is_error,
-            errline=DIGITS.sub("#", f.error_line),  # "line 62230" and "line 62245": the same error
+            errline=_error_key(f),
             thought=short_hash(f.thought.strip()) if f.thought.strip() else "",
             empty=f.empty,
             condense=f.condenses,
-            obs_empty=f.obs_empty,
+            obs_empty=bool(f.action)
+            and (f.obs_empty or not content or echo or bool(outcome and outcome.kind == "not_found")),
             modifies=f.modifies,
             verifies=f.verifies,
             paths=list(f.paths[:2]),
@@ -115,14 +183,128 @@ class Entry:
             facts=sorted({short_hash(m.lower())[:8] for m in message_facts(f.thought[:4000])})[:16]
             if f.message
             else [],
+            changes=f.modifies or bool(f.command and STATE_CHANGE.search(f.command)),
+            echo=echo,
+            cut=f.input_cut,
+            verdict="fail" if failed else "pass" if tests and not tests[0] else "",
+            obs_cut=f.observation_cut,
         )
+
+
+def _error_key(f: StepFeatures) -> str:
+    """The error line as errors compare: digits masked ("line 62230" and "line 62245" are one
+    error), and so is what it quotes back of the input ("unexpected keyword argument ''" and
+    "... 'arguments'": one error for whatever was passed)."""
+
+    def given(m: re.Match[str]) -> str:
+        inner = m[0][1:-1]
+        return "'#'" if not inner.strip() or inner in f.input else m[0]
+
+    return DIGITS.sub("#", QUOTED.sub(given, f.error_line))
+
+
+def _result_key(f: StepFeatures, chars: int, failed: bool, tests: tuple[int, int] | None) -> str:
+    """What two results must share to be the same: a long one with its digits masked (line
+    numbers, ids and addresses vary between reruns that say the same), a short one as it is
+    but for durations and addresses (there a number is often the answer) unless it reports an
+    edit (line counts); whether it failed, and its test counts (a count that moves is progress)."""
+    if not f.whole_observation:
+        return ""
+    if chars >= DIGITS_MASKED_FROM or f.modifies:
+        masked = DIGITS.sub("#", VOLATILE.sub("#", window(f.whole_observation)))  # 0x7f21f5c1: all of it
+        text = f"{zlib.crc32(' '.join(masked.lower().split()).encode('utf-8', 'replace')):08x}"
+    else:
+        text = f.obs_hash[:8]
+    return f"{text}{'!' if failed else ''}{tests or ''}"
+
+
+def _line_hash(line: str) -> int:
+    masked = DIGITS.sub("#", VOLATILE.sub("#", line))
+    return zlib.crc32(" ".join(masked.lower().split()).encode("utf-8", "replace"))
+
+
+def _result_lines(f: StepFeatures) -> list[tuple[str, int]]:
+    """The result's lines (head and tail of a long one) with their hashes, digits masked,
+    without status lines and lines that echo the command or query."""
+    said = _salient(f.act_text.split(":", 1)[1].strip() if ":" in f.act_text else "")
+    said = said if len(said) >= 4 else ""
+    out = []
+    for ln in window(f.whole_observation).splitlines():
+        t = ln.strip()
+        if t and not STATUS_LINE.match(t) and not (said and said in t):
+            out.append((t, _line_hash(t)))
+    return out
+
+
+def _kept(hashes: list[int]) -> list[int]:
+    """A bottom-k sketch of the content's lines: its overlap with another estimates how many
+    lines two results share, over the whole result."""
+    return sorted(set(hashes))[:CONTENT_LINES]
+
+
+def _echoes(f: StepFeatures, content: list[str]) -> bool:
+    """The result is the input's own text printed back (a request `print`ed instead of sent, a
+    hard-coded list shown as found): its lines run word for word through the input, but for
+    a few words of wrapper. Nothing was looked up or computed."""
+    if not content or not f.input:
+        return False
+    given = f" {' '.join(WORD.findall(f.input.lower()))} "
+    quoted = other = 0
+    for t in content[:40]:
+        words = WORD.findall(t.lower())
+        # a line cut by the producer ends in part of a word
+        if words and (f" {' '.join(words)} " in given or f" {' '.join(words[:-1])} " in given):
+            quoted += len(words)
+        else:
+            other += len(words)
+    return quoted >= ECHO_MIN and other <= ECHO_LEFT and 2 * other <= quoted
 
 
 @dataclass(frozen=True)
 class LoopState:
-    """The last WINDOW steps, flattened (see `Entry`)."""
+    """The last WINDOW steps, flattened (see `Entry`), and per tool what its results share
+    (`frames`: tool -> [results seen, distinct results (hashes, at most FRAME_KINDS kept),
+    {line hash: results it appeared in}, at most FRAME_KEPT lines])."""
 
     window: list[list[Any]] = field(default_factory=list)
+    frames: dict[str, list[Any]] = field(default_factory=dict)
+
+
+def frame_of(frames: dict[str, list[Any]], tool: str | None) -> set[int]:
+    """The lines that recur in most of a tool's results (footers, wrappers) once it has given
+    enough different results for that to mean something."""
+    got = frames.get(tool or "")
+    if not got:
+        return set()
+    n, kinds, counts = got
+    if n < FRAME_MIN or len(kinds) < FRAME_KINDS:
+        return set()
+    return {int(h) for h, c in counts.items() if c >= FRAME_SHARE * n}
+
+
+def _learn(
+    frames: dict[str, list[Any]], f: StepFeatures, obs: str, lines: list[tuple[str, int]]
+) -> dict[str, list[Any]]:
+    """`frames` with this step's result counted (a new dict: the state is a value)."""
+    if not (f.action and lines) or f.modifies:
+        return frames
+    n, kinds, counts = frames.get(f.action, [0, [], {}])
+    head, tail = FRAME_EDGE
+    edge = {str(h) for _, h in lines[:head] + lines[-tail:]}
+    new_counts = dict(counts)
+    for h in edge:
+        new_counts[h] = new_counts.get(h, 0) + 1
+    if len(new_counts) > FRAME_KEPT:  # the most frequent lines stay; ties: the earlier seen
+        ranked = sorted(new_counts.items(), key=lambda kv: -kv[1])[:FRAME_KEPT]
+        keep = {k for k, _ in ranked}
+        new_counts = {k: c for k, c in new_counts.items() if k in keep}
+    key = obs[:8]
+    new_kinds = kinds if key in kinds or len(kinds) >= FRAME_KINDS else [*kinds, key]
+    out = {k: v for k, v in frames.items() if k != f.action}
+    if len(out) >= FRAME_TOOLS:  # the tool seen least makes room
+        out.pop(min(out, key=lambda k: out[k][0]))
+    out[f.action] = [n + 1, new_kinds, new_counts]
+    return out
 
 
 @dataclass(slots=True)
@@ -131,6 +313,7 @@ class Window:
 
     entries: list[Entry]
     features: StepFeatures
+    frames: dict[str, list[Any]] = field(default_factory=dict)
 
     @property
     def cur(self) -> Entry:
@@ -139,6 +322,15 @@ class Window:
     @property
     def before(self) -> list[Entry]:
         return self.entries[:-1]
+
+    def content(self, e: Entry) -> list[int]:
+        """The sketch of a result's content, without what this run has learnt is frame."""
+        frame = frame_of(self.frames, e.action)
+        return [h for h in e.lines if h not in frame]
+
+    def overlap(self, a: Entry, b: Entry) -> float:
+        """Estimated share of content lines two results have in common."""
+        return sketch_similarity(self.content(a), self.content(b))
 
 
 Rule = Callable[[Window, Semantics], Finding | None]
@@ -164,72 +356,277 @@ def _ids(text: str) -> set[str]:
     return set(ID.findall(text))
 
 
+def _code_names(text: str) -> set[str]:
+    return {t.strip(".:") for t in SPLIT.split(text[:400]) if CODE_NAME.search(t.strip(".:"))}
+
+
+def _other_target(a: Entry, b: Entry) -> bool:
+    """One command template aimed at different names: exploration, not a rewording. (In a
+    block of code, names are the author's variables: there the meaning decides.)"""
+    ia, ib = _salient(_raw_input(a)), _salient(_raw_input(b))
+    if "\n" in ia or "\n" in ib or "\\n" in ia or "\\n" in ib:
+        return False
+    return bool(_code_names(ia) ^ _code_names(ib))
+
+
 def _label(e: Entry) -> str:
     return e.text.split(":", 1)[0] if e.text else str(e.action)
 
 
+def _raw_input(e: Entry) -> str:
+    return e.text.split(":", 1)[1].strip() if ":" in e.text else e.text
+
+
+def _salient(raw: str) -> str:
+    m = SALIENT.search(raw) if raw.startswith("{") else None
+    return m.group(1) if m else raw
+
+
+def _asked(e: Entry) -> str:
+    """What a call asks, for the embedding: the query or command alone (a JSON wrapper or the
+    tool's name, the same in every call, would make any two calls alike)."""
+    return _salient(_raw_input(e)) or e.text
+
+
 def _input(e: Entry) -> str:
     """The input as a person would name it: the command, query or path, not the JSON."""
-    raw = e.text.split(":", 1)[1].strip() if ":" in e.text else e.text
-    m = SALIENT.search(raw) if raw.startswith("{") else None
-    return quote(m.group(1) if m else raw, 60)
+    return quote(_salient(_raw_input(e)), 60)
+
+
+def _inputs(entries: list[Entry], k: int = 4) -> str:
+    """The last k distinct inputs, quoted, in order."""
+    said = list(dict.fromkeys(_input(e) for e in entries))[-k:]
+    return ", ".join(f'"{x}"' for x in said)
+
+
+def _who(entries: list[Entry], cur: Entry) -> str:
+    """Who did it, as the text's subject: "You have", "search_agent has", "A and B have"."""
+    agents = list(dict.fromkeys(e.agent for e in entries if e.agent))
+    if len(agents) > 1:
+        return " and ".join([", ".join(agents[:-1]), agents[-1]]) + " have"
+    return f"{cur.agent} has" if cur.agent else "You have"
+
+
+def _edits(w: Window, after: int, sig: str) -> list[Entry]:
+    """Successful edits between step `after` and the current step (the command itself aside)."""
+    return [e for e in w.before if e.step > after and e.modifies and not e.err and e.sig != sig]
+
+
+def _changed(w: Window, after: int, sig: str) -> bool:
+    return any(e.step > after and e.changes and e.sig != sig for e in w.before)
+
+
+def _files(edits: list[Entry]) -> str:
+    names = list(dict.fromkeys(_base(p) for e in edits for p in e.paths[:1]))
+    return ", ".join(f"`{n}`" for n in names[:3]) + (", …" if len(names) > 3 else "")
+
+
+def _error_quote(w: Window) -> str:
+    return quote(w.features.error_line, 120)
+
+
+def _steps(entries: list[Entry]) -> str:
+    ks = [str(e.step) for e in entries]
+    return ks[0] if len(ks) == 1 else ", ".join(ks[:-1]) + " and " + ks[-1]
+
+
+def _unchanged_by_edits(
+    w: Window, runs: list[Entry], edits: list[Entry], exact: bool = True
+) -> Finding | None:
+    """The same check gave the same result after each of several edits: the edits are not
+    reaching what runs (another copy is imported, a cache) or the diagnosis is wrong. Not a
+    retry, and not news when the check passes (a regression run after each edit). Of a result
+    its producer cut, only the part sent is known to be the same, and the text says so."""
+    cur = w.cur
+    if len(edits) < EDITS_SAID or len(runs) < RERUNS_SAID or cur.verdict == "pass":
+        return None
+    same = "the same" if exact else "nearly the same"
+    look = "or re-read its output"
+    if cur.obs_cut:
+        sent = len(w.features.whole_observation)
+        outcome = f"printing {same} first {sent:,} characters of output (all that was sent of it)"
+        look = "or read the rest of its output"
+    elif cur.verdict == "fail" and w.features.error_line:
+        outcome = f'failing with {same} error ("{_error_quote(w)}")'
+        look = "or re-read the error"
+    elif cur.verdict == "fail":
+        outcome = f"failing with {same} output"
+    else:
+        outcome = f"printing {same} output"
+    return Finding(
+        0.85 if len(runs) > RERUNS_SAID else 0.7,
+        f"Your last {len(edits)} edits ({_files(edits)}) left `{_input(cur)}` {outcome}: it has "
+        f"given {same} result {len(runs)} times since step {runs[0].step}. Check that the "
+        "edits reach the code that runs (the import path, an installed copy, a cache) "
+        f"{look} before the next edit.",
+    )
 
 
 def same_result(w: Window, sem: Semantics) -> Finding | None:
-    """1. Same action, same observation."""
+    """1. Same action, same result. Repeats with edits between are reruns of a check, which
+    `_unchanged_by_edits` speaks about (there a result that differs only in a line or two
+    counts too: the edits did not move it); without, they are retries."""
     cur = w.cur
-    if not cur.sig:
+    if not (cur.sig and cur.obs) or (cur.modifies and not cur.verifies) or cur.condense:
         return None
-    n = _trailing(w.entries, lambda e: e.sig == cur.sig and e.obs == cur.obs)
-    total = sum(1 for e in w.entries if e.sig == cur.sig and e.obs == cur.obs)
-    score = {2: 0.2, 3: 0.5}.get(n, 0.9 if n >= 4 else 0.0)
-    score = max(score, 0.75 if total >= 4 else 0.45 if total == 3 else 0.0)
-    if not score:
+    runs = [e for e in w.entries if e.sig == cur.sig]
+    n = _trailing(runs, lambda e: e.obs == cur.obs)
+    # nearly the same counts while the check itself is the same: not across an edit of a
+    # file the command names (the script run, extended with a new case)
+    near = n + _trailing(runs[:-n], lambda e: _near(w, e, cur) and not _rewritten(w, e.step, cur.step, cur))
+    edits = _edits(w, runs[-near].step, cur.sig)
+    if edits:
+        return _unchanged_by_edits(w, runs[-near:], edits, exact=near == n)
+    if n < 2 or cur.modifies or _changed(w, runs[-n].step, cur.sig):
         return None
+    runs = runs[-n:]
+    adjacent = _trailing(w.entries, lambda e: e.sig == cur.sig and e.obs == cur.obs)
+    score = 0.9 if adjacent >= 4 else 0.75 if n >= 4 else 0.5 if n == 3 else 0.2
+    who = _who(runs, cur)
     return Finding(
         score,
-        f"You have run `{_label(cur)}` with the same input ({_input(cur)}) {max(n, total)} times "
-        "and got the same result every time. Running it again will not change the outcome: "
-        "use the result you already have, then try a different approach (another command, "
-        "another file, or re-examine your assumption).",
+        f"{who} run `{_label(cur)}` with the same input ({_input(cur)}) {n} times with nothing "
+        "changed in between, and got the same result every time. Running it again will not "
+        "change the outcome: use the result you already have, then try a different approach "
+        "(another command, another file, or re-examine your assumption).",
+    )
+
+
+def _near(w: Window, a: Entry, b: Entry) -> bool:
+    """Nearly the same failure: failed both, the same test counts, the same error line but for
+    the order of its words ("{x, y}" or "{y, x}"), most lines shared. (Not for output that did
+    not fail: there the line or two that moved is often what the edit changed.)"""
+    return (
+        a.verdict == b.verdict == "fail"
+        and a.obs[8:] == b.obs[8:]
+        and sorted(WORD.findall(a.errline)) == sorted(WORD.findall(b.errline))
+        and w.overlap(a, b) >= NEAR_SAME
     )
 
 
 def same_edit(w: Window, sem: Semantics) -> Finding | None:
-    """1b. The same edit, input for input, applied again: re-applying a change never moves the
-    work on (SWE-agent inserting one block over and over, the file growing each time)."""
+    """1b. The same edit, input for input and result for result, applied again: re-applying
+    a change never moves the work on (SWE-agent inserting one block over and over). A cut
+    input cannot show two edits equal, and a move or copy of a file written since is a new
+    change."""
     cur = w.cur
-    if not (cur.sig and cur.modifies):
+    if not (cur.sig and cur.modifies) or cur.cut:
         return None
-    n = sum(1 for e in w.entries if e.sig == cur.sig)
+    members = [cur]
+    for e in reversed(w.before):
+        if e.sig != cur.sig or e.obs != cur.obs:
+            continue
+        if _rewritten(w, e.step, members[-1].step, cur):
+            break
+        members.append(e)
+    n = len(members)
     if n < 3:
         return None
     return Finding(
         0.9 if n >= 4 else 0.75,
         f"You have applied the same change (`{_label(cur)}` {_input(cur)}) {n} times in the last "
-        f"{len(w.entries)} steps. Applying it again will not help: look at the file as it is now "
-        "(the earlier attempts may have left duplicates) and decide what is still missing.",
+        f"{len(w.entries)} steps, with the same result each time. Applying it again will not help: "
+        "look at the file as it is now (the earlier attempts may have left duplicates) and "
+        "decide what is still missing.",
     )
 
 
+def _rewritten(w: Window, lo: int, hi: int, cur: Entry) -> bool:
+    """A file the command names was written by another step between steps lo and hi."""
+    raw = _raw_input(cur)
+    return any(
+        lo < e.step < hi and e.modifies and e.sig != cur.sig and any(_base(p) in raw for p in e.paths)
+        for e in w.before
+    )
+
+
+def _base(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
 def same_error(w: Window, sem: Semantics) -> Finding | None:
-    """2. The same action failing with the same error (inputs may differ: a syntax error
-    reported identically after each attempted edit)."""
+    """2. The same action failing with the same error: in a row (inputs may differ: a syntax
+    error reported identically after each attempted fix), or the very same call failing again
+    with other steps between (it will fail the same way: n = 2 is enough)."""
     cur = w.cur
     if not (cur.err and cur.errline):
         return None
-    # Counted over this tool's own calls: edits between the attempts do not break the run.
-    # Only edits may sit between the attempts; any other step breaks the run of failures.
-    same_tool = [e for e in w.entries if e.action == cur.action or not e.modifies]
+    # Counted over this tool's own calls: edits by other tools and messages (a re-plan, a
+    # word from another agent) do not break the run.
+    same_tool = [e for e in w.entries if e.action == cur.action or not (e.modifies or e.action is None)]
     n = _trailing(same_tool, lambda e: e.action == cur.action and e.err and e.errline == cur.errline)
+    failures = same_tool[-n:]
+    # edits cannot bring back a missing program: its reruns stay retries; other reruns after
+    # edits are checks (`same_result` compares their whole results)
+    if not MISSING_PROGRAM.search(cur.errline) and _edits(w, failures[0].step, cur.sig):
+        return None
+    found = _failed_again(w)
+    if n < 3 and found:
+        return found
     score = 0.95 if n >= 4 else 0.85 if n == 3 else 0.35 if n == 2 else 0.0
     if not score:
         return None
+    who = _who(failures, cur)
+    if all(e.sig == cur.sig for e in failures):
+        return Finding(
+            score,
+            f"`{_label(cur)}` ({_input(cur)}) has failed {n} times in a row with the same input "
+            f'and the same error: "{_error_quote(w)}". Running it again as is will fail the same '
+            "way: read the error, fix what it names or change the approach, and only then run it again.",
+        )
     return Finding(
         score,
-        f"`{_label(cur)}` ({_input(cur)}) has failed {n} times in a row with the same error: "
-        f'"{quote(w.features.error_line, 120)}". Stop retrying it as is: read the error, fix its '
-        "cause or change the approach, and only then run it again.",
+        f"{who} tried `{_label(cur)}` {n} times in a row ({_inputs(failures)}) and got the same "
+        f'error each time: "{_error_quote(w)}". What changed between the attempts does not touch '
+        "its cause: read the error and fix what it names before the next attempt.",
+    )
+
+
+def _failed_again(w: Window) -> Finding | None:
+    """The very call (agent, tool, input) that already failed with this error in the window,
+    with nothing changed since: it fails the same way whatever steps lie between."""
+    cur = w.cur
+    if TRANSIENT.search(cur.errline) or cur.cut:
+        return None
+    since = max((e.step for e in w.before if e.changes and e.sig != cur.sig), default=0)
+    before = [
+        e
+        for e in w.before
+        if e.step > since and e.sig == cur.sig and e.agent == cur.agent and e.err and e.errline == cur.errline
+    ]
+    if not before:
+        return None
+    n = 1 + len(before)
+    if n == 2 and before[-1] is w.before[-1]:
+        return None  # one immediate retry is common (a flaky tool); coming back to it is not
+    return Finding(
+        0.85 if n >= 3 else 0.65,
+        f"`{_label(cur)}` ({_input(cur)}) failed with this same error at step {_steps(before)} and "
+        f'again now: "{_error_quote(w)}". The same call fails the same way: change what the '
+        "error names (the input, the tool) before calling it again.",
+    )
+
+
+def reissued(w: Window, sem: Semantics) -> Finding | None:
+    """2b. Code or a call re-issued as it was, by the same agent or another, after it brought
+    nothing (no result, or only its own text printed back), and bringing nothing again."""
+    cur = w.cur
+    if not cur.sig or cur.modifies or cur.condense or not (cur.obs_empty or cur.err):
+        return None
+    prev = next((e for e in reversed(w.before) if e.sig == cur.sig), None)
+    if prev is None or not prev.obs_empty or prev.err or _changed(w, prev.step, cur.sig):
+        return None
+    then = "only printed back its own text" if prev.echo else "brought no result"
+    if prev.agent and prev.agent != cur.agent:
+        who = f"{cur.agent or 'This step'} re-issued {prev.agent}'s"
+    else:
+        who = f"{cur.agent} re-issued the" if cur.agent else "You re-issued the"
+    now = "failed" if cur.err else "only printed back its own text" if cur.echo else "brought nothing"
+    return Finding(
+        0.65,
+        f"{who} `{_label(cur)}` call from step {prev.step} unchanged ({_input(cur)}); it {then} "
+        f"there and {now} here. Change it so that it computes or fetches what is missing "
+        "(another source, tool or agent), or say what is blocking.",
     )
 
 
@@ -303,6 +700,20 @@ def condensations(w: Window, sem: Semantics) -> Finding | None:
     )
 
 
+def _same_kind(w: Window, a: Entry, b: Entry) -> str:
+    """How two results of reworded inputs bring nothing new: "echo", "empty", "error" (the
+    same error), "same" (the same content), or "" (b brought something a did not)."""
+    if a.echo and b.echo:
+        return "echo"
+    if a.obs_empty and b.obs_empty:
+        return "empty"
+    if a.err or b.err:
+        return "error" if a.err and b.err and a.errline and a.errline == b.errline else ""
+    if a.obs_empty or b.obs_empty:
+        return ""
+    return "same" if w.content(a) and w.content(b) and w.overlap(a, b) >= NO_PROGRESS_OBS else ""
+
+
 def reworded_action(w: Window, sem: Semantics) -> Finding | None:
     """7. The same action reworded, returning nothing new. Edits are left out: successive edits
     of one file look alike and answer alike ("file edited") yet are progress; an edit loop
@@ -315,40 +726,90 @@ def reworded_action(w: Window, sem: Semantics) -> Finding | None:
     # brought nothing new are embedded.
     since = max((i + 1 for i, e in enumerate(w.before) if e.modifies), default=0)
     cur_ids = _ids(cur.text)
-    peers = [
-        e
-        for e in w.before[since:]
-        if e.action == cur.action
-        and e.agent == cur.agent
-        and e.sig != cur.sig
-        and not e.modifies
-        and not e.verifies
-        # the same query over other files or targets is exploration, not a rewording, and so
-        # is the same lookup of another id (order #W4597054, then order #W4836353)
-        and (not e.paths or not cur.paths or e.paths == cur.paths)
-        and _ids(e.text) == cur_ids
-        and (
-            (e.obs_empty and cur.obs_empty)
-            or (e.err and cur.err)
-            or sketch_similarity(e.sketch, cur.sketch) >= NO_PROGRESS_OBS
-        )
-    ]
-    if not peers:
+    kinds: dict[int, tuple[Entry, str]] = {}
+    for e in w.before[since:]:
+        if (
+            e.action == cur.action
+            and e.agent == cur.agent
+            and e.sig != cur.sig
+            and not e.modifies
+            and not e.verifies
+            # the same query over other files or targets is exploration, not a rewording, and so
+            # is the same lookup of another id (order #W4597054, then order #W4836353)
+            and (not e.paths or not cur.paths or e.paths == cur.paths)
+            and _ids(e.text) == cur_ids
+            and not _other_target(e, cur)
+        ):
+            kind = _same_kind(w, e, cur)
+            if kind:
+                kinds[e.step] = (e, kind)
+    if not kinds:
         return None
-    sims = sem.matches(cur.text, [e.text for e in peers], FAST_HI, FAST_LO)
+    peers = [e for e, _ in kinds.values()]
+    sims = sem.matches(_asked(cur), [_asked(e) for e in peers], FAST_HI, FAST_LO)
     members = [e for e, s in zip(peers, sims, strict=True) if s >= REWORDED_SIM]
     if not members:
         return None
     repeats = [e for e in w.before if e.sig == cur.sig and e.obs == cur.obs]
     n = 1 + len(members) + len(repeats)
     score = 0.95 if n >= 5 else 0.85 if n == 4 else 0.7 if n == 3 else 0.3
-    inputs = ", ".join(f'"{_input(e)}"' for e in [*members[-3:], cur])
+    inputs = _inputs([*members, cur])
+    said = {kinds[e.step][1] for e in members}
+    kind = said.pop() if len(said) == 1 else "mixed"
+    result, then = {
+        "echo": (
+            "every result only printed back the text of its own input: nothing was looked up or computed",
+            "Send the request to the tool or agent that can answer it (printing it reaches no one).",
+        ),
+        "empty": ("none of them returned any result", ""),
+        "error": (
+            f'every one failed with the same error ("{_error_quote(w)}")',
+            "The error says what is wrong with the call: fix that, or use another tool.",
+        ),
+        "same": ("they keep returning the same results", ""),
+    }.get(kind, ("none of them brought a new result", ""))
+    how = "varied" if kind == "error" else "reworded"
     return Finding(
         score,
-        f"You have issued `{_label(cur)}` {n} times with reworded inputs ({inputs}) and "
-        "it keeps returning the same or no results. That avenue is exhausted: change "
-        "strategy (a different term or tool, read the code directly, or reconsider "
-        "where the problem lives).",
+        f"{_who([*members, cur], cur)} issued `{_label(cur)}` {n} times with {how} inputs "
+        f"({inputs}) and {result}. "
+        + (
+            then
+            or "That avenue is exhausted: change strategy (a different term or tool, read the "
+            "source directly, or reconsider where the answer lives)."
+        ),
+    )
+
+
+def search_streak(w: Window, sem: Semantics) -> Finding | None:
+    """8. Reworded searches one after another with no result opened between: each search
+    finds leads, none is followed."""
+    cur = w.cur
+    if not (cur.action and "search" in cur.action) or cur.modifies or cur.verifies:
+        return None
+    calls = [e for e in w.entries if e.agent == cur.agent and e.action]
+    streak = calls[-_trailing(calls, lambda e: e.action == cur.action) :]
+    # leads to open: results of a few lines each (a search whose hits are the answer is not this)
+    if (
+        len(streak) < 3
+        or not all(e.err or len(e.lines) >= LEADS for e in streak)
+        or all(e.err for e in streak)
+    ):
+        return None
+    peers = [e for e in streak[:-1] if e.sig != cur.sig and not _other_target(e, cur)]
+    if len(peers) < 2:
+        return None
+    sims = sem.matches(_asked(cur), [_asked(e) for e in peers], FAST_HI, FAST_LO)
+    members = [e for e, s in zip(peers, sims, strict=True) if s >= REWORDED_SIM]
+    n = 1 + len(members)
+    if n < 3:
+        return None
+    inputs = _inputs([*members, cur], 3)
+    return Finding(
+        0.9 if n >= 5 else 0.8 if n == 4 else 0.7,
+        f"{_who([cur], cur)} run `{_label(cur)}` {n} times in a row with reworded queries ({inputs}) "
+        "without opening any of the results. Open the most promising result (visit the page, "
+        "read the file) and look for the answer there before searching again.",
     )
 
 
@@ -385,20 +846,24 @@ RULES: tuple[Rule, ...] = (
     same_result,
     same_edit,
     same_error,
+    reissued,
     same_message,
     alternation,
     empty_responses,
     condensations,
     reworded_action,
+    search_streak,
     reworded_message,
 )
 
 
 def evaluate(st: LoopState, f: StepFeatures, ctx: Context, sem: Semantics) -> tuple[LoopState, Finding]:
-    cur = Entry.of(f)
+    lines = _result_lines(f) if f.action else []
+    cur = Entry.of(f, frame_of(st.frames, f.action), lines)
     kept = st.window[-(WINDOW - 1) :]
-    w = Window([*(Entry.decode(e) for e in kept), cur], f)
-    new = LoopState(window=[*kept, cur.encode()])
+    frames = _learn(st.frames, f, cur.obs, lines)
+    w = Window([*(Entry.decode(e) for e in kept), cur], f, frames)
+    new = LoopState(window=[*kept, cur.encode()], frames=frames)
     found = [x for x in (rule(w, sem) for rule in RULES) if x is not None]
     if not found:
         return new, NOTHING

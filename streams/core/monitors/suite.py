@@ -24,13 +24,17 @@ Suite = tuple[Monitor[Any], ...]
 # The order the run state has always stored the built-in monitors' states in (MonitorState was
 # a dataclass with these fields): kept, so that a state encodes to the same bytes as before.
 STORED_ORDER = ("loop", "verification", "contradiction", "compression", "sprawl", "drift")
+# Beside the monitors' states: the run's top-level agent, the first one that spoke (a name of
+# at most NAME_KEPT chars). Only its final answer ends the run.
+LEAD = "lead"
 
 
 class MonitorState(dict[str, Any]):
     """Every monitor's bounded memory of the run: state key (`Monitor.key`) -> its state.
 
     A dict, so that the run state encodes it (orjson, `asdict`) as the JSON object it always
-    was: {"loop": {...}, "verification": {...}, ...}. Built anew by every `evaluate`, never
+    was: {"loop": {...}, "verification": {...}, ...}, plus the run's top-level agent under
+    LEAD once an agent has spoken. Built anew by every `evaluate`, never
     changed afterwards. A key no monitor of the suite decoding it knows (a plugin monitor's) is
     kept as stored, and decoded by its monitor when it runs.
     """
@@ -66,8 +70,8 @@ class _Plan:
 @functools.cache
 def _plan(suite: Suite) -> _Plan:
     names = tuple(m.name for m in suite)
-    if len(set(names)) != len(names) or len({m.key for m in suite}) != len(suite):
-        raise ValueError(f"monitor names and state keys must be unique: {names}")
+    if len(set(names)) != len(names) or len({m.key for m in suite} - {LEAD}) != len(suite):
+        raise ValueError(f"monitor names and state keys must be unique (and not {LEAD!r}): {names}")
     index = {n: i for i, n in enumerate(names)}
     return _Plan(_run_order(suite), names, index, {m.name: m.failure_type for m in suite})
 
@@ -132,6 +136,9 @@ def evaluate(
     found: dict[str, Finding] = {}
     ctx = Context(task, found)
     new = MonitorState(ms) if ms else MonitorState.initial(suite)
+    lead = ms.get(LEAD) or ""
+    if f.agent and not lead:
+        lead = new[LEAD] = f.agent
     for m in plan.order:
         new[m.key], found[m.name] = m.evaluate(_state_of(ms, m), f, ctx, sem)
     scores = {n: round(min(max(found[n].score, 0.0), 1.0), 4) for n in names}
@@ -146,6 +153,7 @@ def evaluate(
         composite=composite(scores, weights),
         failure_type=plan.failure_types[fired[0]] if fired else None,
         text="\n\n".join(texts) if texts else None,
-        final=f.finishes,
+        # a sub-agent's final answer is a report to the agent above it: the run goes on
+        final=f.finishes and (not f.agent or f.agent == lead),
     )
     return new, result
