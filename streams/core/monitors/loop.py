@@ -87,6 +87,7 @@ FRAME_KINDS = 3  # distinct results of a tool needed (else every line of a loop 
 DIGITS_MASKED_FROM = 400  # chars of content from which a result is compared with digits masked
 ECHO_LEFT = 8  # words of a result's other lines (a wrapper) at most, for it to be an echo
 ECHO_MIN = 4  # words of the input a result must repeat to be an echo
+ECHO_LINE_EXTRA = 40  # chars besides the command a line may hold and still be its echo
 LEADS = 3  # content lines of a search result that make it a list of leads
 
 
@@ -225,13 +226,18 @@ def _line_hash(line: str) -> int:
 
 def _result_lines(f: StepFeatures) -> list[tuple[str, int]]:
     """The result's lines (head and tail of a long one) with their hashes, digits masked,
-    without status lines and lines that echo the command or query."""
+    without status lines and lines that echo the command or query (the query and a few
+    words: "Address: search: <query>"; a hit that quotes the query is content)."""
     said = _salient(f.act_text.split(":", 1)[1].strip() if ":" in f.act_text else "")
     said = said if len(said) >= 4 else ""
     out = []
     for ln in window(f.whole_observation).splitlines():
         t = ln.strip()
-        if t and not STATUS_LINE.match(t) and not (said and said in t):
+        if (
+            t
+            and not STATUS_LINE.match(t)
+            and not (said and said in t and len(t) <= len(said) + ECHO_LINE_EXTRA)
+        ):
             out.append((t, _line_hash(t)))
     return out
 
@@ -384,8 +390,11 @@ def _salient(raw: str) -> str:
 
 def _asked(e: Entry) -> str:
     """What a call asks, for the embedding: the query or command alone (a JSON wrapper or the
-    tool's name, the same in every call, would make any two calls alike)."""
-    return _salient(_raw_input(e)) or e.text
+    tool's name, the same in every call, would make any two calls alike; so would a long path
+    they share: calls on other files are told apart by `paths` already)."""
+    asked = _salient(_raw_input(e)) or e.text
+    kept = [t for t in asked.split(" ") if "/" not in t and t not in e.paths]
+    return " ".join(kept) if any(kept) else asked
 
 
 def _input(e: Entry) -> str:

@@ -123,3 +123,242 @@ def test_distinct_actions_do_not_fire(sem):
     )
     assert not run.fired_anywhere(LOOP)
     assert run.max_score(LOOP) < 0.6
+
+
+# --- progress: a rerun after an edit is a check, not a retry ------------------------------------
+TRACE = (
+    "Traceback (most recent call last):\n"
+    '  File "repro.py", line 4, in <module>\n'
+    "    print(parse('2024-13-01'))\n"
+    "ValueError: month must be in 1..12\n"
+)
+
+
+def _rerun_after_each_edit(sem, edits: int, out: str = TRACE, error: bool = True) -> Run:
+    run = Run(sem, task="Make parse() reject bad months with a clear message")
+    run.feed(bash("python repro.py", out, error=error))
+    for i in range(edits):
+        run.feed(edit("src/dates/parse.py", f"old{i}", f"new{i}", thought="Adjust the month check."))
+        run.feed(bash("python repro.py", out, thought="Run the reproduction again.", error=error))
+    return run
+
+
+def test_reruns_after_edits_are_never_called_retries(sem):
+    run = _rerun_after_each_edit(sem, edits=3)
+    texts = [r.text or "" for r in run.results]
+    assert not any("Running it again" in t or "retrying" in t for t in texts)
+
+
+def test_three_edits_that_leave_a_check_failing_the_same_way_are_named(sem):
+    run = _rerun_after_each_edit(sem, edits=3)
+    res = run.results[-1]
+    assert LOOP in res.fired
+    assert "Your last 3 edits (`parse.py`) left `python repro.py` failing with the same error" in res.text
+    assert "ValueError: month must be in 1..12" in res.text and "reach the code that runs" in res.text
+
+
+def test_one_or_two_edits_between_equal_results_say_nothing(sem):
+    assert not _rerun_after_each_edit(sem, edits=2).fired_anywhere(LOOP)
+
+
+def test_a_check_that_passes_after_each_edit_is_no_loop(sem):
+    ok = "collected 4 items\n\ntests/test_parse.py ....\n\n============ 4 passed in 0.12s ============"
+    assert not _rerun_after_each_edit(sem, edits=4, out=ok, error=False).fired_anywhere(LOOP)
+
+
+def test_outputs_that_differ_only_in_numbers_and_addresses_are_the_same_result(sem):
+    run = Run(sem)
+    for i in range(4):
+        if i:
+            run.feed(edit("src/cache.py", f"a{i}", f"b{i}"))
+        body = "\n".join(
+            f"entry {k}: <CacheEntry object at 0x7f{i}a{k}c0> hits={k * i} id={1000 + i}" for k in range(30)
+        )
+        run.feed(bash("python inspect_cache.py", body))
+    res = run.results[-1]
+    assert LOOP in res.fired and "printing the same output" in res.text
+
+
+def test_a_result_cut_by_its_producer_is_the_same_only_as_far_as_it_was_sent(sem):
+    long_out = ("INFO loading plugin registry ... done\n" * 60)[:2000]
+    run = _rerun_after_each_edit(sem, edits=3, out=long_out, error=False)
+    assert "the same first 2,000 characters of output" in (run.results[-1].text or "")
+
+
+# --- content, not the frame around it -----------------------------------------------------------
+FOOTER = "\n[Command exited with code {code}]\n[Working directory: /repo]"
+
+
+def test_a_framework_footer_does_not_make_different_results_the_same(sem):
+    run = Run(sem, task="Find where the retry limit is read")
+    for pattern, hit in (
+        ("retry limit", "config/defaults.yaml:12: retry limit: 3"),
+        ("retry_limit", "src/client.py:40: self.retry_limit = cfg.retry_limit"),
+        ("max retries", "docs/ops.md:7: Max retries default to 3"),
+        ("retries setting", "src/settings.py:88: RETRIES = env('RETRIES', 3)"),
+    ):
+        run.feed(bash(f'grep -rn "{pattern}" .', hit + FOOTER.format(code=0)))
+    assert not run.fired_anywhere(LOOP)
+
+
+def test_a_wrapper_every_result_carries_is_learnt_and_left_out(sem):
+    run = Run(sem, task="Compute the totals")
+    wrap = "exitcode: 0 (execution succeeded)\nCode output:\n{}"
+    for k in range(5):  # the tool's results, each different: the wrapper is what they share
+        run.feed(step("", "execute_code", f"print(total({k}))", wrap.format(f"total {k} = {k * 17}")))
+    for q in ("sum of the order values", "total of the order values", "order values summed"):
+        run.feed(step("", "execute_code", f"# {q}\nprint(orders.total())", wrap.format(f"{q}: 512 rows")))
+    assert not run.fired_anywhere(LOOP)
+
+
+def test_reworded_searches_that_find_nothing_say_so(sem):
+    run = Run(sem)
+    for q in ("session timeout", "session expiry", "session token expiration"):
+        run.feed(step("", "search_code", {"query": q}, "No matches found."))
+    assert "none of them returned any result" in (run.results[-1].text or "")
+
+
+def test_one_command_template_aimed_at_other_names_is_exploration(sem):
+    run = Run(sem, task="Find the class that renders the signature")
+    for cls in ("ASTBaseParser", "DefinitionParser", "SymbolLookupResult", "ASTDeclaration"):
+        run.feed(bash(f'grep -n "class {cls}" sphinx/domains/cpp.py', "" + FOOTER.format(code=1)))
+    assert not run.fired_anywhere(LOOP)
+
+
+# --- the same edit ------------------------------------------------------------------------------
+def test_a_move_of_a_file_written_since_is_a_new_change(sem):
+    run = Run(sem)
+    for i in range(3):
+        run.feed(
+            step(
+                "",
+                "editor",
+                {"command": "create", "path": "app/views.py.new", "file_text": f"v = {i}\n"},
+                "Created.",
+            )
+        )
+        run.feed(bash("mv app/views.py.new app/views.py", ""))
+    assert all("same change" not in (r.text or "") for r in run.results)
+
+
+def test_an_input_cut_at_its_producers_length_cannot_prove_the_same_edit(sem):
+    body = ("def handler(request):\n    return render(request)\n" * 200)[:4000]
+    run = Run(sem)
+    for _ in range(3):
+        run.feed(
+            step("", "editor", {"command": "create", "path": "app/views.py", "file_text": body}, "Created.")
+        )
+    assert all("same change" not in (r.text or "") for r in run.results)
+
+
+# --- the same failing call ----------------------------------------------------------------------
+SCROLL_ERR = (
+    "ToolCallError: calling scroll_down with {'': {}} failed: TypeError: ScrollDown.run() got an "
+    "unexpected keyword argument ''\nCall this tool with the inputs it takes: {}."
+)
+
+
+def test_a_call_that_already_failed_the_same_way_is_a_loop_at_its_second_try(sem):
+    run = Run(sem)
+    run.feed(step("", "scroll_down", {"": {}}, SCROLL_ERR, error=True))
+    run.feed(step("", "open_url", {"url": "https://example.org/list"}, "Page 1 of 4: items ..."))
+    run.feed(step("", "find_text", {"text": "total"}, "Found 'total' on page 1."))
+    res = run.feed(step("", "scroll_down", {"": {}}, SCROLL_ERR, error=True))
+    assert LOOP in res.fired
+    assert "at step 1 and again now" in res.text
+    assert "TypeError: ScrollDown.run() got an unexpected keyword argument ''" in res.text
+
+
+def test_one_immediate_retry_of_a_failed_call_is_not_yet_a_loop(sem):
+    run = Run(sem)
+    run.feed(step("", "scroll_down", {"": {}}, SCROLL_ERR, error=True))
+    assert LOOP not in run.feed(step("", "scroll_down", {"": {}}, SCROLL_ERR, error=True)).fired
+
+
+def test_a_call_that_timed_out_may_be_tried_again(sem):
+    run = Run(sem)
+    timeout = "ReadTimeout: the server did not answer within 30s"
+    run.feed(step("", "fetch", {"url": "https://example.org/a"}, timeout, error=True))
+    run.feed(step("", "think_tool", {"note": "wait"}, "ok"))
+    assert (
+        LOOP not in run.feed(step("", "fetch", {"url": "https://example.org/a"}, timeout, error=True)).fired
+    )
+
+
+def test_attempts_that_vary_only_the_quoted_bad_argument_fail_with_one_error(sem):
+    run = Run(sem)
+    for arg in ({"": {}}, {"args": {}}, {"": ""}):
+        name = next(iter(arg))
+        err = f"TypeError: ScrollDown.run() got an unexpected keyword argument '{name}'"
+        res = run.feed(step("", "scroll_down", arg, err, error=True))
+    assert LOOP in res.fired and "3 times in a row" in res.text
+
+
+# --- searches, echoes and other agents ----------------------------------------------------------
+def _hits(q: str) -> str:
+    sites = ("city-archive", "museum-site", "annual-reports", "news-daily", "open-data")
+    return "\n".join(f"[{q}](https://{s}.example.org/{len(q)}) what {s} says of it" for s in sites)
+
+
+def test_reworded_searches_with_no_result_opened_are_named(sem):
+    run = Run(sem)
+    qs = (
+        "museum annual report 2019 visitors",
+        "2019 museum report visitor count",
+        "visitor numbers museum 2019 report",
+    )
+    for q in qs:
+        res = run.feed({**step("", "web_search", {"query": q}, _hits(q)), "agent": "researcher"})
+    assert LOOP in res.fired and "without opening any of the results" in res.text and "researcher" in res.text
+
+
+def test_searches_with_a_result_opened_between_are_research(sem):
+    run = Run(sem)
+    qs = (
+        "museum annual report 2019 visitors",
+        "2019 museum report visitor count",
+        "visitor numbers museum 2019 report",
+    )
+    for q in qs:
+        run.feed(step("", "web_search", {"query": q}, _hits(q)))
+        run.feed(step("", "visit_page", {"url": f"https://example.org/{q[:5]}"}, "The 2019 report lists ..."))
+    assert not run.fired_anywhere(LOOP)
+
+
+def test_printing_the_request_instead_of_sending_it_is_an_empty_result(sem):
+    run = Run(sem)
+    asks = (
+        "Please find the 2019 visitor count in the museum's annual report.",
+        "Could you look up how many visitors the museum had in 2019 (annual report)?",
+        "Please retrieve the museum's 2019 annual report and its visitor count.",
+    )
+    for a in asks:
+        code = f'request = (\n    "{a}"\n)\nprint(request)'
+        res = run.feed(
+            {**step("", "python", code, f"Execution logs:\n{a}\nLast output: None"), "agent": "lead"}
+        )
+    assert LOOP in res.fired and "only printed back the text of its own input" in res.text
+
+
+def test_code_reissued_by_another_agent_after_it_brought_nothing(sem):
+    code = 'rows = fetch_rows("sales_2019")\nprint(len(rows))'
+    run = Run(sem)
+    run.feed({**step("I will count the rows.", "execute_code", code, ""), "agent": "Analyst"})
+    run.feed({**step("Let us try a different source."), "agent": "Reviewer"})
+    res = run.feed({**step("Running it myself.", "execute_code", code, ""), "agent": "Checker"})
+    assert LOOP in res.fired and "Checker re-issued Analyst's `execute_code` call from step 1" in res.text
+
+
+def test_scheduled_fact_and_plan_updates_are_not_repeated_messages(sem):
+    run = Run(sem)
+    for k in range(4):
+        run.feed(
+            {
+                **step(
+                    f"### 1. Facts given in the task\n- a report from 2019\n### 2. Facts to look up\n- item {k}"
+                ),
+                "agent": "researcher",
+            }
+        )
+        run.feed({**step("", "web_search", {"query": f"report part {k}"}, f"hit {k}"), "agent": "researcher"})
+    assert not run.fired_anywhere(LOOP)

@@ -132,3 +132,38 @@ def test_a_state_without_a_monitors_key_starts_that_monitor_afresh(sem: Semantic
     ms = MonitorState.from_dict(stored)
     new, _ = evaluate(ms, steps("Let me look at the code.")[0], {}, None, sem)
     assert new["drift"].steps == 1
+
+
+def test_only_the_top_level_agents_final_answer_ends_the_run(sem: Semantics) -> None:
+    """The first agent to speak leads: a sub-agent's `final_answer` reports to it, and the run
+    (with a model call that can read an injection) goes on."""
+    ms: MonitorState | None = None
+    finals = []
+    for k, ev in enumerate(
+        [
+            {"agent": "lead", "thought": "Plan: ask the researcher for the report's year."},
+            {
+                "agent": "researcher",
+                "action": "web_search",
+                "action_input": {"query": "report"},
+                "observation": "r",
+            },
+            {
+                "agent": "researcher",
+                "action": "final_answer",
+                "action_input": {"answer": "2021"},
+                "observation": "",
+            },
+            {"agent": "lead", "thought": "FINAL ANSWER: 2021"},
+        ],
+        start=1,
+    ):
+        ms, res = evaluate(ms or MonitorState.initial(), extract({"step": k, **ev}, 8000), {}, None, sem)
+        finals.append(res.final)
+    assert finals == [False, False, False, True]
+    assert ms is not None and ms["lead"] == "lead"
+
+
+def test_a_single_agents_finish_still_ends_the_run(sem: Semantics) -> None:
+    f = extract({"step": 1, "action": "finish", "action_input": {"message": "done"}}, 8000)
+    assert evaluate(MonitorState.initial(), f, {}, None, sem)[1].final
