@@ -26,7 +26,7 @@ from typing import Any
 from ..scan import leftmost, names
 from ..scoring.observation import window
 from .base import NOTHING, Context, Finding, Monitor, quote
-from .features import VOLATILE, StepFeatures, short_hash, sketch_similarity
+from .features import StepFeatures, short_hash, sketch_similarity
 from .semantics import Semantics
 
 WINDOW = 12
@@ -48,6 +48,7 @@ REWORDED_MESSAGE = 0.85  # static-model cosine of two messages that say the same
 FACT = re.compile(r"\b\d[\d,.]*\d\b|\d{2,}|`[^`]{2,40}`|\"[^\"]{3,40}\"|https?://\S+")
 FACT_NAME = re.compile(names(r"\.[a-z]{2,4}\b"))
 DIGITS = re.compile(r"\d+")
+NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+")  # numbers and addresses, masked in a result's lines
 QUOTED = re.compile(r"'[^'\n]{0,80}'|\"[^\"\n]{0,80}\"|`[^`\n]{0,80}`")
 # Starts only where a run of id characters starts: a later start in the same run ends the same
 # way, so retrying there (a rescan of the run per character) could not find anything new.
@@ -167,7 +168,7 @@ class Entry:
             action=f.action,
             text=f.act_text,
             sig=f.sig,
-            obs=_result_key(f, sum(len(t) for t, _ in lines), failed, tests),
+            obs=_result_key(f, lines, failed, tests),
             lines=_kept(content),
             err=f.is_error,
             errline=_error_key(f),
@@ -204,23 +205,25 @@ def _error_key(f: StepFeatures) -> str:
     return DIGITS.sub("#", QUOTED.sub(given, f.error_line))
 
 
-def _result_key(f: StepFeatures, chars: int, failed: bool, tests: tuple[int, int] | None) -> str:
-    """What two results must share to be the same: a long one with its digits masked (line
-    numbers, ids and addresses vary between reruns that say the same), a short one as it is
-    but for durations and addresses (there a number is often the answer) unless it reports an
-    edit (line counts); whether it failed, and its test counts (a count that moves is progress)."""
+def _result_key(
+    f: StepFeatures, lines: list[tuple[str, int]], failed: bool, tests: tuple[int, int] | None
+) -> str:
+    """What two results must share to be the same: a long one its lines with numbers and
+    addresses masked (line numbers, ids and `0x7f21f5c1` vary between reruns that say the
+    same), a short one its text but for durations and addresses (there a number is often the
+    answer) unless it reports an edit (line counts); whether it failed, and its test counts (a
+    count that moves is progress)."""
     if not f.whole_observation:
         return ""
-    if chars >= DIGITS_MASKED_FROM or f.modifies:
-        masked = DIGITS.sub("#", VOLATILE.sub("#", window(f.whole_observation)))  # 0x7f21f5c1: all of it
-        text = f"{zlib.crc32(' '.join(masked.lower().split()).encode('utf-8', 'replace')):08x}"
+    if sum(len(t) for t, _ in lines) >= DIGITS_MASKED_FROM or f.modifies:
+        text = f"{zlib.crc32(b''.join(h.to_bytes(4, 'big') for _, h in lines)):08x}"
     else:
         text = f.obs_hash[:8]
     return f"{text}{'!' if failed else ''}{tests or ''}"
 
 
 def _line_hash(line: str) -> int:
-    masked = DIGITS.sub("#", VOLATILE.sub("#", line))
+    masked = NUMBERS.sub("#", line)
     return zlib.crc32(" ".join(masked.lower().split()).encode("utf-8", "replace"))
 
 
@@ -252,8 +255,8 @@ def _echoes(f: StepFeatures, content: list[str]) -> bool:
     """The result is the input's own text printed back (a request `print`ed instead of sent, a
     hard-coded list shown as found): its lines run word for word through the input, but for
     a few words of wrapper. Nothing was looked up or computed."""
-    if not content or not f.input:
-        return False
+    if not content or not f.input or sum(len(t) for t in content) > len(f.input) + ECHO_LINE_EXTRA * 4:
+        return False  # no echo: more text came back than was sent
     given = f" {' '.join(WORD.findall(f.input.lower()))} "
     quoted = other = 0
     for t in content[:40]:
