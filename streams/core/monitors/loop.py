@@ -443,7 +443,7 @@ def _steps(entries: list[Entry]) -> str:
 
 
 def _unchanged_by_edits(
-    w: Window, runs: list[Entry], edits: list[Entry], exact: bool = True
+    w: Window, runs: list[Entry], edits: list[Entry], exact: bool = True, error_only: bool = False
 ) -> Finding | None:
     """The same check gave the same result after each of several edits: the edits are not
     reaching what runs (another copy is imported, a cache) or the diagnosis is wrong. Not a
@@ -454,6 +454,14 @@ def _unchanged_by_edits(
         return None
     same = "the same" if exact else "nearly the same"
     look = "or re-read its output"
+    if error_only:  # checks that differ (other test cases) but fail with one error
+        return Finding(
+            0.85 if len(runs) > RERUNS_SAID else 0.7,
+            f"Your last {len(edits)} edits ({_files(edits)}) left every check run since step "
+            f'{runs[0].step} failing with the same error ("{_error_quote(w)}"): {len(runs)} runs of '
+            f"`{_label(cur)}` ({_inputs(runs, 2)}). Check that the edits reach the code that runs "
+            "(the import path, an installed copy, a cache) or re-read the error before the next edit.",
+        )
     if cur.obs_cut:
         sent = len(w.features.whole_observation)
         outcome = f"printing {same} first {sent:,} characters of output (all that was sent of it)"
@@ -569,9 +577,13 @@ def same_error(w: Window, sem: Semantics) -> Finding | None:
     n = _trailing(same_tool, lambda e: e.action == cur.action and e.err and e.errline == cur.errline)
     failures = same_tool[-n:]
     # edits cannot bring back a missing program: its reruns stay retries; other reruns after
-    # edits are checks (`same_result` compares their whole results)
-    if not MISSING_PROGRAM.search(cur.errline) and _edits(w, failures[0].step, cur.sig):
-        return None
+    # edits are checks: one command is `same_result`'s (it compares whole results), differing
+    # ones that fail with one error are said here
+    edits = [] if MISSING_PROGRAM.search(cur.errline) else _edits(w, failures[0].step, cur.sig)
+    if edits:
+        if all(e.sig == cur.sig for e in failures) or not w.features.error_line:
+            return None
+        return _unchanged_by_edits(w, failures, edits, error_only=True)
     found = _failed_again(w)
     if n < 3 and found:
         return found

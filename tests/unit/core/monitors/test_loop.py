@@ -157,6 +157,22 @@ def test_three_edits_that_leave_a_check_failing_the_same_way_are_named(sem):
     assert "ValueError: month must be in 1..12" in res.text and "reach the code that runs" in res.text
 
 
+def test_other_test_cases_failing_with_one_error_after_each_edit_are_named(sem):
+    run = Run(sem, task="Fix the token expiry check")
+    run.feed(
+        bash("pytest tests/test_auth.py -k case0", "E   KeyError: 'expires_at'\n1 failed in 0.4s", error=True)
+    )
+    for k in range(1, 4):
+        run.feed(edit("src/auth/session.py", f"old{k}", f"new{k}"))
+        out = f"E   KeyError: 'expires_at'\n1 failed in 0.{k}s"
+        run.feed(bash(f"pytest tests/test_auth.py -k case{k}", out, error=True))
+    res = run.results[-1]
+    assert (
+        LOOP in res.fired and "Your last 3 edits (`session.py`) left every check run since step 1" in res.text
+    )
+    assert "KeyError: 'expires_at'" in res.text and "Running it again" not in res.text
+
+
 def test_one_or_two_edits_between_equal_results_say_nothing(sem):
     assert not _rerun_after_each_edit(sem, edits=2).fired_anywhere(LOOP)
 
