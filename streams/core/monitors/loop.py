@@ -640,6 +640,8 @@ def reissued(w: Window, sem: Semantics) -> Finding | None:
     prev = next((e for e in reversed(w.before) if e.sig == cur.sig), None)
     if prev is None or not prev.obs_empty or prev.err or _changed(w, prev.step, cur.sig):
         return None
+    if prev is w.before[-1] and prev.agent == cur.agent:
+        return None  # one immediate retry of one's own call is common; repeats are `same_result`'s
     then = "only printed back its own text" if prev.echo else "brought no result"
     if prev.agent and prev.agent != cur.agent:
         who = f"{cur.agent or 'This step'} re-issued {prev.agent}'s"

@@ -378,3 +378,11 @@ def test_scheduled_fact_and_plan_updates_are_not_repeated_messages(sem):
         )
         run.feed({**step("", "web_search", {"query": f"report part {k}"}, f"hit {k}"), "agent": "researcher"})
     assert not run.fired_anywhere(LOOP)
+
+
+def test_one_immediate_repeat_of_an_empty_search_is_not_yet_a_loop(sem):
+    run = Run(sem)
+    run.feed(step("Search the docs.", "search_docs", {"query": "refund policy"}, "No results."))
+    assert (
+        LOOP not in run.feed(step("Again.", "search_docs", {"query": "refund policy"}, "No results.")).fired
+    )
