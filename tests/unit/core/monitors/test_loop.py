@@ -316,26 +316,23 @@ def _hits(q: str) -> str:
     return "\n".join(f"[{q}](https://{s}.example.org/{len(q)}) what {s} says of it" for s in sites)
 
 
+REWORDED_QUERIES = (
+    "museum annual report 2019 visitors",
+    "2019 museum report visitor count",
+    "visitor numbers museum 2019 report",
+)
+
+
 def test_reworded_searches_with_no_result_opened_are_named(sem):
     run = Run(sem)
-    qs = (
-        "museum annual report 2019 visitors",
-        "2019 museum report visitor count",
-        "visitor numbers museum 2019 report",
-    )
-    for q in qs:
+    for q in REWORDED_QUERIES:
         res = run.feed({**step("", "web_search", {"query": q}, _hits(q)), "agent": "researcher"})
     assert LOOP in res.fired and "without opening any of the results" in res.text and "researcher" in res.text
 
 
 def test_searches_with_a_result_opened_between_are_research(sem):
     run = Run(sem)
-    qs = (
-        "museum annual report 2019 visitors",
-        "2019 museum report visitor count",
-        "visitor numbers museum 2019 report",
-    )
-    for q in qs:
+    for q in REWORDED_QUERIES:
         run.feed(step("", "web_search", {"query": q}, _hits(q)))
         run.feed(step("", "visit_page", {"url": f"https://example.org/{q[:5]}"}, "The 2019 report lists ..."))
     assert not run.fired_anywhere(LOOP)
