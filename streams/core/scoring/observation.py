@@ -55,7 +55,6 @@ _NOT_FOUND = (
     "no matches for",
     "no results",
     "found 0 matches",
-    "0 matches",
     "not found",
     "no such file or directory",
     "does not exist",
@@ -63,6 +62,8 @@ _NOT_FOUND = (
     "cannot find",
     "cannot access",
 )
+# "0 matches" as a count of its own: a substring test took "Found 10 matches" for nothing found.
+_ZERO_MATCHES = re.compile(r"(?<![\d.,])0 matches\b")
 # Line-anchored, case-sensitive: what tools print at the start of a line when something broke.
 # "bash: line 3: ", "sh: 1: ", "[INFO] ", "bash: line 1: 4242 ": one way to read each part (no backtracking blow-up)
 _PREFIX = r"(?:\[\w+\] |[^\s:]+: |line \d+: )*(?:\d+ )?"
@@ -260,7 +261,9 @@ def read(observation: str | None, flagged: bool) -> Outcome:
     if flagged and sev < SEV_FLAGGED:
         sev, kind = SEV_FLAGGED, "flagged" if kind in ("ok", "not_found") else kind
     if sev == 0.0:
-        short = len(text) <= NOT_FOUND_CHARS and any(p in lower for p in _NOT_FOUND)
+        short = len(text) <= NOT_FOUND_CHARS and (
+            any(p in lower for p in _NOT_FOUND) or bool(_ZERO_MATCHES.search(lower))
+        )
         if kind == "not_found" or short:
             return Outcome(False, SEV_NOT_FOUND, "not_found", tests)
         return Outcome(False, 0.0, "ok", tests)

@@ -475,3 +475,17 @@ def test_a_state_written_before_scorer_memory_still_decodes_and_keeps_its_scorer
     d = store.feed({"type": "step", "schema_version": 1, "run_id": "old-run", "step": 3, **MISSING})
     assert d is not None and d["difficulty"] == heuristic_score(MISSING["thought"])
     assert TraceState.decode(store["old-run"].encode()) == store["old-run"]
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ('Found 10 matches for "Serializer" in /repo/src:\n/repo/src/a/Serializer.java (10 matches)', "ok"),
+        ("grep: 20 matches, 1.0 matches per file", "ok"),
+        ('Found 0 matches for "Serializer" in /repo/src', "not_found"),
+        ("0 matches", "not_found"),
+        ("No matches found for x", "not_found"),
+    ],
+)
+def test_a_count_of_matches_is_nothing_found_only_when_it_is_zero(text: str, kind: str) -> None:
+    assert obs.read(text, False).kind == kind
