@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from .evolve import evolve
 from .fsm import FSMParams, FSMState
 from .monitors import MonitorState
 
@@ -86,15 +87,8 @@ class TraceState:
     updated_ts: float | None = None  # worker time of the last event applied: retention's clock
 
     def evolve(self, **changes: Any) -> TraceState:
-        """This state with `changes`: `dataclasses.replace` without re-running __init__ over
-        every field (18 us a call, several per step; this is ~1 us). Field names are checked."""
-        unknown = changes.keys() - _STATE_FIELDS
-        if unknown:
-            raise TypeError(f"TraceState has no field(s) {sorted(unknown)}")
-        new = object.__new__(TraceState)
-        new.__dict__.update(self.__dict__)
-        new.__dict__.update(changes)
-        return new
+        """This state with `changes` (`core.evolve`: ~1 us, not `dataclasses.replace`'s ~20 us)."""
+        return evolve(self, _STATE_FIELDS, changes)
 
     def with_etrace_call(self, tier: str) -> TraceState:
         """This state with one more answered call of E-trace `tier` (e1, e2 or e3)."""

@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ..evolve import evolve
 from . import grounding
 from .base import NOTHING, Context, Finding, Monitor, quote
 from .features import TERMINATES, StepFeatures
@@ -92,15 +93,8 @@ class VerificationState:
     reported: list[str] = field(default_factory=list)  # unchecked facts already said
 
     def evolve(self, **changes: Any) -> VerificationState:
-        """This state with `changes`, without `dataclasses.replace`'s __init__ over 30 fields
-        (~20 us; this runs on every step). Field names are checked."""
-        unknown = changes.keys() - _FIELDS
-        if unknown:
-            raise TypeError(f"VerificationState has no field(s) {sorted(unknown)}")
-        new = object.__new__(VerificationState)
-        new.__dict__.update(self.__dict__)
-        new.__dict__.update(changes)
-        return new
+        """This state with `changes` (`core.evolve`: ~1 us, not `dataclasses.replace`'s ~20 us)."""
+        return evolve(self, _FIELDS, changes)
 
 
 _FIELDS = frozenset(f.name for f in fields(VerificationState))
