@@ -77,6 +77,21 @@ def replica(base: Settings, tmp: Path, name: str) -> Settings:
     return base.with_(data_dir=str(tmp / name), web_port=free_port())
 
 
+def diagnosis(workers: dict[str, WorkerProcess], progress: list[int], slow: list[str]) -> str:
+    """What a stalled run of this test needs to be understood from a CI record alone: where
+    each run stopped, which steps were slow, and each worker's warnings and last lines."""
+    parts = [f"progress per run: {progress}", f"slow steps (>5 s): {slow[:40]}"]
+    for name, w in workers.items():
+        lines = w.log_path.read_text(errors="replace").splitlines()
+        noted = [ln for ln in lines if "WARNING" in ln or "ERROR" in ln][-30:]
+        parts.append(f"--- {name}: exit={w.proc.poll()} warnings:\n" + "\n".join(noted))
+        parts.append(f"--- {name}: last lines:\n" + "\n".join(lines[-40:]))
+    return "\n".join(parts)
+
+
+# The scenario's own budget (below) fails with a diagnosis well before pytest-timeout would
+# kill it with nothing but a stack of the event loop.
+@pytest.mark.timeout(480)
 def test_two_workers_split_partitions_and_a_leave_and_a_join_change_no_decision(broker, tmp_path):
     base = make_settings(
         broker,
@@ -94,7 +109,9 @@ def test_two_workers_split_partitions_and_a_leave_and_a_join_change_no_decision(
         assert split[0] > 0 and split[1] > 0
 
         progress = [0] * RUNS  # last step each run has a decision for
+        slow: list[str] = []  # steps whose answer took more than 5 s, with when
         joined = asyncio.Event()
+        t_start = time.monotonic()
 
         async def agent(c: SteeringClient, i: int) -> list[int]:
             rid = f"so-{i:02d}"
@@ -131,9 +148,15 @@ def test_two_workers_split_partitions_and_a_leave_and_a_join_change_no_decision(
                 results = await asyncio.gather(*(agent(c, i) for i in range(RUNS)), operator())
             return list(results[:RUNS])
 
-        answered = asyncio.run(main())
+        async def bounded() -> list[list[int]]:
+            return await asyncio.wait_for(main(), 300.0)
+
+        try:
+            answered = asyncio.run(bounded())
+        except TimeoutError:
+            pytest.fail("the scenario did not finish in 300 s\n" + diagnosis(workers, progress, slow))
         # Every step of every run got its decision back, through both rebalances.
-        assert answered == [list(range(STEPS + 1))] * RUNS
+        assert answered == [list(range(STEPS + 1))] * RUNS, diagnosis(workers, progress, slow)
 
         split = wait_for_split([workers["a"], workers["c"]])
         assert split[1] > 0, "the joining worker took no partitions"
