@@ -122,7 +122,10 @@ def test_two_workers_split_partitions_and_a_leave_and_a_join_change_no_decision(
             for k, payload in enumerate(script, start=1):
                 if k == 2 * STEPS // 3 + 1:
                     await joined.wait()  # so the newcomer serves the last third of every run
+                t0 = time.monotonic()
                 d = await c.step(rid, k, **payload)
+                if time.monotonic() - t0 > 5.0:
+                    slow.append(f"{rid}/{k} {time.monotonic() - t0:.0f}s at +{t0 - t_start:.0f}s")
                 got.append(-1 if d is None else d.step)
                 progress[i] = k
                 await asyncio.sleep(0.02)
