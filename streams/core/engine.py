@@ -257,21 +257,19 @@ class Engine:
         if len(state_bytes) > limits.max_state_bytes:
             raise OversizeError(f"run state would be {len(state_bytes)} bytes > cap {limits.max_state_bytes}")
         inc = outcome.incoming
-        base = Sealed(
-            inc.run_id, inc.event_type, inc.step, outcome.now, outcome.prior, outcome.state, state_bytes
-        )
+        head = (inc.run_id, inc.event_type, inc.step, outcome.now, outcome.prior, outcome.state, state_bytes)
         if isinstance(outcome, Duplicate):
-            return replace(base, duplicate=True)
+            return Sealed(*head, duplicate=True)
         if isinstance(outcome, Finished):
-            return replace(base, finishes_run=True)
+            return Sealed(*head, finishes_run=True)
         decision_bytes = orjson.dumps(outcome.decision)
         if len(decision_bytes) > limits.max_decision_bytes:
             raise OversizeError(
                 f"decision would be {len(decision_bytes)} bytes > cap {limits.max_decision_bytes}"
             )
         effects = outcome.effects
-        return replace(
-            base,
+        return Sealed(  # in one call: `replace` would run __init__ twice (~15 us a decision)
+            *head,
             decision=outcome.decision,
             decision_bytes=decision_bytes,
             transition=outcome.transition,

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from .evolve import evolve
+from .evolve import evolve, rebuild
 from .fsm import FSMParams, FSMState
 from .monitors import MonitorState
 
@@ -119,12 +119,12 @@ class TraceState:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TraceState:
         d = dict(d)
-        d["config"] = RunConfig(**d["config"])
+        d["config"] = rebuild(RunConfig, d["config"])
         if "state" in d:
             d["state"] = FSMState(d["state"])
         if "monitors" in d:
             d["monitors"] = MonitorState.from_dict(d["monitors"])
-        return cls(**d)
+        return rebuild(cls, d)
 
     def step_log_entries(self) -> list[dict[str, Any]]:
         keys = (

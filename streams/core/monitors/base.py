@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from ..evolve import rebuild
 from .features import StepFeatures
 from .semantics import Semantics
 
@@ -70,7 +71,7 @@ class Monitor(Generic[S]):
         return self.state()
 
     def decode(self, stored: Mapping[str, Any]) -> S:
-        return self.state(**stored)
+        return rebuild(self.state, stored)
 
 
 def clip01(x: float) -> float:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import hashlib
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import orjson
 
@@ -234,6 +234,28 @@ def sketch_similarity(a: list[int], b: list[int]) -> float:
     return sum(1 for h in union if h in both) / len(union)
 
 
+T = TypeVar("T")
+
+
+class lazy(Generic[T]):
+    """`functools.cached_property` without its lock (Python 3.11 takes an RLock on every first
+    access, six times a step): computed once, then read from the instance dict. The features
+    are a frozen value used by one thread, so a race could only compute the same value twice."""
+
+    def __init__(self, fn: Callable[[Any], T]) -> None:
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> T:
+        value = self.fn(obj)
+        obj.__dict__[self.name] = value  # a non-data descriptor: the instance dict wins from now on
+        return value
+
+
 @dataclass(frozen=True)
 class StepFeatures:
     """One step, reduced to what the scorer and the monitors compare.
@@ -279,24 +301,24 @@ class StepFeatures:
     # what `outcome` and `obs_digest` read.
     whole_observation: str = field(default="", repr=False)
 
-    @cached_property
+    @lazy
     def outcome(self) -> Outcome:
         """The whole observation read (head and tail, `observation.read`): failed, how badly,
         tests. A test summary sits at the end of a long output."""
         return read(self.whole_observation, self.is_error)
 
-    @cached_property
+    @lazy
     def obs_digest(self) -> int:
         """The observation's digest (digits masked, head and tail): two results the same but
         for numbers compare equal. 0: no observation."""
         return digest(window(self.whole_observation)) if self.whole_observation else 0
 
-    @cached_property
+    @lazy
     def obs_norm(self) -> str:
         """The observation with volatile parts masked: what fingerprints and sketches use."""
         return normalise_obs(self.observation)
 
-    @cached_property
+    @lazy
     def obs_hash(self) -> str:
         return short_hash(self.obs_norm)
 
@@ -306,12 +328,12 @@ class StepFeatures:
         norm = self.obs_norm
         return not norm or bool(NO_RESULT.match(norm))
 
-    @cached_property
+    @lazy
     def error_line(self) -> str:
         """The observation's most telling line when it is an error."""
         return _error_line(self.observation) if self.is_error else ""
 
-    @cached_property
+    @lazy
     def coordination(self) -> bool:
         """Speaker routing, ledger/status updates, fact surveys and plans, "TERMINATE"."""
         return self.message and (is_coordination(self.thought) or is_planning(self.thought))

@@ -91,12 +91,21 @@ class Semantics:
         per-text vectors stands in for the embedding of their concatenation, and reuses the
         per-step vectors other monitors already computed."""
         self.compared += len(texts) + sum(len(r) for r in refs)
-        q = _unit(np.mean(np.stack([self.fast(t) for t in texts]), axis=0))
+        q = self._centroid(texts)
         out = []
         for group in refs:
-            c = _unit(np.mean(np.stack([self.fast(t) for t in group]), axis=0))
+            # A reference group (drift's opening focus, the task) is the same from one check
+            # to the next: its centroid is kept with the stacked anchor sets.
+            key = ("centroid", *group)
+            c = self._mats.get(key)
+            if c is None:
+                c = self._centroid(group)
+                self._mats.put(key, c)
             out.append(round(float(c @ q), 4))
         return out
+
+    def _centroid(self, texts: Sequence[str]) -> Vector:
+        return _unit(np.mean(np.stack([self.fast(t) for t in texts]), axis=0))
 
     def full_sim(self, a: str, b: str) -> float:
         self.compared += 1

@@ -11,6 +11,7 @@ files.
 
 from __future__ import annotations
 
+import functools
 import re
 from bisect import bisect_left
 from dataclasses import dataclass
@@ -450,10 +451,22 @@ def strip_heredocs(text: str) -> str:
     return "".join(out)
 
 
+COMMAND_CHARS = 4000  # of a command line analysed
+ANALYSED_KEPT = 1024  # command lines whose facts are remembered (at most ~4 MB of keys)
+
+
 def analyse(command: str) -> CommandFacts:
     """Facts of a whole command line: any segment verifying makes the line verify, and so on;
-    `ops` keeps what the segments do in their order."""
-    text = command[:4000]
+    `ops` keeps what the segments do in their order.
+
+    Remembered for the last ANALYSED_KEPT lines: agents re-run the same commands (the tests
+    after each edit, `git diff`), 18-49% of the command steps of the dev runs repeat one, and
+    the facts are a pure function of the text (immutable, so sharing them is safe)."""
+    return _analyse(command[:COMMAND_CHARS])
+
+
+@functools.lru_cache(maxsize=ANALYSED_KEPT)
+def _analyse(text: str) -> CommandFacts:
     # a heredoc's body is data, not commands: keep its opening line (where it goes) only
     text = strip_heredocs(text)
     segs = [s for s in split_segments(text) if s.strip() and not s.strip().startswith("#")]

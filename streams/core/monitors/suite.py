@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from ..decision import MonitorsWire
 from .base import FIRE_AT, Context, Finding, Monitor
 from .builtin import DEFAULT_MONITORS
@@ -35,20 +37,27 @@ class MonitorState(dict[str, Any]):
     A dict, so that the run state encodes it (orjson, `asdict`) as the JSON object it always
     was: {"loop": {...}, "verification": {...}, ...}, plus the run's top-level agent under
     LEAD once an agent has spoken. Built anew by every `evaluate`, never
-    changed afterwards. A key no monitor of the suite decoding it knows (a plugin monitor's) is
-    kept as stored, and decoded by its monitor when it runs.
+    changed afterwards. A decoded run state holds each monitor's state as stored (a dict,
+    a plugin monitor's included), decoded by its monitor when it runs.
     """
+
+    def __eq__(self, other: object) -> bool:
+        """Equal when stored alike: a state as stored and the same state decoded are one state."""
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return orjson.dumps(self) == orjson.dumps(dict(other))
 
     @classmethod
     def initial(cls, suite: Suite = DEFAULT_MONITORS) -> MonitorState:
         return cls((m.key, m.initial()) for m in _stored_order(suite))
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any], suite: Suite = DEFAULT_MONITORS) -> MonitorState:
-        """Decode the stored object (states written by earlier versions included: a monitor's
+    def from_dict(cls, d: Mapping[str, Any]) -> MonitorState:
+        """The stored object, each monitor's state kept as stored until its monitor runs and
+        decodes it (`_state_of`): a run with monitors off, or a state only looked at, never pays
+        for decoding six of them (states written by earlier versions included: a monitor's
         state missing from it starts afresh when the monitor next runs)."""
-        by_key = {m.key: m for m in suite}
-        return cls((k, by_key[k].decode(v) if k in by_key else v) for k, v in d.items())
+        return cls(d)
 
 
 @functools.cache

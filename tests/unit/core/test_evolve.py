@@ -1,11 +1,14 @@
-"""`evolve`: a frozen state's copy with changes, equal to what `dataclasses.replace` gives."""
+"""`evolve` and `rebuild`: a frozen state's copy with changes, or decoded from its fields, equal to
+what `dataclasses.replace` and the constructor give."""
 
 from __future__ import annotations
 
 import dataclasses
 
+import orjson
 import pytest
 
+from streams.core.evolve import plain_fields, rebuild
 from streams.core.monitors.verification import VerificationState
 from streams.core.state import RunConfig, TraceState
 
@@ -24,3 +27,36 @@ def test_evolve_refuses_a_field_the_state_does_not_have() -> None:
         TraceState("r", RunConfig()).evolve(last_stepp=3)
     with pytest.raises(TypeError, match="no field"):
         VerificationState().evolve(nope=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plain:
+    a: int = 0
+    b: list[int] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Checked:
+    a: int = 0
+
+    def __post_init__(self) -> None:
+        if self.a < 0:
+            raise ValueError("a < 0")
+
+
+def test_rebuild_of_every_field_equals_the_constructor_without_running_it() -> None:
+    stored = {"a": 2, "b": [1]}
+    assert rebuild(_Plain, stored) == _Plain(**stored)
+    st = TraceState("r", RunConfig(task="t"), last_step=4)
+    raw = orjson.loads(st.encode())
+    assert TraceState.decode(st.encode()) == st
+    assert rebuild(RunConfig, raw["config"]) == RunConfig(**raw["config"])
+
+
+def test_rebuild_takes_the_constructor_for_missing_or_unknown_fields_and_own_checks() -> None:
+    assert rebuild(_Plain, {"a": 1}) == _Plain(a=1, b=[])  # an older state: defaults fill in
+    with pytest.raises(TypeError):
+        rebuild(_Plain, {"a": 1, "b": [], "c": 3})
+    with pytest.raises(ValueError, match="a < 0"):
+        rebuild(_Checked, {"a": -1})  # a __post_init__ is never skipped
+    assert plain_fields(_Checked) is None and plain_fields(_Plain) == {"a", "b"}

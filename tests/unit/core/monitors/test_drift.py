@@ -243,3 +243,13 @@ def test_planning_and_routing_messages_carry_no_topic():
         "Next speaker: WebSurfer",
     ):
         assert step_text(extract({"step": 1, "agent": "Orchestrator", "thought": text}, 8000)) == ""
+
+
+def test_a_reference_groups_centroid_is_kept_and_gives_the_same_similarity(sem):
+    fresh = Semantics(sem.fast_model, sem.full_model)
+    recent, focus = ["open the parser", "fix the tokenizer"], ["parse the config file", "read the loader"]
+    first = fresh.fast_centroid_sims(recent, [focus, [TASK]])
+    kept = fresh.stacks[0]
+    assert fresh.fast_centroid_sims(recent, [focus, [TASK]]) == first
+    assert fresh.stacks[0] == kept  # nothing new stacked the second time
+    assert Semantics(sem.fast_model, sem.full_model).fast_centroid_sims(recent, [focus, [TASK]]) == first

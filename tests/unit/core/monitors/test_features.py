@@ -78,3 +78,11 @@ def test_a_text_input_at_a_round_length_reads_as_cut_by_its_producer():
     assert extract(
         {"step": 1, "action": "bash", "action_input": "ls", "observation": "a" * 2000}, 20_000
     ).observation_cut
+
+
+def test_the_monitor_only_readings_are_computed_once_on_first_use():
+    f = extract({"step": 1, "action": "bash", "action_input": "ls", "observation": "Error: boom"}, 4000)
+    assert "outcome" not in f.__dict__  # not computed by extract
+    first = f.outcome
+    assert f.outcome is first and f.__dict__["outcome"] is first
+    assert f.error_line == f.__dict__["error_line"]

@@ -213,3 +213,10 @@ def test_a_result_message_is_not_coordination():
     assert not extract(
         {"step": 1, "agent": "Checker", "thought": "The plan worked: 42 rows."}, 8000
     ).coordination
+
+
+def test_a_command_line_analysed_again_gives_the_same_facts_and_only_its_head_counts():
+    cmd = "cd /testbed && python -m pytest tests/test_store.py -q"
+    assert analyse(cmd) == analyse(str(cmd + " ")[:-1])  # an equal text, not the same object
+    long = cmd + " " + "x" * 5000
+    assert analyse(long) == analyse(long[:4000])

@@ -167,3 +167,16 @@ def test_only_the_top_level_agents_final_answer_ends_the_run(sem: Semantics) -> 
 def test_a_single_agents_finish_still_ends_the_run(sem: Semantics) -> None:
     f = extract({"step": 1, "action": "finish", "action_input": {"message": "done"}}, 8000)
     assert evaluate(MonitorState.initial(), f, {}, None, sem)[1].final
+
+
+def test_a_decoded_run_state_keeps_monitor_states_as_stored_until_their_monitor_runs(sem: Semantics) -> None:
+    """A run with monitors off, or a state only looked at, pays for no monitor-state decoding;
+    as stored and decoded it is one state, and it encodes to the same bytes."""
+    ms, _ = evaluate(MonitorState.initial(), steps("Let me look at the code.")[0], {}, None, sem)
+    st = TraceState(run_id="r", config=RunConfig(), monitors=ms)
+    back = TraceState.decode(st.encode())
+    assert all(type(v) is dict for k, v in back.monitors.items())
+    assert back == st and back.encode() == st.encode()
+    new, _ = evaluate(back.monitors, steps("Now the tests.")[0], {}, None, sem)
+    again, _ = evaluate(ms, steps("Now the tests.")[0], {}, None, sem)
+    assert new == again and new["drift"].steps == 2
