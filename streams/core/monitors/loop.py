@@ -90,6 +90,7 @@ ECHO_LEFT = 8  # words of a result's other lines (a wrapper) at most, for it to 
 ECHO_MIN = 4  # words of the input a result must repeat to be an echo
 ECHO_LINE_EXTRA = 40  # chars besides the command a line may hold and still be its echo
 LEADS = 3  # content lines of a search result that make it a list of leads
+GROWN_MIN = 3  # content lines of an earlier result found again before a grown result counts as it
 
 
 @dataclass(slots=True)
@@ -121,6 +122,7 @@ class Entry:
     cut: bool = False  # the input was cut by its producer: equal inputs prove nothing
     verdict: str = ""  # "fail" | "pass" (a test run with no failure) | "" (unknown)
     obs_cut: bool = False  # the result was cut by its producer: its tail is unseen
+    shape: str = ""  # hash of action + input with digits masked (`grep -A 20` / `grep -A 30`)
 
     def encode(self) -> list[Any]:
         return [
@@ -147,6 +149,7 @@ class Entry:
             self.cut,
             self.verdict,
             self.obs_cut,
+            self.shape,
         ]
 
     @classmethod
@@ -190,6 +193,7 @@ class Entry:
             cut=f.input_cut,
             verdict="fail" if failed else "pass" if tests and not tests[0] else "",
             obs_cut=f.observation_cut,
+            shape=short_hash(f"{f.action}\x00{DIGITS.sub('#', f.input)}") if f.action else "",
         )
 
 
@@ -443,17 +447,33 @@ def _steps(entries: list[Entry]) -> str:
 
 
 def _unchanged_by_edits(
-    w: Window, runs: list[Entry], edits: list[Entry], exact: bool = True, error_only: bool = False
+    w: Window,
+    runs: list[Entry],
+    edits: list[Entry],
+    exact: bool = True,
+    error_only: bool = False,
+    grown: bool = False,
 ) -> Finding | None:
     """The same check gave the same result after each of several edits: the edits are not
     reaching what runs (another copy is imported, a cache) or the diagnosis is wrong. Not a
     retry, and not news when the check passes (a regression run after each edit). Of a result
-    its producer cut, only the part sent is known to be the same, and the text says so."""
+    its producer cut, only the part sent is known to be the same, and the text says so.
+    `grown`: the earliest runs printed less, every line of it printed again by the later ones."""
     cur = w.cur
     if len(edits) < EDITS_SAID or len(runs) < RERUNS_SAID or cur.verdict == "pass":
         return None
     same = "the same" if exact else "nearly the same"
     look = "or re-read its output"
+    if grown:
+        as_far = " (as far as sent)" if cur.obs_cut else ""
+        return Finding(
+            0.85 if len(runs) > RERUNS_SAID else 0.7,
+            f"Your last {len(edits)} edits ({_files(edits)}) changed nothing that `{_input(cur)}` "
+            f"printed at step {runs[0].step}: its {len(runs)} runs from then on all printed those "
+            f"lines again{as_far}, later ones only adding lines. Check that the edits reach the code "
+            "that runs (the import path, an installed copy, a cache) or re-read its output before "
+            "the next edit.",
+        )
     if error_only:  # checks that differ (other test cases) but fail with one error
         return Finding(
             0.85 if len(runs) > RERUNS_SAID else 0.7,
@@ -494,9 +514,13 @@ def same_result(w: Window, sem: Semantics) -> Finding | None:
     # nearly the same counts while the check itself is the same: not across an edit of a
     # file the command names (the script run, extended with a new case)
     near = n + _trailing(runs[:-n], lambda e: _near(w, e, cur) and not _rewritten(w, e.step, cur.step, cur))
-    edits = _edits(w, runs[-near].step, cur.sig)
-    if edits:
-        return _unchanged_by_edits(w, runs[-near:], edits, exact=near == n)
+    if _edits(w, runs[-near].step, cur.sig):
+        # and before those, runs whose every line this one prints again (it only added lines)
+        older = [e for e in w.entries if e.shape == cur.shape and e.step < runs[-near].step]
+        grown = _trailing(older, lambda e: _grown(w, e, cur))
+        chain = [*older[len(older) - grown :], *runs[-near:]]
+        edits = _edits(w, chain[0].step, cur.sig)
+        return _unchanged_by_edits(w, chain, edits, exact=near == n, grown=grown > 0)
     if n < 2 or cur.modifies or _changed(w, runs[-n].step, cur.sig):
         return None
     runs = runs[-n:]
@@ -510,6 +534,24 @@ def same_result(w: Window, sem: Semantics) -> Finding | None:
         "change the outcome: use the result you already have, then try a different approach "
         "(another command, another file, or re-examine your assumption).",
     )
+
+
+def _grown(w: Window, a: Entry, b: Entry) -> bool:
+    """Check `b` printed every line check `a` printed, and more, and something besides the
+    code explains the more: the script the command names was rewritten (cases added) or the
+    command differs in a number (`grep -A 20`, then `-A 30`). Whatever the edits between did,
+    they changed nothing `a` showed. (More lines from the same command and script may be the
+    edit's effect: a fix that lets the script get further.)"""
+    if not (a.verifies and b.verifies) or a.err != b.err:
+        return False
+    if a.sig == b.sig and not _rewritten(w, a.step, b.step, b):
+        return False
+    frame = frame_of(w.frames, b.action)
+    # b's sketch keeps its smallest line hashes: a's lines below its largest must be among them
+    bound = max(b.lines) if len(b.lines) >= CONTENT_LINES else None
+    seen = {h for h in b.lines if h not in frame}
+    tested = [h for h in a.lines if h not in frame and (bound is None or h <= bound)]
+    return len(tested) >= GROWN_MIN and all(h in seen for h in tested)
 
 
 def _near(w: Window, a: Entry, b: Entry) -> bool:

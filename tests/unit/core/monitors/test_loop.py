@@ -201,6 +201,53 @@ def test_a_result_cut_by_its_producer_is_the_same_only_as_far_as_it_was_sent(sem
     assert "the same first 2,000 characters of output" in (run.results[-1].text or "")
 
 
+CASE_ONE = (
+    "case one: rebuilt connector AND (expected OR)",
+    "case one children: [x]",
+    "case one negated: False",
+)
+CASE_TWO = ("case two: rebuilt connector AND (expected OR)", "case two children: [x, y]")
+
+
+def test_code_edits_that_change_no_line_while_the_script_gains_cases_are_named(sem):
+    run = Run(sem, task="Keep the connector when a query object is rebuilt")
+    out = "\n".join(CASE_ONE)
+    run.feed(bash("python check.py", out))
+    for i in range(1, 4):
+        run.feed(edit("src/query.py", f"old{i}", f"new{i}", thought="Keep the connector."))
+        if i == 2:  # the check gains a case; what it printed before stays as it was
+            run.feed(edit("check.py", "# cases", "# cases and case two"))
+            out = "\n".join(CASE_ONE + CASE_TWO)
+        res = run.feed(bash("python check.py", out))
+    assert LOOP in res.fired
+    assert (
+        "Your last 4 edits (`query.py`, `check.py`) changed nothing that `python check.py` printed at step 1"
+        in (res.text)
+    )
+    assert "later ones only adding lines" in res.text and "Running it again" not in res.text
+
+
+def test_a_wider_view_of_the_same_check_counts_as_the_same_run(sem):
+    rendered = [f"<dt>{w}</dt><dd>{w} type</dd>" for w in ("alpha", "beta", "gamma", "delta", "epsilon")]
+    run = Run(sem, task="Render the parameter types")
+    run.feed(bash("python build_docs.py && grep -A 3 Parameters out.html", "\n".join(rendered[:3])))
+    for i in range(3):
+        run.feed(edit("src/render.py", f"old{i}", f"new{i}"))
+        res = run.feed(bash("python build_docs.py && grep -A 5 Parameters out.html", "\n".join(rendered)))
+    assert LOOP in res.fired
+    assert "changed nothing that" in res.text and "printed at step 1: its 4 runs" in res.text
+
+
+def test_more_lines_from_an_unchanged_script_after_a_code_edit_are_its_effect(sem):
+    run = Run(sem, task="Find every plugin")
+    found = ["found: alpha plugin", "found: beta plugin", "found: gamma plugin"]
+    run.feed(bash("python list_plugins.py", "\n".join(found)))
+    for i in range(3):  # the first edit finds one more plugin; the next two change nothing
+        run.feed(edit("src/loader.py", f"old{i}", f"new{i}"))
+        run.feed(bash("python list_plugins.py", "\n".join([*found, "found: delta plugin"])))
+    assert all("changed nothing that" not in (r.text or "") for r in run.results)
+
+
 # --- content, not the frame around it -----------------------------------------------------------
 FOOTER = "\n[Command exited with code {code}]\n[Working directory: /repo]"
 
