@@ -6,7 +6,8 @@ tool call, A/B alternation over 6 steps, 3 empty responses, 10+ condensations in
 what it cannot see: the same search or command reworded ("session timeout" / "session
 expiry" / "session token expiration"), matched with embeddings; one reworded search after
 another with no result opened; a call that already failed with the same error, issued again;
-code re-issued (by any agent) after it brought nothing.
+code re-issued (by any agent) after it brought nothing; a cycle of the same few calls re-issued
+in order, each with the result it brought before.
 
 What it says must hold of the run. A rerun after an edit is not a retry: the same output after
 several edits says the edits do not reach what runs, and that is what the text then says.
@@ -90,6 +91,7 @@ ECHO_LEFT = 8  # words of a result's other lines (a wrapper) at most, for it to 
 ECHO_MIN = 4  # words of the input a result must repeat to be an echo
 ECHO_LINE_EXTRA = 40  # chars besides the command a line may hold and still be its echo
 LEADS = 3  # content lines of a search result that make it a list of leads
+CYCLE_MIN = 3  # calls re-issued in order, each with its earlier result, that make a cycle
 GROWN_MIN = 3  # content lines of an earlier result found again before a grown result counts as it
 
 
@@ -909,6 +911,44 @@ def reworded_message(w: Window, sem: Semantics) -> Finding | None:
     )
 
 
+def cycle(w: Window, sem: Semantics) -> Finding | None:
+    """10. A cycle of the same few calls: the last CYCLE_MIN or more calls re-issue, in the
+    same order, calls made earlier in the window, each bringing the result it brought then,
+    and nothing changed in the workspace since. (One call repeated is `same_result`'s; two
+    alternating are `alternation`'s.)"""
+    cur = w.cur
+    ents = w.entries
+    if not (cur.sig and cur.obs) or cur.modifies or cur.condense:
+        return None
+    k = len(ents) - 1
+
+    def same(a: Entry, b: Entry) -> bool:
+        return bool(a.sig and a.obs) and a.sig == b.sig and a.obs == b.obs and a.agent == b.agent
+
+    for j in range(k - CYCLE_MIN, CYCLE_MIN - 2, -1):  # the latest earlier round first
+        if not same(ents[j], cur):
+            continue
+        size = 0  # the rounds may not overlap, nor reach before the window
+        while size < min(k - j, j + 1) and same(ents[j - size], ents[k - size]):
+            size += 1
+        block = ents[k - size + 1 :]
+        if size < CYCLE_MIN or len({e.sig for e in block}) < 2:
+            continue
+        if any(e.changes or e.modifies for e in ents[j - size + 1 : k]):
+            return None
+        first = ents[j - size + 1].step
+        calls = "; ".join(dict.fromkeys(f"`{_label(e)}` {_input(e)}" for e in block))
+        got = "the same results and errors" if any(e.err for e in block) else "the same results"
+        return Finding(
+            0.85 if size > CYCLE_MIN else 0.7,
+            f"{_who(block, cur)} re-issued {size} calls in the same order as at steps "
+            f"{first}-{ents[j].step} ({quote(calls, 240)}) and got {got} again; nothing changed in "
+            "between. Another round will bring the same: use what those results already show, or "
+            "look somewhere new (another file, term or tool).",
+        )
+    return None
+
+
 # In this order: on equal scores the earlier rule's finding is the one reported.
 RULES: tuple[Rule, ...] = (
     same_result,
@@ -922,6 +962,7 @@ RULES: tuple[Rule, ...] = (
     reworded_action,
     search_streak,
     reworded_message,
+    cycle,
 )
 
 

@@ -430,3 +430,42 @@ def test_one_immediate_repeat_of_an_empty_search_is_not_yet_a_loop(sem):
     assert (
         LOOP not in run.feed(step("Again.", "search_docs", {"query": "refund policy"}, "No results.")).fired
     )
+
+
+# --- a cycle of the same few calls --------------------------------------------------------------
+CYCLE = (
+    step(
+        "",
+        "search_dir",
+        '"XmlText" src',
+        "Found 3 matches for XmlText in src:\nsrc/a.java\nsrc/b.java\nsrc/c.java",
+    ),
+    step("", "search_dir", '"RawValue" src', "Found 1 matches for RawValue in src:\nsrc/raw.java"),
+    step("", "open", "src/a.java", "[File: src/a.java (120 lines total)]\n1:package x;\n2:class A {}"),
+)
+
+
+def test_the_same_few_calls_reissued_in_order_with_the_same_results_are_a_cycle(sem):
+    run = Run(sem, task="Find where XmlText values are written")
+    run.feed(*CYCLE)
+    res = run.feed(*CYCLE)
+    assert LOOP in res.fired
+    assert "re-issued 3 calls in the same order as at steps 1-3" in res.text
+    assert '`search_dir` "XmlText" src' in res.text and "the same results again" in res.text
+
+
+def test_a_cycle_with_an_edit_between_the_rounds_is_not_named(sem):
+    run = Run(sem, task="Find where XmlText values are written")
+    run.feed(*CYCLE, edit("src/a.java", "class A {}", "class A { int x; }"), *CYCLE)
+    assert all("re-issued 3 calls" not in (r.text or "") for r in run.results)
+
+
+def test_the_same_calls_bringing_new_results_are_not_a_cycle(sem):
+    run = Run(sem, task="Watch the build queue")
+    for k in range(2):
+        run.feed(
+            bash("ls queue/", f"job-{k}a job-{k}b"),
+            bash("cat queue/status", f"{k} running"),
+            bash("tail -n 3 build.log", f"building target {k}"),
+        )
+    assert all("re-issued" not in (r.text or "") for r in run.results)
