@@ -572,6 +572,8 @@ def _looks_cut(raw_input: Any, whole: int, max_chars: int) -> bool:
     """The input was cut: longer than we keep, or a text of it at a round length ≥ CUT_MIN."""
     if whole > max_chars:
         return True
+    if whole < CUT_MIN:
+        return False  # every text in the input is shorter than its whole (JSON) form
     texts = (
         [raw_input]
         if isinstance(raw_input, str)
