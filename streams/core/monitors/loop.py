@@ -93,6 +93,15 @@ ECHO_LINE_EXTRA = 40  # chars besides the command a line may hold and still be i
 LEADS = 3  # content lines of a search result that make it a list of leads
 CYCLE_MIN = 3  # calls re-issued in order, each with its earlier result, that make a cycle
 GROWN_MIN = 3  # content lines of an earlier result found again before a grown result counts as it
+# Where a result says the call acted: the page a browser-like tool reports ("Address: …",
+# "URL: …") or the first link in the head of its result. A page-local call (find on the page,
+# scroll) means something else once another page is open.
+PLACE_LABEL = re.compile(
+    r"(?:address|url|location|current page|page url)\s*+:\s*+(\S[^\n]{0,200})", re.IGNORECASE
+)
+LINK = re.compile(r"\b(?:https?|file)://[^\s\"'<>)\]]++")
+PLACE_LINES = 3  # lines of a result's head where it names its page
+PLACE_CHARS = 600
 
 
 @dataclass(slots=True)
@@ -125,6 +134,7 @@ class Entry:
     verdict: str = ""  # "fail" | "pass" (a test run with no failure) | "" (unknown)
     obs_cut: bool = False  # the result was cut by its producer: its tail is unseen
     shape: str = ""  # hash of action + input with digits masked (`grep -A 20` / `grep -A 30`)
+    place: str = ""  # hash of the page the call acted on, when the result names one (`_place`)
 
     def encode(self) -> list[Any]:
         return [
@@ -152,6 +162,7 @@ class Entry:
             self.verdict,
             self.obs_cut,
             self.shape,
+            self.place,
         ]
 
     @classmethod
@@ -196,7 +207,32 @@ class Entry:
             verdict="fail" if failed else "pass" if tests and not tests[0] else "",
             obs_cut=f.observation_cut,
             shape=short_hash(f"{f.action}\x00{DIGITS.sub('#', f.input)}") if f.action else "",
+            place=_place(f) if f.action else "",
         )
+
+
+def _place(f: StepFeatures) -> str:
+    """The page (address, link) a call's result says it acted on, unless the call names it
+    itself: a visit or a search is its own target, a find-on-page or a scroll acts on the page
+    that is open. "" when the result names none, or failed (an error says what went wrong)."""
+    if f.is_error or not f.whole_observation:
+        return ""
+    asked = _salient(f.input) if f.input.startswith("{") else f.input
+    for ln in f.whole_observation[:PLACE_CHARS].strip().splitlines()[:PLACE_LINES]:
+        t = ln.strip()
+        label = PLACE_LABEL.match(t)
+        link = LINK.search(label[1] if label else t)
+        where = link[0] if link else label[1].strip() if label else ""
+        if where:
+            return (
+                "" if asked.strip() and (asked.strip() in where or where in asked) else short_hash(where)[:8]
+            )
+    return ""
+
+
+def _elsewhere(a: Entry, b: Entry) -> bool:
+    """Two calls that acted on different pages: the same input asks something else there."""
+    return bool(a.place and b.place and a.place != b.place)
 
 
 def _error_key(f: StepFeatures) -> str:
@@ -681,7 +717,8 @@ def reissued(w: Window, sem: Semantics) -> Finding | None:
     cur = w.cur
     if not cur.sig or cur.modifies or cur.condense or not (cur.obs_empty or cur.err):
         return None
-    prev = next((e for e in reversed(w.before) if e.sig == cur.sig), None)
+    # a page-local call on another page than before is a new call
+    prev = next((e for e in reversed(w.before) if e.sig == cur.sig and not _elsewhere(e, cur)), None)
     if prev is None or not prev.obs_empty or prev.err or _changed(w, prev.step, cur.sig):
         return None
     if prev is w.before[-1] and prev.agent == cur.agent:
@@ -809,6 +846,7 @@ def reworded_action(w: Window, sem: Semantics) -> Finding | None:
             and (not e.paths or not cur.paths or e.paths == cur.paths)
             and _ids(e.text) == cur_ids
             and not _other_target(e, cur)
+            and not _elsewhere(e, cur)  # a search on another page looks at other text
         ):
             kind = _same_kind(w, e, cur)
             if kind:

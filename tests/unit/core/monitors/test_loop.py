@@ -469,3 +469,32 @@ def test_the_same_calls_bringing_new_results_are_not_a_cycle(sem):
             bash("tail -n 3 build.log", f"building target {k}"),
         )
     assert all("re-issued" not in (r.text or "") for r in run.results)
+
+
+def _on_page(url: str, body: str) -> str:
+    return f"Address: {url}\nViewport position: Showing page 1 of 3.\n=======================\n{body}"
+
+
+def test_a_find_on_page_repeated_on_a_newly_opened_page_is_a_new_call(sem):
+    run = Run(sem)
+    old, new = "https://example.org/annual-report", "https://example.com/archive/2019"
+    find = {"search_string": "visitor count"}
+    not_found = "The search string 'visitor count' was not found on this page."
+    run.feed(step("", "visit_page", {"url": old}, _on_page(old, "Annual report, overview")))
+    run.feed(step("", "find_on_page", find, _on_page(old, not_found)))
+    run.feed(step("", "web_search", {"query": "museum 2019 visitor count archive"}, _hits("museum")))
+    run.feed(step("", "visit_page", {"url": new}, _on_page(new, "Archive of 2019 reports")))
+    res = run.feed(step("", "find_on_page", find, _on_page(new, not_found)))
+    assert LOOP not in res.fired
+
+
+def test_a_find_on_page_repeated_on_the_same_page_is_still_a_reissue(sem):
+    run = Run(sem)
+    url = "https://example.org/annual-report"
+    find = {"search_string": "visitor count"}
+    not_found = "The search string 'visitor count' was not found on this page."
+    run.feed(step("", "visit_page", {"url": url}, _on_page(url, "Annual report, overview")))
+    run.feed(step("", "find_on_page", find, _on_page(url, not_found)))
+    run.feed(step("", "find_on_page", {"search_string": "2019"}, _on_page(url, "In 2019 the museum opened")))
+    res = run.feed(step("", "find_on_page", find, _on_page(url, not_found)))
+    assert LOOP in res.fired and "re-issued the `find_on_page` call from step 2" in res.text
