@@ -5,7 +5,8 @@ in `thought`. With the step's `agent` field the same chat maps as the wire forma
 
 - the speaker goes to `agent`; a message step has no `action`;
 - a message that asks the code executor to run code becomes a tool step: `action` =
-  `execute_code`, `action_input` = the code blocks, and the executor's reply
+  `execute_code`, `action_input` = the code blocks (a fence that holds no code, such as an
+  answer or a quoted text, is not a request to run, unless the executor ran it), and the executor's reply
   (`Computer_terminal`: "exitcode: 1 ... Code output: ...") is its `observation`
   (`observation_is_error` when the exit code is not 0), not a step of its own.
 
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+from streams.core.monitors.grounding import is_code
 
 EXECUTORS = frozenset({"Computer_terminal"})
 CODE_BLOCK = re.compile(r"```[ \t]*(\w*)[^\n]*\n(.*?)```", re.DOTALL)
@@ -40,8 +43,14 @@ def is_legacy(events: list[dict[str, Any]]) -> bool:
     )
 
 
-def _code_of(text: str) -> str | None:
-    blocks = [body.strip() for _, body in CODE_BLOCK.findall(text) if body.strip()]
+def _code_of(text: str, ran: bool = False) -> str | None:
+    """The code blocks of a message; when the executor replied (`ran`), every fenced block,
+    since it ran them."""
+    blocks = [
+        body.strip()
+        for lang, body in CODE_BLOCK.findall(text)
+        if body.strip() and (ran or is_code(lang, body))
+    ]
     return "\n\n".join(blocks) if blocks else None
 
 
@@ -60,7 +69,7 @@ def _convert(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[i
     out: list[dict[str, Any]] = []
     steps: list[dict[str, Any]] = []
     renumber: dict[int, int] = {}
-    for ev in events:
+    for i, ev in enumerate(events):
         if ev.get("type") != "step":
             if ev.get("type") == "run_finish":
                 out.extend(steps)
@@ -82,7 +91,13 @@ def _convert(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[i
             continue
         new = {k: v for k, v in ev.items() if k not in ("action", "action_input", "observation")}
         new["agent"] = speaker
-        code = _code_of(text) if speaker not in EXECUTORS else None
+        nxt = events[i + 1] if i + 1 < len(events) else {}
+        ran = (
+            nxt.get("type") == "step"
+            and nxt.get("action") in EXECUTORS
+            and bool(EXIT_CODE.search(nxt.get("thought") or ""))
+        )
+        code = _code_of(text, ran) if speaker not in EXECUTORS else None
         if code is not None:
             new["action"], new["action_input"] = "execute_code", code
         steps.append(new)

@@ -21,6 +21,8 @@ import functools
 import re
 import zlib
 
+from .shell import is_shell_program
+
 EVIDENCE_BITS = 8192  # 2 bits per token from one crc32: ~3 % false positives in a full filter
 GENERATION = 800  # tokens a filter takes before the older one is dropped
 TOKENS_PER_STEP = 400  # distinct tokens of one output that are remembered
@@ -42,6 +44,17 @@ URL = re.compile(r"\b(?:https?|ftp|file)://\S*+")  # its digits are not values
 QUOTED_VALUE = re.compile(r"[\"“]([^\"”\n]{1,60})[\"”]")
 BOLD = re.compile(r"\*\*([^*\n]{1,60})\*\*")
 FENCED = re.compile(r"```[ \t]*+\n?([^`\n]{1,60})\n?```")
+# Languages an executor runs; a fence tagged otherwise ("text") or not at all is code only when
+# its text reads as code (`CODE_SYNTAX`). Every part starts where a word or a line starts.
+CODE_LANGS = frozenset(
+    {"python", "py", "python3", "ipython", "sh", "bash", "shell", "console", "zsh", "r", "js", "javascript"}
+)
+LANG_TAG = re.compile(r"[\w+#.-]{1,20}")
+CODE_SYNTAX = re.compile(
+    r"^[ \t]*+(?:import|from|def|class|for|while|if|with|print|return)\b|(?<!\w)[A-Za-z_]\w*+[ \t]*+\(|"
+    r"^[ \t]*+[A-Za-z_][\w.]*+(?:\[[^\]\n]{0,80}\])?[ \t]*+[-+*/]?=(?!=)",
+    re.MULTILINE,
+)
 COMMENT = re.compile(r"(?<!\S)#[ \t][^\n]*+")  # `# Expected output: "x"` is a note, not the call's text
 STRING_LITERAL = re.compile(r"\"[^\"\n]*\"|'[^'\n]*'")
 CALL_NUMBER = re.compile(r"\(\s*+(?:\w++\s*+=\s*+)?(-?\d[\d.,]*+)\s*+\)")
@@ -292,10 +305,31 @@ def _highlighted(text: str) -> list[str]:
 
 
 def code_of(message: str, limit: int = 2000) -> str:
-    """The fenced code blocks of a message (split, not a regex: an unclosed fence is linear)."""
+    """The fenced code blocks of a message (split, not a regex: an unclosed fence is linear),
+    less the fences that hold no code: an answer, a quoted text or a table set in a fence is
+    not a request to run anything."""
     if "```" not in message:
         return ""
-    return "\n".join(message.split("```")[1::2])[:limit]
+    blocks = []
+    for part in message.split("```")[1::2]:
+        head, nl, body = part.partition("\n")
+        lang = head.strip() if nl and LANG_TAG.fullmatch(head.strip()) else ""
+        body = body if lang or (nl and not head.strip()) else part
+        if is_code(lang, body[:limit]):
+            blocks.append(part)
+    return "\n".join(blocks)[:limit]
+
+
+def is_code(lang: str, body: str) -> bool:
+    """Whether a fenced block is code to run: tagged with a language an executor runs, or
+    untagged and reading as code (a statement, a call, an assignment, a shell command); a
+    block of comments alone runs nothing."""
+    lines = [ln for ln in body.splitlines() if ln.strip() and not ln.lstrip().startswith(("#", "//"))]
+    if not lines:
+        return False
+    if lang.lower() in CODE_LANGS:
+        return True
+    return bool(CODE_SYNTAX.search(body)) or is_shell_program(lines[0].split(None, 1)[0])
 
 
 def _list_head(before: str) -> bool:

@@ -50,3 +50,56 @@ def test_a_mistake_step_label_moves_with_its_step() -> None:
     moved = _renumbered(labels, {"c": step_numbers(_chat())})
     assert moved["c"]["mistake_step"] == 2 and moved["c"]["mistake_step_recorded"] == 3
     assert moved["other"] == labels["other"] and labels["c"]["mistake_step"] == 3
+
+
+def _run(said: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    steps = [
+        {
+            "type": "step",
+            "run_id": "c",
+            "step": k,
+            "action": who,
+            "action_input": None,
+            "observation": None,
+            "thought": t,
+        }
+        for k, (who, t) in enumerate(said, start=1)
+    ]
+    return [{"type": "run_start", "run_id": "c"}, *steps, {"type": "run_finish", "run_id": "c"}]
+
+
+def _actions(run: list[dict[str, Any]]) -> list[Any]:
+    return [e.get("action") for e in convert_run(run) if e["type"] == "step"]
+
+
+def test_a_fenced_answer_is_a_message_not_code_to_run() -> None:
+    run = _run(
+        [
+            ("Critic", "The album without a grade is:\n```\nSilverline\n```\nTERMINATE"),
+            ("Checker", "Agreed.\n```text\nthe first line of the poem\nand the second\n```"),
+        ]
+    )
+    assert _actions(run) == [None, None]
+
+
+def test_unlabelled_fences_that_read_as_code_are_still_code() -> None:
+    run = _run(
+        [
+            ("Analyst", "Run this:\n```\nrows = load('sales.csv')\n```"),
+            ("Analyst", "And this:\n```\nls -la data/\n```"),
+            ("Analyst", "```python\n# nothing to run here\n```"),
+        ]
+    )
+    assert _actions(run) == ["execute_code", "execute_code", None]
+
+
+def test_a_fence_the_executor_ran_is_code_whatever_it_holds() -> None:
+    run = _run(
+        [
+            ("Analyst", "```\nSilverline\n```"),
+            ("Computer_terminal", "exitcode: 1 (execution failed)\nCode output: unknown language"),
+        ]
+    )
+    steps = [e for e in convert_run(run) if e["type"] == "step"]
+    assert [e.get("action") for e in steps] == ["execute_code"]
+    assert steps[0]["observation_is_error"] is True

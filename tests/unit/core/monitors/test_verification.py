@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from streams.core.monitors import grounding
+
 from .trajectories import Run, bash, edit, finish, step, view
 
 SKIP = "verification_skip"
@@ -222,6 +224,25 @@ def test_an_answer_the_task_itself_gives_needs_no_check(sem):
     run = Run(sem, task="Read the letters THESE AGULL GLIDE in order and write the sentence.")
     run.feed(msg("manager", "Plan: read the rows in order."))
     assert not run.feed(msg("manager", "FINAL ANSWER: THE SEAGULL GLIDE")).fired
+
+
+def test_a_fenced_answer_is_not_code_so_the_next_message_is_not_its_output(sem):
+    run = Run(sem, task="Which of the two albums got no letter grade?")
+    run.feed(
+        msg("Planner", "Let us check the critic's grades for both albums."),
+        msg("Critic_Expert", "The album without a grade is:\n```\nSilverline\n```"),
+        msg("Checker", "I checked the critic's site: Silverline has no grade, so it is **Silverline**."),
+    )
+    res = run.feed(msg("Planner", "TERMINATE"))
+    assert SKIP in res.fired and "`Silverline`" in res.text
+
+
+def test_code_in_an_unlabelled_fence_is_still_code(sem):
+    assert grounding.code_of("Run it:\n```\nrows = load('sales.csv')\nprint(len(rows))\n```")
+    assert grounding.code_of("```\nls -la data/\n```")
+    assert not grounding.code_of("The answer:\n```\nSilverline\n```")
+    assert not grounding.code_of("```text\nthe first line of the poem\nand the second\n```")
+    assert not grounding.code_of("```python\n# nothing to run here\n```")
 
 
 def test_a_highlighted_value_changed_after_the_tool_result_is_unchecked(sem):
