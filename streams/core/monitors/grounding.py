@@ -11,7 +11,10 @@ literal of its own call (`print(task)`, `final_answer("x")`) is the agent's text
 
 The memory is two Bloom filters of EVIDENCE_BITS (the current one and the one before, base64
 in the state: 1.4 KB each), so it is bounded whatever the run's length; a false positive can
-only hide an unchecked fact, never invent one.
+only hide an unchecked fact, never invent one. An output is read whole (up to OBS_READ chars:
+a fact in the middle of a long search result counts), and at most TOKENS_PER_STEP of its
+tokens are remembered (its numbers first); a filter that the output would fill past
+GENERATION tokens is retired first, so no filter holds more (~3 % false positives).
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ from .shell import is_shell_program
 
 EVIDENCE_BITS = 8192  # 2 bits per token from one crc32: ~3 % false positives in a full filter
 GENERATION = 800  # tokens a filter takes before the older one is dropped
-TOKENS_PER_STEP = 400  # distinct tokens of one output that are remembered
-OBS_HEAD = 1200  # chars of an output read from its start ...
-OBS_TAIL = 400  # ... and from its end (a result printed last)
+TOKENS_PER_STEP = 600  # distinct tokens of one output that are remembered (at most GENERATION)
+OBS_READ = 20_000  # chars of an output read whole (the step's limit by default) ...
+OBS_HEAD = 16_000  # ... and of a longer one, its start ...
+OBS_TAIL = 4_000  # ... and its end (a result printed last)
 CLAIM_HEAD = 1500  # chars of a message read for its facts from its start ...
 CLAIM_TAIL = 700  # ... and from its end (where a conclusion sits)
 SHORT_ANSWER = 80  # an explicit answer this short is one fact: all its words
@@ -37,7 +41,10 @@ FACT_CHARS = 60
 # Numbers as values (`950,000`, `1.445`, `3.1.3.1`), not digits inside a path, a URL, an id
 # (`cca530fc-4052`) or a fraction (`3/4`): a run of digits, dots and commas, judged by the
 # characters around it (`_numbers`).
-NUMBER_RUN = re.compile(r"\d[\d,.]*+")
+# Starts only at a digit no letter, digit or path character precedes (the run is glued there):
+# the scan skips those in C instead of a Python loop over every digit run of an id-heavy
+# output (the digit first, then the look back: a leading look-behind would slow the scan).
+NUMBER_RUN = re.compile(r"\d(?<![\w.,/\\-]\d)[\d,.]*+")
 THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})++(?:\.\d++)?+")
 WORD = re.compile(r"\w++")  # lower-cased words of an output or a fact (underscores kept)
 URL = re.compile(r"\b(?:https?|ftp|file)://\S*+")  # its digits are not values
@@ -342,7 +349,7 @@ def produced(observation: str, call_input: str) -> tuple[str, bool]:
     """The output less the lines that only print back a literal of the call that made it (a
     string or a number passed as is: `print(task)`, `final_answer("x")` produced nothing) and
     less bare labels (`Execution logs:`); and whether a literal was printed back."""
-    if len(observation) > OBS_HEAD + OBS_TAIL:
+    if len(observation) > OBS_READ:
         observation = observation[:OBS_HEAD] + "\n" + observation[-OBS_TAIL:]
     call_input = COMMENT.sub("", call_input)
     literals = [m.group()[1:-1] for m in STRING_LITERAL.finditer(call_input)]
@@ -387,20 +394,40 @@ def _decode(packed: str) -> bytes:
     return base64.b64decode(packed) if packed else b""
 
 
-def remember(current: str, count: int, found: set[str]) -> tuple[str, int]:
-    """The current filter (base64) with `found` added (less the common words), and its count."""
-    found = found - COMMON
-    # a cut must not depend on the set's order (it differs between processes)
-    kept = found if len(found) <= TOKENS_PER_STEP else sorted(found)[:TOKENS_PER_STEP]
+def kept_hashes(found: set[str]) -> list[int]:
+    """The hashes of the tokens of one output that are remembered (less the common words): all
+    of them, or TOKENS_PER_STEP chosen the same way in every process (a set's order differs):
+    its numbers first, then by hash, so no part of the output or of the alphabet is favoured."""
+    crc = zlib.crc32
+    kept = found - COMMON
+    if len(kept) <= TOKENS_PER_STEP:
+        return [crc(t.encode()) for t in kept]
+    numbers = sorted(crc(t.encode()) for t in kept if t[0].isdigit())[:TOKENS_PER_STEP]
+    room = TOKENS_PER_STEP - len(numbers)
+    # the words whose hash falls below a bound that lets about `room` through: a sample the
+    # same in every process, sorted only when it overflows
+    bound = (room << 32) // max(1, len(kept) - len(numbers))
+    words = [h for h in (crc(t.encode()) for t in kept if not t[0].isdigit()) if h < bound]
+    return numbers + (sorted(words)[:room] if len(words) > room else words)
+
+
+def rotate(current: str, older: str, count: int, adding: int) -> tuple[str, str, int]:
+    """The filters to add `adding` tokens to: the current one, or a fresh one (the current one
+    becoming the older) when they would fill it past GENERATION."""
+    if count and count + adding > GENERATION:
+        return "", current, 0
+    return current, older, count
+
+
+def remember(current: str, count: int, hashes: list[int]) -> tuple[str, int]:
+    """The current filter (base64) with the tokens of `hashes` (`kept_hashes`) added, and its count."""
     bits = bytearray(_decode(current) or bytes(EVIDENCE_BITS // 8))
     mask = EVIDENCE_BITS - 1
-    crc = zlib.crc32
-    for t in kept:
-        h = crc(t.encode())
+    for h in hashes:
         i, j = h & mask, (h >> 13) & mask
         bits[i >> 3] |= 1 << (i & 7)
         bits[j >> 3] |= 1 << (j & 7)
-    return base64.b64encode(bits).decode(), count + len(kept)
+    return base64.b64encode(bits).decode(), count + len(hashes)
 
 
 def confirmed(fact: str, found: set[str] | None, current: str = "", older: str = "") -> bool:

@@ -317,10 +317,9 @@ def _answer(st: VerificationState, f: StepFeatures, task: str | None) -> tuple[V
         out = grounding.tokens(kept)
         new = new.evolve(tools=new.tools + 1, echoed=new.echoed or echoed)
         if out:
-            cur, old, n = new.evidence, new.evidence_old, new.evidence_n
-            if n >= grounding.GENERATION:
-                cur, old, n = "", cur, 0
-            cur, n = grounding.remember(cur, n, out)
+            remembered = grounding.kept_hashes(out)
+            cur, old, n = grounding.rotate(new.evidence, new.evidence_old, new.evidence_n, len(remembered))
+            cur, n = grounding.remember(cur, n, remembered)
             confirmed = [x for x in new.claim if x in new.claim_checked or grounding.confirmed(x, out)]
             new = new.evolve(
                 evidence=cur,

@@ -245,6 +245,59 @@ def test_code_in_an_unlabelled_fence_is_still_code(sem):
     assert not grounding.code_of("```python\n# nothing to run here\n```")
 
 
+def _long_search_output(fact_line: str) -> str:
+    filler = [
+        f"Result {i}: the {w} archive lists record {i} of the river survey." for i, w in enumerate(WORDS_LONG)
+    ]
+    return "exitcode: 0\nCode output:\n" + "\n".join([*filler[:40], fact_line, *filler[40:]])
+
+
+WORDS_LONG = [
+    f"{a}{b}"
+    for a in ("north", "south", "east", "west", "upper", "lower")
+    for b in (
+        "gate",
+        "ford",
+        "mill",
+        "weir",
+        "lock",
+        "bank",
+        "pier",
+        "dock",
+        "quay",
+        "yard",
+        "wharf",
+        "marsh",
+        "moor",
+        "fen",
+    )
+]
+
+
+def test_a_fact_in_the_middle_of_a_long_output_confirms_the_answer(sem):
+    out = _long_search_output("Result 99: the gauge at Kellswater read 18,767 on that day.")
+    assert len(out) > 4000 and 1500 < out.index("18,767") < len(out) - 500
+    run = Run(sem, task="What did the river gauge read on the day of the flood?")
+    run.feed(
+        msg("Planner", "Search the survey for the gauge reading."),
+        code("Analyst", "Searching.", "print(search_survey('gauge reading'))", out),
+        msg("Checker", "The gauge read **18,767** that day."),
+    )
+    assert SKIP not in run.feed(msg("Planner", "TERMINATE")).fired
+
+
+def test_a_long_output_is_remembered_within_the_filter_s_bound():
+    found = grounding.tokens(" ".join(f"word{i} {i * 7919}" for i in range(3000)))
+    kept = grounding.kept_hashes(found)
+    assert len(kept) <= grounding.TOKENS_PER_STEP
+    assert kept == grounding.kept_hashes(set(sorted(found)))  # the same whatever the set's order
+    numbers = sum(1 for t in found if t[0].isdigit())
+    assert numbers >= grounding.TOKENS_PER_STEP and len(kept) == grounding.TOKENS_PER_STEP  # numbers first
+    cur, old, n = grounding.rotate("current", "older", grounding.GENERATION - 10, len(kept))
+    assert (cur, old, n) == ("", "current", 0)  # a filter is never filled past GENERATION
+    assert grounding.rotate("current", "older", 10, len(kept)) == ("current", "older", 10)
+
+
 def test_a_highlighted_value_changed_after_the_tool_result_is_unchecked(sem):
     run = Run(sem, task="Which two birthplace cities are farthest apart?")
     run.feed(
