@@ -69,6 +69,9 @@ TRANSIENT = re.compile(
     r"connection (reset|refused|aborted)|try again",
     re.IGNORECASE,
 )
+# A call with an argument the tool does not take (Python's TypeError, as tool frameworks relay
+# it): the fix is to drop that argument, whatever else is varied.
+UNEXPECTED_ARG = re.compile(r"unexpected keyword argument '([^'\n]{0,40})'")
 MISSING_PROGRAM = re.compile(r"command not found|is not recognized as|: not found$")
 # Shell commands that change what a rerun sees though no file is edited.
 STATE_CHANGE = re.compile(
@@ -479,6 +482,18 @@ def _error_quote(w: Window) -> str:
     return quote(w.features.error_line, 120)
 
 
+def _argument_fix(w: Window) -> str:
+    """What to change when the error is an argument the tool does not take; "" otherwise."""
+    m = UNEXPECTED_ARG.search(w.features.error_line)
+    if not m:
+        return ""
+    name = f"named '{m[1]}'" if m[1].strip() else "with an empty name ('')"
+    return (
+        f"`{_label(w.cur)}` does not take an argument {name}: call it without that argument, "
+        "with only the inputs the tool lists (none, if it lists none)"
+    )
+
+
 def _steps(entries: list[Entry]) -> str:
     ks = [str(e.step) for e in entries]
     return ks[0] if len(ks) == 1 else ", ".join(ks[:-1]) + " and " + ks[-1]
@@ -676,13 +691,21 @@ def same_error(w: Window, sem: Semantics) -> Finding | None:
             score,
             f"`{_label(cur)}` ({_input(cur)}) has failed {n} times in a row with the same input "
             f'and the same error: "{_error_quote(w)}". Running it again as is will fail the same '
-            "way: read the error, fix what it names or change the approach, and only then run it again.",
+            + (
+                f"way: {_argument_fix(w)}."
+                if _argument_fix(w)
+                else "way: read the error, fix what it names or change the approach, and only then run it again."
+            ),
         )
     return Finding(
         score,
         f"{who} tried `{_label(cur)}` {n} times in a row ({_inputs(failures)}) and got the same "
         f'error each time: "{_error_quote(w)}". What changed between the attempts does not touch '
-        "its cause: read the error and fix what it names before the next attempt.",
+        + (
+            f"its cause: {_argument_fix(w)}."
+            if _argument_fix(w)
+            else "its cause: read the error and fix what it names before the next attempt."
+        ),
     )
 
 
@@ -706,8 +729,12 @@ def _failed_again(w: Window) -> Finding | None:
     return Finding(
         0.85 if n >= 3 else 0.65,
         f"`{_label(cur)}` ({_input(cur)}) failed with this same error at step {_steps(before)} and "
-        f'again now: "{_error_quote(w)}". The same call fails the same way: change what the '
-        "error names (the input, the tool) before calling it again.",
+        f'again now: "{_error_quote(w)}". The same call fails the same way: '
+        + (
+            f"{_argument_fix(w)}."
+            if _argument_fix(w)
+            else "change what the error names (the input, the tool) before calling it again."
+        ),
     )
 
 
@@ -872,7 +899,9 @@ def reworded_action(w: Window, sem: Semantics) -> Finding | None:
         "empty": ("none of them returned any result", ""),
         "error": (
             f'every one failed with the same error ("{_error_quote(w)}")',
-            "The error says what is wrong with the call: fix that, or use another tool.",
+            f"{_argument_fix(w)}."
+            if _argument_fix(w)
+            else "The error says what is wrong with the call: fix that, or use another tool.",
         ),
         "same": ("they keep returning the same results", ""),
     }.get(kind, ("none of them brought a new result", ""))

@@ -498,3 +498,16 @@ def test_a_find_on_page_repeated_on_the_same_page_is_still_a_reissue(sem):
     run.feed(step("", "find_on_page", {"search_string": "2019"}, _on_page(url, "In 2019 the museum opened")))
     res = run.feed(step("", "find_on_page", find, _on_page(url, not_found)))
     assert LOOP in res.fired and "re-issued the `find_on_page` call from step 2" in res.text
+
+
+def test_a_call_failing_on_an_argument_the_tool_does_not_take_is_told_to_drop_it(sem):
+    err = (
+        "Error when executing tool scroll_down with arguments {'page': 1}: "
+        "TypeError: ScrollTool.forward() got an unexpected keyword argument 'page'"
+    )
+    run = Run(sem)
+    run.feed(step("", "scroll_down", {"page": 1}, err, True))
+    run.feed(step("Let me plan the next steps."))
+    res = run.feed(step("", "scroll_down", {"page": 1}, err, True))
+    assert LOOP in res.fired
+    assert "`scroll_down` does not take an argument named 'page': call it without that argument" in res.text
