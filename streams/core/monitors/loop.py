@@ -483,9 +483,11 @@ def _error_quote(w: Window) -> str:
 
 
 def _argument_fix(w: Window) -> str:
-    """What to change when the error is an argument the tool does not take; "" otherwise."""
+    """What to change when the error is an argument the tool does not take; "" otherwise. The
+    argument must be one the call gave the tool (a key of its input): a script's own TypeError
+    about its own function is no fault of the call."""
     m = UNEXPECTED_ARG.search(w.features.error_line)
-    if not m:
+    if not m or f'"{m[1]}":' not in w.features.input:
         return ""
     name = f"named '{m[1]}'" if m[1].strip() else "with an empty name ('')"
     return (

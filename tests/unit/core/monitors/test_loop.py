@@ -511,3 +511,11 @@ def test_a_call_failing_on_an_argument_the_tool_does_not_take_is_told_to_drop_it
     res = run.feed(step("", "scroll_down", {"page": 1}, err, True))
     assert LOOP in res.fired
     assert "`scroll_down` does not take an argument named 'page': call it without that argument" in res.text
+
+
+def test_a_script_s_own_unexpected_argument_is_not_the_tool_call_s_fault(sem):
+    err = "Traceback (most recent call last):\nTypeError: parse() got an unexpected keyword argument 'strict'"
+    run = Run(sem)
+    for _ in range(3):
+        res = run.feed(bash("python repro.py", err, error=True))
+    assert LOOP in res.fired and "does not take an argument" not in res.text
