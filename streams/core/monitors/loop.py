@@ -491,8 +491,8 @@ def _argument_fix(w: Window) -> str:
         return ""
     name = f"named '{m[1]}'" if m[1].strip() else "with an empty name ('')"
     return (
-        f"`{_label(w.cur)}` does not take an argument {name}: call it without that argument, "
-        "with only the inputs the tool lists (none, if it lists none)"
+        f"`{_label(w.cur)}` does not take the argument {name} it was given: call it with only the "
+        "inputs the tool lists (none, if it lists none)"
     )
 
 
