@@ -8,12 +8,7 @@ from bench.captainagent_convert import convert_run, step_numbers
 from bench.quality import _renumbered
 
 
-def _chat() -> list[dict[str, Any]]:
-    said = [
-        ("Planner", "Let us compute it.\n```python\nprint(6 * 7)\n```"),
-        ("Computer_terminal", "exitcode: 0 (execution succeeded)\nCode output: 42"),
-        ("Checker", "The answer is 42."),
-    ]
+def _run(said: list[tuple[str, str]]) -> list[dict[str, Any]]:
     steps = [
         {
             "type": "step",
@@ -27,6 +22,16 @@ def _chat() -> list[dict[str, Any]]:
         for k, (who, t) in enumerate(said, start=1)
     ]
     return [{"type": "run_start", "run_id": "c"}, *steps, {"type": "run_finish", "run_id": "c"}]
+
+
+def _chat() -> list[dict[str, Any]]:
+    return _run(
+        [
+            ("Planner", "Let us compute it.\n```python\nprint(6 * 7)\n```"),
+            ("Computer_terminal", "exitcode: 0 (execution succeeded)\nCode output: 42"),
+            ("Checker", "The answer is 42."),
+        ]
+    )
 
 
 def test_an_executor_reply_maps_to_the_step_that_ran_the_code() -> None:
@@ -50,22 +55,6 @@ def test_a_mistake_step_label_moves_with_its_step() -> None:
     moved = _renumbered(labels, {"c": step_numbers(_chat())})
     assert moved["c"]["mistake_step"] == 2 and moved["c"]["mistake_step_recorded"] == 3
     assert moved["other"] == labels["other"] and labels["c"]["mistake_step"] == 3
-
-
-def _run(said: list[tuple[str, str]]) -> list[dict[str, Any]]:
-    steps = [
-        {
-            "type": "step",
-            "run_id": "c",
-            "step": k,
-            "action": who,
-            "action_input": None,
-            "observation": None,
-            "thought": t,
-        }
-        for k, (who, t) in enumerate(said, start=1)
-    ]
-    return [{"type": "run_start", "run_id": "c"}, *steps, {"type": "run_finish", "run_id": "c"}]
 
 
 def _actions(run: list[dict[str, Any]]) -> list[Any]:
