@@ -12,6 +12,10 @@ from typing import Literal, TypedDict
 InjectionSource = Literal["monitor", "e1", "e2", "e3"]
 Suppressed = Literal["cooldown", "cap", "duplicate", "final_step"]
 DifficultySource = Literal["agent", "scorer"]
+# The escalation ladder's rung this decision asks for (docs/escalation.md): continue (no
+# monitor injection), nudge (a monitor injection, as before the ladder), escalate (the call
+# goes to the escalation model), stop (end the run).
+Action = Literal["continue", "nudge", "escalate", "stop"]
 
 
 class Injection(TypedDict):
@@ -26,6 +30,16 @@ class MonitorsWire(TypedDict):
     fired: list[str]
     composite: float
     failure_type: str | None
+
+
+class ActionReason(TypedDict):
+    """Why a decision escalates or stops: the warning ignored, and the evidence."""
+
+    monitor: str
+    failure_type: str
+    ignored: int  # warnings the run has ignored so far
+    steps: list[int]  # the steps that did again what a warning was about (the last few)
+    text: str  # for a person: what was warned at which step, and what the agent did again
 
 
 class Decision(TypedDict):
@@ -43,6 +57,8 @@ class Decision(TypedDict):
     injections: list[Injection]
     monitors: MonitorsWire
     suppressed: Suppressed | None
+    action: Action
+    action_reason: ActionReason | None
     skipped_reason: str | None
     tokens_used: int
     token_budget: int | None

@@ -30,6 +30,8 @@ from .decision import Decision, DifficultySource, Injection, MonitorsWire
 from .difficulty import DEFAULT_SCORER, clamp01
 from .events import SCHEMA_VERSION, TOKENS_MAX, Limits, Rejected, deadletter_record, decode
 from .fsm import FSMState, validate_params
+from .ladder import InvalidRunSettings, check_weight_names, parse_monitors_off, parse_thresholds
+from .ladder import resolve as resolve_escalation
 from .monitors import Semantics, StepFeatures, clean_weights, extract, hold_back
 from .monitors import evaluate as evaluate_monitors
 from .monitors import to_embed as monitors_to_embed
@@ -426,6 +428,8 @@ def _decision(
         "injections": [],
         "monitors": empty_monitors(),
         "suppressed": None,
+        "action": "continue",
+        "action_reason": None,
         "skipped_reason": skipped_reason,
         "tokens_used": st.tokens_used,
         "token_budget": st.config.token_budget,
@@ -468,9 +472,18 @@ def run_config(ev: dict[str, Any], policy: Policy) -> RunConfig:
         weights = policy.weights(ev.get("task_profile") or "coding", ev.get("monitor_weights"))
     except ValueError as exc:
         raise Rejected("invalid_config", str(exc), run_id) from None
+    org_id = ev.get("org_id") or "default"
+    known = policy.monitor_names
+    try:
+        check_weight_names(ev.get("monitor_weights"), known)
+        monitors_off = parse_monitors_off(ev.get("monitors_off"), known)
+        thresholds = parse_thresholds(ev.get("monitor_thresholds"), known)
+        escalation = resolve_escalation(ev.get("escalation"), org_id, policy.escalation)
+    except InvalidRunSettings as exc:
+        raise Rejected("invalid_run_start", str(exc), run_id) from None
     task = ev.get("task")
     return RunConfig(
-        org_id=ev.get("org_id") or "default",
+        org_id=org_id,
         project_id=ev.get("project_id"),
         agent_name=ev.get("agent_name"),
         task=task[:TASK_CHARS_KEPT] if isinstance(task, str) else None,
@@ -487,6 +500,9 @@ def run_config(ev: dict[str, Any], policy: Policy) -> RunConfig:
         fsm={k: getattr(params, k) for k in (ev.get("fsm_thresholds") or {})},
         fsm_transition=transition,
         scorer=scorer,
+        monitors_off=monitors_off,
+        monitor_thresholds=thresholds,
+        escalation=None if escalation is None else escalation.to_wire(),
     )
 
 
@@ -727,6 +743,7 @@ def _run_monitors(
     decision["injections"] = [*decision["injections"], injection]
     decision["inject"] = True
     decision["injection_text"] = render_block(decision["injections"])
+    decision["action"] = "nudge"
     return st
 
 

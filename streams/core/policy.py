@@ -13,6 +13,7 @@ from typing import Any
 
 from .difficulty import BUILTIN_SCORERS, StepScorer, TextScorer, on_thought
 from .fsm import BUILTIN_TRANSITIONS, TransitionFn
+from .ladder import NO_DEFAULTS, Defaults
 from .monitors.base import Monitor
 from .monitors.builtin import DEFAULT_MONITORS
 from .monitors.profiles import BUILTIN_PROFILES, clean_weights, parse_profiles
@@ -39,10 +40,14 @@ class Policy:
     profiles: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: BUILTIN_PROFILES)
     # The monitors every step runs through, in the order of a decision's monitor scores.
     monitors: tuple[Monitor[Any], ...] = DEFAULT_MONITORS
+    # The escalation ladder's org-wide defaults (settings RB_ESCALATION, RB_ORG_ESCALATION):
+    # here, so that the worker and replay resolve a run's policy alike.
+    escalation: Defaults = NO_DEFAULTS
 
     @property
     def monitor_names(self) -> tuple[str, ...]:
-        """The names per-run `monitor_weights` may use (others are dropped)."""
+        """The names per-run `monitor_weights`, `monitors_off` and `monitor_thresholds` may use
+        (others are refused at run_start)."""
         return tuple(m.name for m in self.monitors)
 
     def scorer(self, name: str) -> StepScorer:
@@ -82,6 +87,10 @@ class Policy:
         returning END makes the run terminal."""
         _named(name, fn, "fsm_transition")
         return replace(self, transitions=_frozen({**self.transitions, name: fn}))
+
+    def with_escalation(self, defaults: Defaults) -> Policy:
+        """This policy with the org-wide escalation defaults."""
+        return replace(self, escalation=defaults)
 
     def with_profiles(self, profiles: Mapping[str, Mapping[str, Any]]) -> Policy:
         """This policy plus weight profiles {name: {monitor: weight}}: unlisted monitors keep

@@ -38,6 +38,12 @@ class RunConfig:
     # DEFAULT_SCORER when the event names none, and every state written since the first commit
     # carries it); "heuristic" is what runs had before `trajectory` became the default (5014b4b).
     scorer: str = "heuristic"
+    # Issue 30: monitors switched off for the run, their fire levels, and the escalation
+    # ladder's policy (resolved at run_start: the run's own, else its org's default; None:
+    # nudges only, as before). States written before these fields decode with the defaults.
+    monitors_off: list[str] = field(default_factory=list)
+    monitor_thresholds: dict[str, float] = field(default_factory=dict)
+    escalation: dict[str, Any] | None = None
 
     def fsm_params(self) -> FSMParams:
         return FSMParams(**self.fsm) if self.fsm else FSMParams()

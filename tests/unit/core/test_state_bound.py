@@ -105,7 +105,7 @@ def maximal_step(draw: st.DrawFn, run_id: str, k: int) -> dict[str, Any]:
 @st.composite
 def adversarial_run(draw: st.DrawFn) -> list[dict[str, Any]]:
     rid = "r" * 256
-    weights = {f"junk{i}": 1.0 for i in range(draw(st.integers(0, 5000)))} | {m: 0.5 for m in MONITORS}
+    weights = {m: 0.5 for m in MONITORS}  # a key naming no monitor is refused (invalid_run_start)
     start = run_start(
         rid,
         task="t" * 100_000,
@@ -115,6 +115,9 @@ def adversarial_run(draw: st.DrawFn) -> list[dict[str, Any]]:
         framework="f" * 256,
         model="m" * 256,
         monitor_weights=weights,
+        monitors_off=list(MONITORS[:2]) * 32,
+        monitor_thresholds={m: 1.0 for m in MONITORS},
+        escalation={"escalate_model_after": 1, "stop_after": 2, "escalation_model": "e" * 256},
         model_routing={s: (s.lower() * 64)[:256] for s in ("FAST", "NORMAL", "SLOW", "SKIP")},
         metadata={"k": "v" * 50_000},
     )
@@ -141,8 +144,10 @@ def test_the_issue_reproduction_three_events_with_a_250_kb_path_stay_small():
     rid = "r"
     path = "/" + "a/" * 120_000
     sizes = []
+    refused, _ = table.feed(_fit(run_start(rid, monitor_weights={f"k{i}": 1.0 for i in range(14_000)})))
+    assert refused.rejection.reason == "invalid_run_start" and "'k0'" in refused.rejection.detail
     for ev in (
-        run_start(rid, monitor_weights={f"k{i}": 1.0 for i in range(14_000)}),
+        run_start(rid),
         step(rid, 1, action="edit", action_input={"path": path}),
         step(rid, 2, action="edit", action_input={"path": path + "b"}),
     ):
@@ -150,12 +155,15 @@ def test_the_issue_reproduction_three_events_with_a_250_kb_path_stay_small():
         assert res.rejection is None
         sizes.append(len(res.state_bytes))
     assert max(sizes) < 8 * 1024, sizes  # was 197 KB, 758 KB and 1.26 MB
-    assert set(table[rid].config.monitor_weights or {}) == set()  # junk names are not kept
+    assert rid in table
 
 
-def test_monitor_weights_are_stored_cleaned_against_the_monitor_names():
+def test_monitor_weights_are_stored_cleaned_and_a_key_naming_no_monitor_is_refused():
     table = Table()
-    table.feed(run_start("r", monitor_weights={"semantic_loop": 2.0, "nope": 1.0, "late_sprawl": -1}))
+    res, _ = table.feed(run_start("r", monitor_weights={"semantic_loop": 2.0, "nope": 1.0}))
+    assert res.rejection.reason == "invalid_run_start" and "monitor_weights" in res.rejection.detail
+    assert "'nope'" in res.rejection.detail and "r" not in table
+    table.feed(run_start("r", monitor_weights={"semantic_loop": 2.0, "late_sprawl": -1}))
     assert table["r"].config.monitor_weights == {"semantic_loop": 1.0, "late_sprawl": 0.0}
 
 
