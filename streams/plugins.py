@@ -64,13 +64,15 @@ class Loaded:
 
 
 def load_policy(settings: Settings, base: Policy | None = None) -> Policy:
-    """The Policy for `settings`: `base` (the defaults) + entry points + the profiles file."""
+    """The Policy for `settings`: `base` (the defaults) + entry points + the profiles file +
+    the escalation ladder's org-wide defaults."""
     return load_plugins(settings, base)[0]
 
 
 def load_plugins(settings: Settings, base: Policy | None = None) -> tuple[Policy, list[Loaded]]:
     """`load_policy`, and what it loaded."""
     policy, loaded = with_entry_points(base or Policy(), entry_points())
+    policy = policy.with_escalation(settings.escalation_defaults)  # RB_ESCALATION, RB_ORG_ESCALATION
     if settings.monitor_profiles:
         path = settings.monitor_profiles
         profiles = load_profiles(path)

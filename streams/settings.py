@@ -17,6 +17,7 @@ fails at start-up with one line naming the variable and the value.
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import re
 import socket
@@ -26,7 +27,15 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import Field, SecretStr, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    SecretStr,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -36,6 +45,7 @@ from pydantic_settings import (
 )
 
 from .core.events import Limits
+from .core.ladder import Defaults
 from .core.retention import DEFAULT_MAX_RUNS_PER_ORG
 
 ENV_PREFIX = "RB_"
@@ -411,6 +421,10 @@ class Settings(ClientSettings):
     max_thought_chars: int = Field(20_000, ge=1)
     log_level: LogLevel = "info"
     monitor_profiles: str = ""  # JSON/TOML file of custom monitor weight profiles
+    # The escalation ladder's defaults (docs/escalation.md), JSON: a policy for runs whose
+    # run_start names none, and {org_id: policy} (an org's own wins). Empty: none.
+    escalation: str = ""
+    org_escalation: str = ""
     qdrant_url: str = Field(
         "", pattern=r"^(https?://.*)?$"
     )  # a Qdrant server (also QDRANT_URL); empty: local mode
@@ -437,6 +451,28 @@ class Settings(ClientSettings):
         if v and not Path(v).is_file():
             raise ValueError("not a file")
         return v
+
+    @field_validator("escalation", "org_escalation")
+    @classmethod
+    def _escalation_valid(cls, v: str, info: ValidationInfo) -> str:
+        if v.strip():
+            try:
+                raw = json.loads(v)
+            except ValueError as exc:
+                raise ValueError(f"not JSON ({exc})") from None
+            try:  # the core's own check: the worker and replay read it alike
+                Defaults.parse(raw) if info.field_name == "escalation" else Defaults.parse(None, raw)
+            except ValueError as exc:
+                raise ValueError(str(exc)) from None
+        return v
+
+    @property
+    def escalation_defaults(self) -> Defaults:
+        """The ladder's org-wide defaults, for the core (`Policy.escalation`)."""
+        return Defaults.parse(
+            json.loads(self.escalation) if self.escalation.strip() else None,
+            json.loads(self.org_escalation) if self.org_escalation.strip() else None,
+        )
 
     @field_validator("tenants")
     @classmethod

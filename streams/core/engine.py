@@ -25,14 +25,14 @@ from typing import Any
 
 import orjson
 
-from . import etraces
+from . import etraces, ladder
 from .decision import Decision, DifficultySource, Injection, MonitorsWire
 from .difficulty import DEFAULT_SCORER, clamp01
 from .events import SCHEMA_VERSION, TOKENS_MAX, Limits, Rejected, deadletter_record, decode
 from .fsm import FSMState, validate_params
 from .ladder import InvalidRunSettings, check_weight_names, parse_monitors_off, parse_thresholds
 from .ladder import resolve as resolve_escalation
-from .monitors import Semantics, StepFeatures, clean_weights, extract, hold_back
+from .monitors import MAX_MONITOR_INJECTIONS, Semantics, StepFeatures, clean_weights, extract, hold_back
 from .monitors import evaluate as evaluate_monitors
 from .monitors import to_embed as monitors_to_embed
 from .policy import Policy
@@ -611,6 +611,7 @@ def apply_step(
     if cfg.monitors_enabled and new_state in MONITORED_STATES:
         new = _run_monitors(new, features, decision, sem, policy)
         to_embed = tuple(monitors_to_embed(new.monitors, policy.monitors))
+    _apply_rung(st, new, decision)
     new, prefetch = _plan_etraces(new, ev, decision, fired_before, [q.tier for q in pending])
     if prefetch:
         new = new.evolve(etraces_pending=[q.to_wire() for q in prefetch.queries])
@@ -711,22 +712,53 @@ def _run_monitors(
     if sem is None:
         raise ValueError("monitors are enabled but no Semantics (embedders) was given to the engine")
     cfg = st.config
-    monitors, res = evaluate_monitors(st.monitors, features, cfg.weights, cfg.task, sem, policy.monitors)
+    monitors, res = evaluate_monitors(
+        st.monitors,
+        features,
+        cfg.weights,
+        cfg.task,
+        sem,
+        policy.monitors,
+        cfg.monitors_off,
+        cfg.monitor_thresholds,
+    )
     decision["monitors"] = res.as_wire()
     # fired lists of this step and the one before
     st = st.evolve(monitors=monitors, recent_fired=[*st.recent_fired[-1:], res.fired])
+    if st.rung == "stop":
+        return st  # a stopped run gets the stop again (`_apply_rung`), nothing else
+    step = decision["step"]
+    # The ladder (core.ladder): did this step ignore a warning an earlier decision carried?
+    pol = ladder.policy_of(cfg.escalation)
+    ignored: ladder.Ignored | None = None
+    if pol is not None and not res.final and st.warnings:
+        ignored, pending = ladder.judge(st.warnings, res.said, step)
+        st = st.evolve(warnings=pending)
     if not res.fired or res.text is None:
         return st
-    step = decision["step"]
-    held = hold_back(
-        st.state,
-        step,
-        res.text,
-        st.monitor_injections,
-        st.last_monitor_injection_step,
-        st.last_monitor_injection_text,
-        final=res.final,
-    )
+    text, climbed = res.text, False
+    if pol is not None and ignored is not None:
+        count = st.ignored + 1
+        steps = [*st.ignored_steps, [ignored.warned_at, step]][-ladder.STEPS_KEPT :]
+        rung = ladder.next_rung(pol, count, st.rung)
+        climbed = rung != st.rung and rung in ("escalate", "stop")
+        why = ladder.reason(ignored, count, steps, rung, ladder.escalation_model(pol, cfg.model_routing))
+        st = st.evolve(
+            ignored=count, ignored_steps=steps, rung=rung, rung_reason=why if climbed else st.rung_reason
+        )
+        text = f"{ladder.injection(rung if climbed else 'nudge', why, ignored)}\n\n{res.text}"
+    if climbed or (ignored is not None and st.monitor_injections < MAX_MONITOR_INJECTIONS):
+        held = None  # the ladder's own: past cooldown and duplicate (and the cap, to climb)
+    else:
+        held = hold_back(
+            st.state,
+            step,
+            res.text,
+            st.monitor_injections,
+            st.last_monitor_injection_step,
+            st.last_monitor_injection_text,
+            final=res.final,
+        )
     if held is not None:
         decision["suppressed"] = held
         return st
@@ -738,13 +770,41 @@ def _run_monitors(
             **st.injections_by_source,
             "monitor": st.injections_by_source.get("monitor", 0) + 1,
         },
+        rung=ladder.higher(st.rung, "nudge"),
     )
-    injection: Injection = {"source": "monitor", "text": res.text, "pattern_id": None, "similarity": None}
+    if pol is not None:
+        st = st.evolve(warnings=ladder.warn(st.warnings, res.said, _failure_types(policy), step))
+    injection: Injection = {"source": "monitor", "text": text, "pattern_id": None, "similarity": None}
     decision["injections"] = [*decision["injections"], injection]
     decision["inject"] = True
     decision["injection_text"] = render_block(decision["injections"])
     decision["action"] = "nudge"
     return st
+
+
+def _failure_types(policy: Policy) -> dict[str, str]:
+    return {m.name: m.failure_type for m in policy.monitors}
+
+
+def _apply_rung(prior: TraceState, st: TraceState, decision: Decision) -> None:
+    """A run on the escalate or stop rung: every decision says so, routes to the escalation
+    model (escalate) or repeats the stop (stop): the rung never goes down within a run."""
+    if st.rung not in ("escalate", "stop") or st.rung_reason is None or st.config.escalation is None:
+        return
+    why = st.rung_reason
+    decision["action"] = "stop" if st.rung == "stop" else "escalate"
+    decision["action_reason"] = {**why, "steps": list(why["steps"])}  # type: ignore[typeddict-item]
+    if st.rung == "escalate":
+        pol = ladder.parse_escalation(st.config.escalation)
+        model = ladder.escalation_model(pol, st.config.model_routing)
+        if model:
+            decision["model"] = model
+    elif prior.rung == "stop":  # the stop step itself carries its text already
+        text = ladder.injection("stop", why, None)
+        injection: Injection = {"source": "monitor", "text": text, "pattern_id": None, "similarity": None}
+        decision["injections"] = [*decision["injections"], injection]
+        decision["inject"] = True
+        decision["injection_text"] = render_block(decision["injections"])
 
 
 def finish_run(st: TraceState, inc: Incoming, now: float) -> Outcome:

@@ -150,3 +150,137 @@ def check_weight_names(raw: Any, known: Sequence[str]) -> None:
     """A `monitor_weights` key that names no monitor is refused (it used to be dropped)."""
     if isinstance(raw, Mapping):
         check_names(raw, known, "monitor_weights")
+
+
+# -- the ladder itself -------------------------------------------------------------------------
+
+# A warning is judged on the steps after the decision that carried it: if its monitor finds
+# the same failure again (fires with something to say) within this many steps, the warning
+# was ignored; if not, the agent changed course and the warning is forgotten.
+WATCH_STEPS = 3
+STEPS_KEPT = 8  # evidence steps kept (action_reason.steps)
+HEAD_CHARS = 160  # how much of a warning's text the state keeps, to quote it back
+RUNGS = ("continue", "nudge", "escalate", "stop")  # in order: a run's rung never goes down
+
+
+def policy_of(wire: Mapping[str, Any] | None) -> EscalationPolicy | None:
+    """The run config's stored policy, when it can climb past the nudge (else None)."""
+    if wire is None:
+        return None
+    pol = parse_escalation(wire)
+    return pol if pol.active else None
+
+
+def escalation_model(pol: EscalationPolicy, routing: Mapping[str, str]) -> str | None:
+    return pol.escalation_model or routing.get("SLOW")
+
+
+def head(text: str) -> str:
+    """The warning's first sentence or so, on one line."""
+    t = " ".join(text.split())
+    return t if len(t) <= HEAD_CHARS else t[: HEAD_CHARS - 1] + "…"
+
+
+@dataclass(frozen=True, slots=True)
+class Ignored:
+    """A warning the step did not heed: its monitor, failure type, step, and text's head."""
+
+    monitor: str
+    failure_type: str
+    warned_at: int
+    head: str
+
+
+def judge(
+    warnings: Sequence[Sequence[Any]], said: Sequence[tuple[str, str]], step: int
+) -> tuple[Ignored | None, list[list[Any]]]:
+    """The pending warnings ([monitor, failure_type, step, head]) against this step's findings:
+    the warning this step ignored (the strongest of the monitors that found their failure
+    again; one per step), and the warnings still pending (not expired, not judged)."""
+    pending = [list(w) for w in warnings if 0 < step - int(w[2]) <= WATCH_STEPS]
+    for name, _text in said:
+        for i, w in enumerate(pending):
+            if w[0] == name:
+                del pending[i]
+                return Ignored(str(w[0]), str(w[1]), int(w[2]), str(w[3])), pending
+    return None, pending
+
+
+def warn(
+    warnings: Sequence[Sequence[Any]],
+    said: Sequence[tuple[str, str]],
+    failure_types: Mapping[str, str],
+    step: int,
+) -> list[list[Any]]:
+    """The pending warnings after this step's decision carried `said`'s texts to the agent: one
+    per monitor (its latest), so the list is bounded by the suite."""
+    fresh = {name for name, _ in said}
+    kept = [list(w) for w in warnings if w[0] not in fresh]
+    return [*kept, *([n, failure_types.get(n, n), step, head(t)] for n, t in said)]
+
+
+def next_rung(pol: EscalationPolicy, ignored: int, rung: str) -> str:
+    """The rung after `ignored` ignored warnings (never below `rung`)."""
+    want = "nudge"
+    if pol.stop_after is not None and ignored >= pol.stop_after:
+        want = "stop"
+    elif pol.escalate_model_after is not None and ignored >= pol.escalate_model_after:
+        want = "escalate"
+    return higher(rung, want)
+
+
+def _steps(steps: Sequence[int]) -> str:
+    s = [str(x) for x in steps]
+    return s[0] if len(s) == 1 else f"{', '.join(s[:-1])} and {s[-1]}"
+
+
+def _at(steps: Sequence[int]) -> str:
+    return f"step {_steps(steps)}" if len(steps) == 1 else f"steps {_steps(steps)}"
+
+
+def reason(
+    ig: Ignored, ignored: int, pairs: Sequence[Sequence[int]], rung: str, model: str | None
+) -> dict[str, Any]:
+    """The decision's `action_reason` (escalate or stop): what was warned, what was done again.
+    `pairs`: [step warned, step that did it again] of the last few ignored warnings."""
+    steps = [p[1] for p in pairs]
+    text = (
+        f"{ig.monitor} warned at {_at([p[0] for p in pairs])} ({ig.head}); the agent did the same "
+        f"again at {_at(steps)}: {ignored} warning{'s' if ignored != 1 else ''} ignored."
+    )
+    if rung == "escalate":
+        text += (
+            f" The next calls go to {model}."
+            if model
+            else " No escalation model is configured (escalation_model or model_routing.SLOW): "
+            "the calls are not rerouted."
+        )
+    elif rung == "stop":
+        text += " The run should end now."
+    return {
+        "monitor": ig.monitor,
+        "failure_type": ig.failure_type,
+        "ignored": ignored,
+        "steps": steps,
+        "text": text,
+    }
+
+
+def higher(rung: str, other: str) -> str:
+    return max(rung, other, key=RUNGS.index)
+
+
+def injection(rung: str, why: Mapping[str, Any], ig: Ignored | None) -> str:
+    """The text the agent reads on a ladder step, before the monitors' own texts."""
+    if rung == "stop":
+        return (
+            f"STOP. {why['text']} End the run now: make no more tool calls; reply with what you "
+            "found, what you changed, and what is still unresolved."
+        )
+    if rung == "escalate":
+        return f"ESCALATED. {why['text']} Do not repeat it: change your approach."
+    assert ig is not None
+    return (
+        f"You were warned at step {ig.warned_at} ({ig.head}) and did the same again. Do not repeat "
+        "it: change your approach."
+    )

@@ -83,6 +83,15 @@ class TraceState:
     # at most one per tier, so bounded). States written before deferral decode with [].
     etraces_pending: list[list[Any]] = field(default_factory=list)
     injections_by_source: dict[str, int] = field(default_factory=dict)
+    # The escalation ladder (core.ladder, docs/escalation.md), bounded: the rung (continue,
+    # nudge, escalate, stop; never goes down), warnings ignored, the last few of them as
+    # [step warned, step that did it again], the warnings still judged ([monitor, failure_type, step, text head], one
+    # per monitor), and the action_reason of the escalate/stop rung.
+    rung: str = "continue"
+    ignored: int = 0
+    ignored_steps: list[list[int]] = field(default_factory=list)
+    warnings: list[list[Any]] = field(default_factory=list)
+    rung_reason: dict[str, Any] | None = None
     duplicates: int = 0
     # Last few decisions, compact: [step, state, difficulty, model, sources, fired, suppressed, ts]
     step_log: list[list[Any]] = field(default_factory=list)
@@ -160,6 +169,9 @@ class TraceState:
             "monitor_injections": self.monitor_injections,
             "e_trace_calls": {"e1": self.e1_calls, "e2": self.e2_calls, "e3": self.e3_calls},
             "injections_by_source": dict(self.injections_by_source),
+            "rung": self.rung,
+            "ignored_warnings": self.ignored,
+            "rung_reason": self.rung_reason,
             "finished": self.finished,
             "outcome": self.outcome,
         }

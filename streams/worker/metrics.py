@@ -147,6 +147,14 @@ class Metrics:
         self.suppressions = Counter(
             "rb_suppressions", "Monitor injections held back, by guardrail", ["guardrail"], registry=r
         )
+        self.escalations = Counter(
+            "rb_escalations",
+            "Runs the escalation ladder moved up after ignored warnings, by the rung reached "
+            "(escalate: the next calls go to the escalation model; stop: the run is told to end) "
+            "and the monitor whose warning was ignored",
+            ["action", "monitor"],
+            registry=r,
+        )
         self.retrieval = Histogram(
             "rb_etrace_retrieval_seconds",
             "E-trace retrieval latency",
@@ -261,6 +269,9 @@ class Metrics:
             self.monitor_fires.labels(name)
         for source in ("monitor", "e1", "e2", "e3"):
             self.injections.labels(source)
+        for action in ("escalate", "stop"):
+            for name in MONITORS:
+                self.escalations.labels(action, name)
         for g in ("cooldown", "cap", "duplicate"):
             self.suppressions.labels(g)
         for outcome in ("embedded", "cached", "skipped", "failed"):
@@ -307,6 +318,11 @@ class Metrics:
                 child(self.injections, inj["source"]).inc()
             if d["suppressed"]:
                 child(self.suppressions, d["suppressed"]).inc()
+            prior, st = result.prior, result.state
+            if st is not None and st.rung != (prior.rung if prior is not None else "continue"):
+                why = st.rung_reason
+                if st.rung in ("escalate", "stop") and why is not None:
+                    child(self.escalations, st.rung, why["monitor"]).inc()
         if result.transition is not None:
             child(self.transitions, *result.transition).inc()
         for tier, outcome in result.etrace_outcomes.items():

@@ -8,14 +8,14 @@ The suite is a tuple of `Monitor`s (`builtin.DEFAULT_MONITORS` unless one is pas
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from ..decision import MonitorsWire
-from .base import FIRE_AT, Context, Finding, Monitor
+from .base import FIRE_AT, NOTHING, Context, Finding, Monitor
 from .builtin import DEFAULT_MONITORS
 from .features import StepFeatures
 from .profiles import composite
@@ -116,6 +116,9 @@ class MonitorResult:
     failure_type: str | None
     text: str | None  # steering text of every fired monitor, strongest first
     final: bool = False  # the step finished the run: nothing reads an injection
+    # (monitor, its text) of each fired monitor with something to say, strongest first: what
+    # the escalation ladder remembers as a warning and judges the next steps against
+    said: tuple[tuple[str, str], ...] = ()
 
     def as_wire(self) -> MonitorsWire:
         return {
@@ -139,7 +142,11 @@ def evaluate(
     task: str | None,
     sem: Semantics,
     suite: Suite = DEFAULT_MONITORS,
+    off: Collection[str] = (),
+    thresholds: Mapping[str, float] | None = None,
 ) -> tuple[MonitorState, MonitorResult]:
+    """`off`: monitors switched off for the run (not evaluated: score 0, state kept, never
+    fire); `thresholds`: the run's fire level per monitor (FIRE_AT for the others)."""
     plan = _plan(suite)
     names, index = plan.names, plan.index
     found: dict[str, Finding] = {}
@@ -149,13 +156,18 @@ def evaluate(
     if f.agent and not lead:
         lead = new[LEAD] = f.agent
     for m in plan.order:
+        if off and m.name in off:
+            found[m.name] = NOTHING
+            continue
         new[m.key], found[m.name] = m.evaluate(_state_of(ms, m), f, ctx, sem)
     scores = {n: round(min(max(found[n].score, 0.0), 1.0), 4) for n in names}
+    level = thresholds or {}
     fired = sorted(
-        (n for n in names if scores[n] >= FIRE_AT),
+        (n for n in names if scores[n] >= level.get(n, FIRE_AT) and n not in off),
         key=lambda n: (-scores[n], -weights.get(n, 0.0), index[n]),
     )
-    texts = [t for n in fired if (t := found[n].text)]
+    said = tuple((n, t) for n in fired if (t := found[n].text))
+    texts = [t for _n, t in said]
     result = MonitorResult(
         scores=scores,
         fired=fired,
@@ -164,5 +176,6 @@ def evaluate(
         text="\n\n".join(texts) if texts else None,
         # a sub-agent's final answer is a report to the agent above it: the run goes on
         final=f.finishes and (not f.agent or f.agent == lead),
+        said=said,
     )
     return new, result

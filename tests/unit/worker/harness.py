@@ -16,6 +16,7 @@ import orjson
 from streams.core.etraces import Answer, Query
 from streams.core.events import Limits
 from streams.core.monitors import Semantics
+from streams.core.policy import Policy
 from streams.etraces.retrieval import Retriever
 from streams.kafka import wire
 from streams.worker.metrics import Metrics
@@ -116,6 +117,7 @@ def rig(
     idle_s: float = 86400.0,
     prefetch: Callable[[Sequence[str]], None] | None = None,
     control_key: str = "k",
+    policy: Policy | None = None,
 ) -> Rig:
     table: dict[bytes, bytes] = {}
     metrics = Metrics()
@@ -160,5 +162,6 @@ def rig(
         steering_partition=partition_of,
         clock=lambda: now[0],
         prefetch_embeddings=prefetch,
+        policy=policy,
     )
     return Rig(processor, table, runs, retention, metrics, Stream(), now, decisions, deadletters, sent)

@@ -1,0 +1,189 @@
+"""The escalation ladder (issue 30): nudge -> escalate -> stop, counted in ignored warnings,
+per run, deterministic, bounded. See docs/escalation.md."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from streams.core.decision import Decision
+from streams.core.ladder import STEPS_KEPT, WATCH_STEPS, Defaults, Ignored, judge, next_rung, parse_escalation
+from streams.core.monitors import MAX_MONITOR_INJECTIONS
+from streams.core.policy import Policy
+from streams.core.state import TraceState
+from streams.replay import Replayer
+from tests.driving import sealed
+from tests.factories import b, run_start, step
+from tests.models import semantics
+
+SEM = semantics()
+LADDER = {"escalate_model_after": 1, "stop_after": 2}
+ROUTING = {"SLOW": "big-model"}
+
+
+def failing(run_id: str, k: int) -> dict[str, Any]:
+    """The same failing command with the same error, again: what semantic_loop warns about."""
+    return step(
+        run_id,
+        k,
+        thought="Let me run the tests again.",
+        action="bash",
+        action_input={"command": "pytest tests/test_x.py"},
+        observation="FAILED tests/test_x.py::test_x - AssertionError: 1 != 2",
+        observation_is_error=True,
+    )
+
+
+def other(run_id: str, k: int) -> dict[str, Any]:
+    """Something new each step: reading another file, which works."""
+    return step(
+        run_id,
+        k,
+        thought=f"Read module number {k} to understand the failure.",
+        action="read_file",
+        action_input={"path": f"src/module_{k}.py"},
+        observation=f"def f{k}(): return {k}",
+    )
+
+
+class Run:
+    def __init__(self, policy: Policy | None = None, **start: Any) -> None:
+        self.policy = policy
+        self.table: dict[str, TraceState] = {}
+        self.decisions: list[Decision] = []
+        self.feed(run_start("r", model_routing=ROUTING, **start))
+
+    def feed(self, ev: dict[str, Any]) -> Decision | None:
+        res = sealed(b(ev), self.table.get, None, 1.0, SEM, policy=self.policy)
+        assert res.rejection is None, res.rejection
+        if res.state is not None:
+            self.table[res.run_id] = res.state
+        if res.decision is not None:
+            self.decisions.append(res.decision)
+        return res.decision
+
+    @property
+    def state(self) -> TraceState:
+        return self.table["r"]
+
+    def actions(self) -> list[str]:
+        return [d["action"] for d in self.decisions[1:]]
+
+
+def looping(run: Run, steps: int) -> Run:
+    for k in range(1, steps + 1):
+        run.feed(failing("r", k))
+    return run
+
+
+def test_an_agent_ignoring_two_warnings_is_escalated_then_stopped() -> None:
+    run = looping(Run(escalation=LADDER), 6)
+    acts = run.actions()
+    first = acts.index("nudge")
+    assert acts[first + 1 :] == ["escalate", "stop", *["stop"] * (len(acts) - first - 3)]
+    esc, stop = run.decisions[first + 2], run.decisions[first + 3]
+    assert esc["model"] == "big-model" and esc["injection_text"] is not None
+    assert "ESCALATED" in esc["injection_text"] and f"warned at step {first + 1}" in esc["injection_text"]
+    why = stop["action_reason"]
+    assert why is not None and why["monitor"] == "semantic_loop" and why["failure_type"] == "loop"
+    assert why["ignored"] == 2 and why["steps"] == [first + 2, first + 3]
+    assert "STOP" in (stop["injection_text"] or "") and "End the run now" in (stop["injection_text"] or "")
+
+
+def test_an_agent_that_changes_course_after_the_nudge_is_not_escalated() -> None:
+    run = looping(Run(escalation=LADDER), 3)
+    assert run.actions()[-1] == "nudge"
+    for k in range(4, 20):
+        run.feed(other("r", k))
+    assert "escalate" not in run.actions() and "stop" not in run.actions()
+    assert run.state.ignored == 0 and run.state.warnings == []  # judged, then forgotten
+
+
+def test_a_warning_is_only_judged_on_the_steps_right_after_it() -> None:
+    warned = [["semantic_loop", "loop", 3, "the same call"]]
+    said = [("semantic_loop", "again")]
+    assert judge(warned, said, 3)[0] is None  # the step that carried it: not yet read
+    assert judge(warned, said, 3 + WATCH_STEPS)[0] == Ignored("semantic_loop", "loop", 3, "the same call")
+    assert judge(warned, said, 4 + WATCH_STEPS) == (None, [])  # too late: course changed
+    assert judge(warned, [("late_sprawl", "x")], 4) == (None, warned)  # another monitor: still pending
+
+
+def test_with_stop_disabled_the_run_is_escalated_and_never_stopped() -> None:
+    run = looping(Run(escalation={"escalate_model_after": 1}), 15)
+    assert "stop" not in run.actions() and run.actions()[-1] == "escalate"
+    assert all(d["model"] == "big-model" for d in run.decisions if d["action"] == "escalate")
+    assert run.state.rung == "escalate" and run.state.ignored >= 3
+
+
+def test_stop_comes_only_when_a_policy_sets_stop_after() -> None:
+    assert next_rung(parse_escalation({"escalate_model_after": 1}), 100, "nudge") == "escalate"
+    assert next_rung(parse_escalation({}), 100, "nudge") == "nudge"
+    assert next_rung(parse_escalation({"stop_after": 3}), 2, "nudge") == "nudge"
+    assert next_rung(parse_escalation({"stop_after": 3}), 3, "nudge") == "stop"
+
+
+def test_a_stopped_run_stays_stopped_whatever_it_does_next() -> None:
+    run = looping(Run(escalation=LADDER), 6)
+    for k in range(7, 12):
+        run.feed(other("r", k))
+    tail = run.decisions[-5:]
+    assert all(d["action"] == "stop" and d["action_reason"] is not None for d in tail)
+    assert all("STOP" in (d["injection_text"] or "") for d in tail)
+    assert run.state.rung == "stop"
+
+
+def test_a_disabled_ladder_and_no_policy_nudge_as_before() -> None:
+    for run in (looping(Run(), 12), looping(Run(escalation={**LADDER, "enabled": False}), 12)):
+        assert set(run.actions()) <= {"continue", "nudge"} and "nudge" in run.actions()
+        assert all(d["action_reason"] is None for d in run.decisions)
+        assert run.state.ignored == 0 and run.state.warnings == []
+        nudged = [d for d in run.decisions if d["action"] == "nudge"]
+        assert all(any(i["source"] == "monitor" for i in d["injections"]) for d in nudged)
+
+
+def test_the_ladder_state_stays_bounded_however_long_the_run() -> None:
+    run = looping(Run(escalation={"escalate_model_after": 1}), 120)
+    st = run.state
+    # one ignored warning per warning sent, and warnings sent stop at the guardrails' cap
+    assert 1 <= st.ignored <= MAX_MONITOR_INJECTIONS and len(st.ignored_steps) <= STEPS_KEPT
+    assert len(st.warnings) <= len(Policy().monitors)
+    assert st.rung_reason is not None and len(st.rung_reason["steps"]) <= STEPS_KEPT
+    assert len(st.encode()) < 16 * 1024
+
+
+def test_without_an_escalation_model_the_escalate_rung_routes_nothing_and_says_so() -> None:
+    run = Run(escalation=LADDER)
+    run.table["r"] = run.state.evolve(
+        config=run.state.config.__class__(**{**run.state.config.__dict__, "model_routing": {}})
+    )
+    looping(run, 5)
+    esc = next(d for d in run.decisions if d["action"] == "escalate")
+    assert esc["model"] is None
+    assert esc["action_reason"] is not None and "No escalation model" in esc["action_reason"]["text"]
+
+
+def test_a_switched_off_monitor_never_fires_and_a_raised_threshold_holds_it() -> None:
+    for settings in ({"monitors_off": ["semantic_loop"]}, {"monitor_thresholds": {"semantic_loop": 1.0}}):
+        run = looping(Run(escalation=LADDER, **settings), 8)
+        assert all("semantic_loop" not in d["monitors"]["fired"] for d in run.decisions)
+        assert "stop" not in run.actions()
+    off = looping(Run(monitors_off=["semantic_loop"]), 3)
+    assert off.decisions[-1]["monitors"]["scores"]["semantic_loop"] == 0.0
+
+
+def test_an_orgs_default_policy_gives_the_same_ladder_in_replay() -> None:
+    policy = Policy().with_escalation(Defaults.parse(LADDER))
+    engine_run = looping(Run(policy), 6)
+    rp = Replayer(sem=SEM, policy=policy, clock=lambda: 1.0)
+    lines = [b(run_start("r", model_routing=ROUTING)), *(b(failing("r", k)) for k in range(1, 7))]
+    replayed = [d for d, _ in rp.run(lines) if d is not None]
+    assert [d["action"] for d in replayed] == [d["action"] for d in engine_run.decisions]
+    assert replayed[-1]["action"] == "stop"
+    assert [d["action_reason"] for d in replayed] == [d["action_reason"] for d in engine_run.decisions]
+
+
+@pytest.mark.parametrize("bad", [{"stop_after": 0}, {"nope": 1}, "x"])
+def test_a_bad_org_default_is_refused(bad: Any) -> None:
+    with pytest.raises(ValueError):
+        Defaults.parse(bad)
