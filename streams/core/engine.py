@@ -35,6 +35,7 @@ from .ladder import resolve as resolve_escalation
 from .monitors import MAX_MONITOR_INJECTIONS, Semantics, StepFeatures, clean_weights, extract, hold_back
 from .monitors import evaluate as evaluate_monitors
 from .monitors import to_embed as monitors_to_embed
+from .monitors.suite import LEAD
 from .policy import Policy
 from .render import render_block
 from .state import TASK_CHARS_KEPT, RunConfig, TraceState
@@ -731,16 +732,21 @@ def _run_monitors(
     # The ladder (core.ladder): did this step ignore a warning an earlier decision carried?
     pol = ladder.policy_of(cfg.escalation)
     ignored: ladder.Ignored | None = None
-    if pol is not None and not res.final and st.warnings:
-        ignored, pending = ladder.judge(st.warnings, res.said, step)
-        st = st.evolve(warnings=pending)
+    if pol is not None:
+        call = ladder.call_key(features.sig) if features.action else None
+        if st.warnings and not res.final:
+            ignored, pending = ladder.judge(st.warnings, res.said, step, call)
+            st = st.evolve(warnings=pending)
+        if call is not None:
+            st = st.evolve(recent_calls=[*st.recent_calls[1 - ladder.CALLS_KEPT :], call])
     if not res.fired or res.text is None:
         return st
     text, climbed = res.text, False
     if pol is not None and ignored is not None:
         count = st.ignored + 1
         steps = [*st.ignored_steps, [ignored.warned_at, step]][-ladder.STEPS_KEPT :]
-        rung = ladder.next_rung(pol, count, st.rung)
+        lead = not features.agent or features.agent == monitors.get(LEAD)
+        rung = ladder.next_rung(pol, count, st.rung, lead)
         climbed = rung != st.rung and rung in ("escalate", "stop")
         why = ladder.reason(ignored, count, steps, rung, ladder.escalation_model(pol, cfg.model_routing))
         st = st.evolve(
@@ -773,7 +779,9 @@ def _run_monitors(
         rung=ladder.higher(st.rung, "nudge"),
     )
     if pol is not None:
-        st = st.evolve(warnings=ladder.warn(st.warnings, res.said, _failure_types(policy), step))
+        st = st.evolve(
+            warnings=ladder.warn(st.warnings, res.said, _failure_types(policy), step, st.recent_calls)
+        )
     injection: Injection = {"source": "monitor", "text": text, "pattern_id": None, "similarity": None}
     decision["injections"] = [*decision["injections"], injection]
     decision["inject"] = True

@@ -9,6 +9,7 @@ settings) climb the same ladder. See docs/escalation.md.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -154,10 +155,10 @@ def check_weight_names(raw: Any, known: Sequence[str]) -> None:
 
 # -- the ladder itself -------------------------------------------------------------------------
 
-# A warning is judged on the steps after the decision that carried it: if its monitor finds
-# the same failure again (fires with something to say) within this many steps, the warning
-# was ignored; if not, the agent changed course and the warning is forgotten.
+# A warning is judged on the first call the agent makes after reading it (the next step with
+# an action; steps without one, a plan or a message, are passed over, at most this many).
 WATCH_STEPS = 3
+CALLS_KEPT = 4  # the calls a warning is about: the warned step's and the few before it
 STEPS_KEPT = 8  # evidence steps kept (action_reason.steps)
 HEAD_CHARS = 160  # how much of a warning's text the state keeps, to quote it back
 RUNGS = ("continue", "nudge", "escalate", "stop")  # in order: a run's rung never goes down
@@ -191,19 +192,29 @@ class Ignored:
     head: str
 
 
+def call_key(sig: str) -> str:
+    """A short stable key of a call (tool + full input): what `judge` compares."""
+    return hashlib.blake2b(sig.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
+
+
 def judge(
-    warnings: Sequence[Sequence[Any]], said: Sequence[tuple[str, str]], step: int
+    warnings: Sequence[Sequence[Any]], said: Sequence[tuple[str, str]], step: int, call: str | None
 ) -> tuple[Ignored | None, list[list[Any]]]:
-    """The pending warnings ([monitor, failure_type, step, head]) against this step's findings:
-    the warning this step ignored (the strongest of the monitors that found their failure
-    again; one per step), and the warnings still pending (not expired, not judged)."""
+    """The pending warnings ([monitor, failure_type, step, head, calls]) against this step:
+    a warning is ignored when this step, the first call after it, is one of the calls it was
+    about (`calls`: the warned step's call and the few before it, the same tool with the same
+    input) and its monitor finds the same failure again (fires with something to say). A call
+    that does anything else heeds it. Returns the ignored warning (the strongest monitor's;
+    one per step) and the warnings still pending (none once a call was judged)."""
+    unread = [list(w) for w in warnings if int(w[2]) >= step]  # carried by this step's decision
     pending = [list(w) for w in warnings if 0 < step - int(w[2]) <= WATCH_STEPS]
+    if call is None:  # no call: a plan or a message; the next call is judged
+        return None, [*pending, *unread]
     for name, _text in said:
-        for i, w in enumerate(pending):
-            if w[0] == name:
-                del pending[i]
-                return Ignored(str(w[0]), str(w[1]), int(w[2]), str(w[3])), pending
-    return None, pending
+        for w in pending:
+            if w[0] == name and call in w[4]:
+                return Ignored(str(w[0]), str(w[1]), int(w[2]), str(w[3])), unread
+    return None, unread
 
 
 def warn(
@@ -211,18 +222,23 @@ def warn(
     said: Sequence[tuple[str, str]],
     failure_types: Mapping[str, str],
     step: int,
+    calls: Sequence[str],
 ) -> list[list[Any]]:
     """The pending warnings after this step's decision carried `said`'s texts to the agent: one
-    per monitor (its latest), so the list is bounded by the suite."""
+    per monitor (its latest), so the list is bounded by the suite. `calls`: the run's last few
+    calls (keys), this step's last: what the warning is about."""
     fresh = {name for name, _ in said}
     kept = [list(w) for w in warnings if w[0] not in fresh]
-    return [*kept, *([n, failure_types.get(n, n), step, head(t)] for n, t in said)]
+    about = list(calls[-CALLS_KEPT:])
+    return [*kept, *([n, failure_types.get(n, n), step, head(t), about] for n, t in said)]
 
 
-def next_rung(pol: EscalationPolicy, ignored: int, rung: str) -> str:
-    """The rung after `ignored` ignored warnings (never below `rung`)."""
+def next_rung(pol: EscalationPolicy, ignored: int, rung: str, lead: bool = True) -> str:
+    """The rung after `ignored` ignored warnings (never below `rung`). `lead`: the warning was
+    the run's top-level agent's; a sub-agent's ignored warnings escalate but never stop the
+    run (its loop ends when it reports back, and the agent above it has ignored nothing)."""
     want = "nudge"
-    if pol.stop_after is not None and ignored >= pol.stop_after:
+    if pol.stop_after is not None and ignored >= pol.stop_after and lead:
         want = "stop"
     elif pol.escalate_model_after is not None and ignored >= pol.escalate_model_after:
         want = "escalate"

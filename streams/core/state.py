@@ -86,12 +86,14 @@ class TraceState:
     # The escalation ladder (core.ladder, docs/escalation.md), bounded: the rung (continue,
     # nudge, escalate, stop; never goes down), warnings ignored, the last few of them as
     # [step warned, step that did it again], the warnings still judged ([monitor, failure_type, step, text head], one
-    # per monitor), and the action_reason of the escalate/stop rung.
+    # per monitor), the action_reason of the escalate/stop rung, and (runs with a ladder only)
+    # the keys of the last few calls, which a warning is about.
     rung: str = "continue"
     ignored: int = 0
     ignored_steps: list[list[int]] = field(default_factory=list)
     warnings: list[list[Any]] = field(default_factory=list)
     rung_reason: dict[str, Any] | None = None
+    recent_calls: list[str] = field(default_factory=list)  # the last few calls' keys (a ladder only)
     duplicates: int = 0
     # Last few decisions, compact: [step, state, difficulty, model, sources, fired, suppressed, ts]
     step_log: list[list[Any]] = field(default_factory=list)

@@ -100,13 +100,34 @@ def test_an_agent_that_changes_course_after_the_nudge_is_not_escalated() -> None
     assert run.state.ignored == 0 and run.state.warnings == []  # judged, then forgotten
 
 
-def test_a_warning_is_only_judged_on_the_steps_right_after_it() -> None:
-    warned = [["semantic_loop", "loop", 3, "the same call"]]
+def test_a_warning_is_judged_on_the_first_call_after_it_and_only_a_repeat_ignores_it() -> None:
+    warned = [["semantic_loop", "loop", 3, "the same call", ["A", "B"]]]
     said = [("semantic_loop", "again")]
-    assert judge(warned, said, 3)[0] is None  # the step that carried it: not yet read
-    assert judge(warned, said, 3 + WATCH_STEPS)[0] == Ignored("semantic_loop", "loop", 3, "the same call")
-    assert judge(warned, said, 4 + WATCH_STEPS) == (None, [])  # too late: course changed
-    assert judge(warned, [("late_sprawl", "x")], 4) == (None, warned)  # another monitor: still pending
+    ignored = Ignored("semantic_loop", "loop", 3, "the same call")
+    assert judge(warned, said, 3, "A") == (None, warned)  # the step that carried it: not yet read
+    assert judge(warned, said, 4, "A") == (ignored, [])  # a call it was about, found again
+    assert judge(warned, said, 4, "C") == (None, [])  # a new call: the agent changed course
+    assert judge(warned, [], 4, "A") == (None, [])  # the same call, the failure not found again
+    assert judge(warned, [("late_sprawl", "x")], 4, "A") == (None, [])  # another monitor's finding
+    assert judge(warned, said, 4, None) == (None, warned)  # no call (a plan): the next call is judged
+    assert judge(warned, said, 3 + WATCH_STEPS, "A") == (ignored, [])
+    assert judge(warned, said, 4 + WATCH_STEPS, "A") == (None, [])  # too late: forgotten
+
+
+def test_a_sub_agents_ignored_warnings_escalate_but_never_stop_the_run() -> None:
+    pol = parse_escalation(LADDER)
+    assert next_rung(pol, 2, "escalate", lead=False) == "escalate"
+    assert next_rung(pol, 2, "escalate", lead=True) == "stop"
+
+
+def test_an_agent_trying_a_new_edit_each_time_is_not_ignoring() -> None:
+    run = Run(escalation=LADDER)
+    for k in range(1, 16):
+        if k % 2:
+            run.feed(failing("r", k))
+        else:
+            run.feed(step("r", k, action="edit", action_input={"path": "a.py", "text": f"attempt {k}"}))
+    assert "stop" not in run.actions()
 
 
 def test_with_stop_disabled_the_run_is_escalated_and_never_stopped() -> None:
