@@ -417,6 +417,121 @@ def evaluate(data: Path | None, synthetic: bool = True, samples: int = 2) -> dic
     return results
 
 
+# The escalation ladder measured (issue 30): the documented default of docs/escalation.md.
+LADDER_POLICY: dict[str, Any] = {"escalate_model_after": 1, "stop_after": 2}
+
+
+@dataclass
+class LadderRun:
+    run_id: str
+    outcome: str
+    steps: int  # the run's last step
+    tokens: list[int]  # per step 1..steps (0 when the step gave none)
+    escalate_at: int | None = None  # the first step whose decision escalates
+    stop_at: int | None = None  # the first step whose decision says stop
+    reason: str | None = None  # the stop's (else the escalation's) action_reason text
+
+
+def ladder_runs(
+    lines: Iterable[bytes], labels: dict[str, dict[str, Any]], policy: dict[str, Any] | None = None
+) -> list[LadderRun]:
+    """Replay every run with the ladder as an org-wide default (`policy`): where each run
+    would have been escalated and stopped. The agents did not obey (these are recorded runs),
+    so everything after a stop is what the stop would have saved."""
+    from streams.core.ladder import Defaults
+    from streams.core.policy import Policy
+
+    pol = Policy().with_escalation(Defaults.parse(policy or LADDER_POLICY))
+    rp = Replayer(clock=lambda: 1_767_225_600.0, sem=load_models().semantics(), policy=pol)
+    out: list[LadderRun] = []
+    for run in _group_runs(lines):
+        rid = orjson.loads(run[0])["run_id"]
+        rec = LadderRun(rid, labels.get(rid, {}).get("outcome", "unknown"), 0, [])
+        for line in run:
+            ev = orjson.loads(line)
+            decision, _ = rp.feed(line)
+            if ev.get("type") != "step" or decision is None:
+                continue
+            k = decision["step"]
+            rec.steps = k
+            rec.tokens.append(int(ev.get("tokens") or 0))
+            action = decision.get("action")
+            why = decision.get("action_reason")
+            if action == "escalate" and rec.escalate_at is None:
+                rec.escalate_at = k
+                rec.reason = why["text"] if why else None
+            if action == "stop" and rec.stop_at is None:
+                rec.stop_at = k
+                rec.escalate_at = rec.escalate_at or k
+                rec.reason = why["text"] if why else None
+        out.append(rec)
+    return out
+
+
+def ladder_summary(runs: list[LadderRun]) -> dict[str, Any]:
+    """Runs escalated and stopped, where, and what a stop saves: the steps (and tokens, where
+    the data has them) after the stop's decision until the run's actual end."""
+    stopped = [r for r in runs if r.stop_at is not None]
+    escalated = [r for r in runs if r.escalate_at is not None]
+    saved_steps = [r.steps - (r.stop_at or 0) for r in stopped]
+    saved_tokens = [sum(r.tokens[r.stop_at :]) for r in stopped if r.stop_at is not None]
+    total_steps = sum(r.steps for r in runs)
+    return {
+        "runs": len(runs),
+        "escalated": len(escalated),
+        "escalated_share": _share(len(escalated), len(runs)),
+        "stopped": len(stopped),
+        "stopped_share": _share(len(stopped), len(runs)),
+        "stop_steps": sorted(r.stop_at for r in stopped if r.stop_at is not None),
+        "steps": total_steps,
+        "steps_saved": sum(saved_steps),
+        "steps_saved_share": _share(sum(saved_steps), total_steps),
+        "tokens": sum(sum(r.tokens) for r in runs),
+        "tokens_saved": sum(saved_tokens),
+        "stopped_runs": {
+            r.run_id: {"stop_at": r.stop_at, "steps": r.steps, "why": r.reason} for r in stopped
+        },
+    }
+
+
+def ladder_report(data: Path, policy: dict[str, Any] | None = None) -> dict[str, Any]:
+    """{"policy": ..., data set: {outcome: summary}} over every *.jsonl of `data`."""
+    labels = load_labels(data)
+    report: dict[str, Any] = {"policy": policy or LADDER_POLICY}
+    for path in sorted(data.glob("*.jsonl")):
+        runs = ladder_runs(convert_lines(path.read_bytes().splitlines()), labels, policy)
+        by_outcome: dict[str, list[LadderRun]] = defaultdict(list)
+        for r in runs:
+            by_outcome[r.outcome].append(r)
+        report[path.stem] = {o: ladder_summary(rs) for o, rs in sorted(by_outcome.items())}
+    return report
+
+
+def print_ladder(report: dict[str, Any], out: Any = None) -> None:
+    out = out or sys.stdout
+    print(f"\nladder: policy {json.dumps(report['policy'])}", file=out)
+    print(
+        f"  {'data set':16} {'outcome':8} {'runs':>5} {'escalated':>10} {'stopped':>8} "
+        f"{'stop steps':>18} {'steps saved':>13} {'tokens saved':>13}",
+        file=out,
+    )
+    for name, by_outcome in report.items():
+        if name == "policy":
+            continue
+        for outcome, s in by_outcome.items():
+            steps = s["stop_steps"]
+            where = "-" if not steps else f"{steps[0]}..{steps[-1]} (med {steps[len(steps) // 2]})"
+            print(
+                f"  {name:16} {outcome:8} {s['runs']:>5} {s['escalated']:>4} ({_fmt(s['escalated_share']):>4}) "
+                f"{s['stopped']:>3} ({_fmt(s['stopped_share']):>3}) {where:>18} "
+                f"{s['steps_saved']:>5} ({_fmt(s['steps_saved_share']):>4}) {s['tokens_saved']:>13}",
+                file=out,
+            )
+            if outcome == "success":
+                for rid, v in s["stopped_runs"].items():
+                    print(f"    resolved run stopped: {rid} at step {v['stop_at']}: {v['why']}", file=out)
+
+
 def _renumbered(
     labels: dict[str, dict[str, Any]], renumber: dict[Any, dict[int, int]]
 ) -> dict[str, dict[str, Any]]:
@@ -766,6 +881,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-synthetic", action="store_true", help="skip the synthetic fleet")
     p.add_argument("--samples", type=int, default=2, help="steering texts shown per monitor and outcome")
     p.add_argument("--json", type=Path, help="also write the full report here")
+    p.add_argument("--no-ladder", action="store_true", help="skip the escalation ladder's replay (issue 30)")
     p.add_argument(
         "--compare",
         metavar="REF",
@@ -787,6 +903,14 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     results = evaluate(data, synthetic=not a.no_synthetic, samples=a.samples)
     print_report(results)
+    if not a.no_ladder:
+        try:
+            ladder = ladder_report(data)
+        except ImportError:  # --compare's ref: a core from before the ladder (issue 30)
+            ladder = None
+        if ladder is not None:
+            print_ladder(ladder)
+            results["ladder"] = ladder
     if a.json:
         a.json.write_text(json.dumps(results, indent=1, ensure_ascii=False), "utf-8")
     if before is not None:

@@ -17,6 +17,9 @@ from bench.quality import (
     compare_lines,
     evaluate,
     flatten,
+    ladder_report,
+    ladder_runs,
+    ladder_summary,
     main,
     replay_runs,
     summarise,
@@ -305,3 +308,37 @@ def test_compare_runs_the_ref_on_its_own_core_and_cleans_up(tmp_path: Path, caps
     assert not core.exists()  # the worktree is gone
     listed = subprocess.run(["git", "-C", str(HARNESS), "worktree", "list"], capture_output=True, text=True)
     assert str(core.parent.parent) not in listed.stdout
+
+
+def test_the_ladder_figures_count_stops_where_they_happen_and_what_they_save() -> None:
+    lines: list[bytes] = []
+    same = {
+        "action": "bash",
+        "action_input": "pytest -x",
+        "observation": "E  AssertionError",
+        "observation_is_error": True,
+    }
+    _write_run(lines, "looper", [dict(same, tokens=10) for _ in range(12)])
+    _write_run(
+        lines, "fine", [{"action": "read", "action_input": f"f{k}.py", "observation": "ok"} for k in range(8)]
+    )
+    runs = ladder_runs(lines, {"looper": {"outcome": "failure"}, "fine": {"outcome": "success"}})
+    looper, fine = runs
+    assert looper.stop_at is not None and looper.escalate_at == looper.stop_at - 1
+    assert fine.stop_at is None and fine.escalate_at is None
+    s = ladder_summary([looper])
+    assert s["stopped"] == 1 and s["steps_saved"] == 12 - looper.stop_at
+    assert s["tokens_saved"] == 10 * (12 - looper.stop_at)
+
+
+@pytest.mark.skipif(not DEFAULT_DATA.is_dir(), reason="real dev data not present")
+def test_the_ladder_stops_no_more_than_one_resolved_real_run_and_escalates_few() -> None:
+    """Issue 30's targets on the dev data with the documented default: no resolved run stopped
+    but the one recorded (SWE-agent Java jib-4035: javac missing, the same failing call nine
+    times in a row before the agent moved on) and escalations on at most 5% of resolved runs."""
+    rep = ladder_report(DEFAULT_DATA)
+    resolved = [v["success"] for k, v in rep.items() if k != "policy" and "success" in v]
+    runs = sum(r["runs"] for r in resolved)
+    assert sum(r["stopped"] for r in resolved) <= 1
+    assert sum(r["escalated"] for r in resolved) <= 0.05 * runs
+    assert rep["swe_agent_java"]["failure"]["stopped"] >= 3
