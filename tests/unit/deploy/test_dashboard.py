@@ -31,6 +31,7 @@ REQUIRED_ALERTS = {
     "RbDecisionLatencyP99High": "5m",
     "RbManyRunsInSkip": "15m",
     "RbWorkerStalled": "1m",
+    "RbRunsStoppedShareHigh": "15m",
 }
 
 # What each required panel must read (a metric of each group appears in the panel's queries).
@@ -44,6 +45,8 @@ REQUIRED_PANELS = {
     "Monitor fires by monitor": {"rb_monitor_fires_total"},
     "Injections by source": {"rb_injections_total"},
     "Suppressions by guardrail": {"rb_suppressions_total"},
+    "Escalations by rung and monitor": {"rb_escalations_total"},
+    "Runs told to stop (share of runs started, 1h)": {"rb_escalations_total", "rb_steps_processed_total"},
     "E-trace hit ratio by tier": {"rb_etrace_lookups_total"},
     "E-trace retrieval latency by tier and decision wait": {
         "rb_etrace_retrieval_seconds_bucket",

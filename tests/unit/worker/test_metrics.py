@@ -59,3 +59,51 @@ def test_the_event_to_decision_lag_observes_only_plausible_event_times(sem) -> N
     assert v["rb_event_to_decision_seconds_count"] == 2  # 0.5 s behind, and 30 s ahead (as 0)
     assert v["rb_event_to_decision_seconds_sum"] == 0.5
     assert v["implausible"] == 4
+
+
+def test_the_worker_climbs_the_same_ladder_as_replay_and_counts_each_rung_once(sem) -> None:
+    """Issue 30: an org default given to the worker and to replay gives the same decisions; the
+    worker counts rb_escalations_total{action,monitor} once per rung reached; /runs shows it."""
+    import asyncio
+
+    from streams.core.ladder import Defaults
+    from streams.core.policy import Policy
+    from streams.replay import Replayer
+    from tests.factories import b, run_start, step
+    from tests.unit.worker.harness import GatedStore, rig
+
+    policy = Policy().with_escalation(Defaults.parse({"escalate_model_after": 1, "stop_after": 2}))
+    events = [run_start("r", model_routing={"SLOW": "big"})] + [
+        step(
+            "r",
+            k,
+            action="bash",
+            action_input={"command": "pytest tests/test_x.py"},
+            observation="FAILED tests/test_x.py::test_x - AssertionError",
+            observation_is_error=True,
+        )
+        for k in range(1, 9)
+    ]
+
+    async def go() -> tuple[list[dict[str, object]], object]:
+        r = rig(sem, GatedStore(), policy=policy)
+        for ev in events:
+            await r.feed(ev)
+            await r.drain()
+        return r.decisions, r
+
+    live, r = asyncio.run(go())
+    rp = Replayer(sem=sem, policy=policy, clock=lambda: 1000.0)
+    replayed = [d for d, _ in rp.run([b(ev) for ev in events]) if d is not None]
+    # the ladder's fields (the E-trace reasons differ: the rig has a pattern store, replay none)
+    keys = ("step", "action", "action_reason", "model", "monitors", "suppressed")
+    assert [[d[k] for k in keys] for d in live] == [[d[k] for k in keys] for d in replayed]
+    monitor_texts = lambda ds: [[i["text"] for i in d["injections"] if i["source"] == "monitor"] for d in ds]  # noqa: E731
+    assert monitor_texts(live) == monitor_texts(replayed)
+    assert [d["action"] for d in live][-1] == "stop" and "escalate" in [d["action"] for d in live]
+    get = r.metrics.registry.get_sample_value  # type: ignore[attr-defined]
+    assert get("rb_escalations_total", {"action": "escalate", "monitor": "semantic_loop"}) == 1
+    assert get("rb_escalations_total", {"action": "stop", "monitor": "semantic_loop"}) == 1
+    assert get("rb_escalations_total", {"action": "stop", "monitor": "late_sprawl"}) == 0
+    summary = r.runs.lookup("r").summary()  # type: ignore[attr-defined]
+    assert summary["rung"] == "stop" and summary["ignored_warnings"] == 2
