@@ -795,19 +795,19 @@ def _failure_types(policy: Policy) -> dict[str, str]:
 
 
 def _apply_rung(prior: TraceState, st: TraceState, decision: Decision) -> None:
-    """A run on the escalate or stop rung: every decision says so, routes to the escalation
-    model (escalate) or repeats the stop (stop): the rung never goes down within a run."""
+    """A run on the escalate or stop rung: every decision says so and routes to the escalation
+    model (a stop too, when the policy escalates), and a stop repeats its text: the rung never
+    goes down within a run."""
     if st.rung not in ("escalate", "stop") or st.rung_reason is None or st.config.escalation is None:
         return
     why = st.rung_reason
     decision["action"] = "stop" if st.rung == "stop" else "escalate"
     decision["action_reason"] = {**why, "steps": list(why["steps"])}  # type: ignore[typeddict-item]
-    if st.rung == "escalate":
-        pol = ladder.parse_escalation(st.config.escalation)
-        model = ladder.escalation_model(pol, st.config.model_routing)
-        if model:
-            decision["model"] = model
-    elif prior.rung == "stop":  # the stop step itself carries its text already
+    pol = ladder.parse_escalation(st.config.escalation)
+    model = ladder.escalation_model(pol, st.config.model_routing)
+    if model and (st.rung == "escalate" or pol.escalate_model_after is not None):
+        decision["model"] = model  # a stop's last answer comes from the escalation model too
+    if st.rung == "stop" and prior.rung == "stop":  # the stop step itself carries its text already
         text = ladder.injection("stop", why, None)
         injection: Injection = {"source": "monitor", "text": text, "pattern_id": None, "similarity": None}
         decision["injections"] = [*decision["injections"], injection]
