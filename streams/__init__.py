@@ -16,6 +16,7 @@ _EXPORTS = {
     "SyncSteeringClient": "streams.agent.client",
     "Decision": "streams.agent.client",
     "SteeringSession": "streams.agent.session",
+    "RunStopped": "streams.agent.session",
     "SteeringMiddleware": "streams.agent.langchain_middleware",
     "anthropic_request": "streams.agent.compose",
     "anthropic_system": "streams.agent.compose",
@@ -29,6 +30,7 @@ _EXPORTS = {
 
 __all__ = [
     "Decision",
+    "RunStopped",
     "Settings",
     "SteeringClient",
     "SteeringMiddleware",
@@ -56,7 +58,7 @@ if TYPE_CHECKING:
         with_system,
     )
     from .agent.langchain_middleware import SteeringMiddleware
-    from .agent.session import SteeringSession
+    from .agent.session import RunStopped, SteeringSession
     from .settings import Settings
 
 

@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError, KafkaError
@@ -25,9 +25,22 @@ from ..kafka import wire
 from ..kafka.security import KafkaAuthError as KafkaAuthError
 from ..kafka.security import client_kwargs, diagnose
 from ..settings import ClientSettings
+from .validation import validate_run_fields
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+Action = Literal["continue", "nudge", "escalate", "stop"]
+ACTIONS: tuple[Action, ...] = get_args(Action)
+
+
+def action_of(data: dict[str, Any] | None) -> Action:
+    """A decision's `action`; `continue` when there is no decision or it has no known action."""
+    action = (data or {}).get("action")
+    for known in ACTIONS:
+        if action == known:
+            return known
+    return "continue"
 
 
 @dataclass
@@ -48,6 +61,7 @@ class StepLogEntry:
     latency_ms: float
     steered: bool = True
     late: bool = False
+    action: Action = "continue"  # the decision's rung (continue when late or from an older worker)
 
 
 @dataclass
@@ -72,6 +86,20 @@ class Decision:
     @property
     def injection_text(self) -> str | None:
         return self.data.get("injection_text")
+
+    @property
+    def action(self) -> Action:
+        """The rung this decision asks for: `continue`, `nudge` (an injection), `escalate` (a
+        stronger model, `model`) or `stop`. A decision from a worker older than the ladder has
+        no `action` (nor an unknown one from a newer worker): it reads as `continue`."""
+        return action_of(self.data)
+
+    @property
+    def action_reason(self) -> dict[str, Any] | None:
+        """Why the decision escalated or stopped: {monitor, failure_type, ignored, steps,
+        text}; None for `continue` and `nudge` (and from an older worker)."""
+        reason = self.data.get("action_reason")
+        return reason if isinstance(reason, dict) else None
 
     def __getitem__(self, key: str) -> Any:
         return self.data[key]
@@ -161,6 +189,7 @@ def _entry(
         skipped_reason=d.data.get("skipped_reason"),
         tokens=tokens,
         latency_ms=latency_ms,
+        action=d.action,
     )
 
 
@@ -374,6 +403,7 @@ class SteeringClient:
         """Publish run_start and wait for decision 0 (which applies to the first call)."""
         if run_id in self._runs:
             raise ValueError(f"run {run_id!r} already started by this client")
+        validate_run_fields(fields)
         run = _Run(run_id, wire.partition_for(run_id, self._partitions))
         self._runs[run_id] = run
         await self._watch(run.partition)

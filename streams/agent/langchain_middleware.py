@@ -15,9 +15,9 @@ starts afresh). Without a thread, or with `runs="invocation"`, every invocation 
 finished when the agent ends.
 `org_id`/`project_id` come from `runtime.context` when it has them (else the constructor's).
 
-Steps. Before every model call but the first, the previous step (the last AI message as
-thought, its tool calls as action, the tool messages after it as observation, token usage) is
-published and its decision awaited within the client's deadline; the call then goes to the
+Steps. Before every model call but the first (in `before_model`), the previous step (the last
+AI message as thought, its tool calls as action, the tool messages after it as observation,
+token usage) is published and its decision awaited within the client's deadline; the call then goes to the
 routed model (`init_chat_model` ids, cached per id) with the composed system message (base
 prompt with `cache_control`, plus a separate uncached `[REASONBLOCKS]` block only when
 injecting). A step with several tool calls reports them all: `action` is their names joined
@@ -26,6 +26,13 @@ A failed model call does not end the run: retry and fallback middleware call aga
 repeated call reuses its steering instead of publishing a step twice. run_finish goes out when
 the agent ends (`success`, or what `mark_failure` set) or, through `run()`/`arun()`, with
 `failure: <ExceptionType>` when the block raises.
+
+Escalation (the run's `escalation` policy, issue 30). A decision that says `escalate` carries
+the stronger model as its `model`: the next call is routed to it like any routed call. One that
+says `stop` ends the run before the next model call the LangChain 1.x way (`before_model`
+returns `jump_to="end"`, as `ModelCallLimitMiddleware(exit_behavior="end")` does), with a final
+AIMessage named `rb-streams` that says why; the run is finished as
+`failure: stopped_by_steering` (a thread's too: its next turn starts a new run).
 Needs the `langchain` extra (`pip install 'rb-streams[langchain]'`).
 """
 
@@ -41,13 +48,18 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
-from langchain.agents.middleware.types import PrivateStateAttr
+from langchain.agents.middleware.types import PrivateStateAttr, hook_config
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from . import compose
 from .client import StepLogEntry, SyncSteeringClient
 from .session import Steering, SteeringSession, failure_outcome
+from .validation import validate_run_fields
+
+# The final message of a run that steering stopped (`name` tells it from the model's own).
+STOP_PREFIX = "Run stopped by rb-streams steering:"
+STOP_NAME = "rb-streams"
 
 
 def _text(content: Any) -> str:
@@ -108,8 +120,9 @@ class _Live:
 
     session: SteeringSession
     thread: str | None
-    ai_seen: int = -1  # AI messages in the history at the last model call (-1: none yet)
+    ai_seen: int = -1  # AI messages in the request of the last model call (-1: none yet)
     steering: Steering | None = None  # the last call's steering (a retried call reuses it)
+    fresh: bool = False  # before_model took `steering` for a call its model has not served yet
     failure: str | None = None
     used: float = 0.0  # time.monotonic() of its last hook (a thread's idle clock)
 
@@ -140,6 +153,7 @@ class SteeringMiddleware(AgentMiddleware[SteeringState, Any, Any]):
             raise ValueError(f"runs must be 'thread' or 'invocation', got {runs!r}")
         if thread_idle_s < 0:
             raise ValueError(f"thread_idle_s must be >= 0 (0: never), got {thread_idle_s!r}")
+        validate_run_fields(run_fields)
         self.client = client
         self.model = model
         self.model_routing = model_routing
@@ -271,7 +285,11 @@ class SteeringMiddleware(AgentMiddleware[SteeringState, Any, Any]):
             }
             fields.setdefault("task", _task(list(state.get("messages", []))))
             session = SteeringSession(
-                self.client, f"{self.run_id_prefix}-{uuid.uuid4().hex[:12]}", model=self.model, **fields
+                self.client,
+                f"{self.run_id_prefix}-{uuid.uuid4().hex[:12]}",
+                model=self.model,
+                on_stop="return",  # before_model ends the run itself (jump_to="end")
+                **fields,
             )
             live = _Live(session, thread, used=now)
             self._live[session.run_id] = live
@@ -357,20 +375,44 @@ class SteeringMiddleware(AgentMiddleware[SteeringState, Any, Any]):
         rid = state.get("rb_run_id") if isinstance(state, Mapping) else None
         with self._lock:
             live = self._live.get(rid or "")
-        if live is not None and live.thread is not None:
+        if live is not None and live.thread is not None and not live.session.stopped_by_steering:
             live.used = time.monotonic()  # the thread's idle clock starts at its turn's end
             return None
         return live
 
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Publish the previous step and take this call's steering; a `stop` ends the run here
+        (no model call), the way ModelCallLimitMiddleware's `exit_behavior="end"` does."""
+        live = self._live_of(state)
+        if not live.fresh:  # else this call's steering is taken already (its model never ran)
+            s = live.session
+            if s.calls > 0:
+                s.end_step(**previous_step(list(state.get("messages", []))))
+            live.steering, live.fresh = s.begin_step(), True
+        return self._stop(live)
+
+    @hook_config(can_jump_to=["end"])
+    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        live = self._live_of(state)
+        if not live.fresh:
+            s = live.session
+            if s.calls > 0:
+                await s.aend_step(**previous_step(list(state.get("messages", []))))
+            live.steering, live.fresh = s.begin_step(), True
+        return self._stop(live)
+
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
         live = self._live_of(request.state)
-        s = live.session
-        ai = _ai_count(request.messages)
-        if live.steering is None or ai != live.ai_seen:  # a new call, not a retry of the last
+        steer = self._call_steering(live, request)
+        if steer is None:  # no before_model for this call: publish here
+            s = live.session
             if s.calls > 0:
                 s.end_step(**previous_step(list(request.messages)))
-            live.steering, live.ai_seen = s.begin_step(), ai
-        return handler(self._steer(request, live.steering))
+            steer = self._took(live, request, s.begin_step())
+        if steer.action == "stop":
+            return self._stop_message(steer)
+        return handler(self._steer(request, steer))
 
     async def awrap_model_call(
         self,
@@ -378,13 +420,42 @@ class SteeringMiddleware(AgentMiddleware[SteeringState, Any, Any]):
         handler: Callable[[ModelRequest], Awaitable[Any]],
     ) -> Any:
         live = self._live_of(request.state)
-        s = live.session
-        ai = _ai_count(request.messages)
-        if live.steering is None or ai != live.ai_seen:
+        steer = self._call_steering(live, request)
+        if steer is None:
+            s = live.session
             if s.calls > 0:
                 await s.aend_step(**previous_step(list(request.messages)))
-            live.steering, live.ai_seen = s.begin_step(), ai
-        return await handler(self._steer(request, live.steering))
+            steer = self._took(live, request, s.begin_step())
+        if steer.action == "stop":
+            return self._stop_message(steer)
+        return await handler(self._steer(request, steer))
+
+    def _call_steering(self, live: _Live, request: ModelRequest) -> Steering | None:
+        """This call's steering: the one before_model just took, or the last call's when this
+        is a retry of it (retry and fallback middleware call the handler again); None when the
+        call is new and before_model did not run for it."""
+        ai = _ai_count(request.messages)
+        if live.fresh and live.steering is not None:
+            return self._took(live, request, live.steering)
+        if live.steering is not None and ai == live.ai_seen:
+            return live.steering
+        return None
+
+    @staticmethod
+    def _took(live: _Live, request: ModelRequest, steer: Steering) -> Steering:
+        live.steering, live.fresh, live.ai_seen = steer, False, _ai_count(request.messages)
+        return steer
+
+    def _stop(self, live: _Live) -> dict[str, Any] | None:
+        steer = live.steering
+        if steer is None or steer.action != "stop":
+            return None
+        return {"jump_to": "end", "messages": [self._stop_message(steer)]}
+
+    @staticmethod
+    def _stop_message(steer: Steering) -> AIMessage:
+        """The run's last message: says that steering ended it and why."""
+        return AIMessage(content=f"{STOP_PREFIX} {steer.stop_reason}", name=STOP_NAME)
 
     # -- steering -------------------------------------------------------------
     def _steer(self, request: ModelRequest, steer: Steering) -> ModelRequest:

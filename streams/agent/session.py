@@ -16,16 +16,55 @@ client's deadline leaves that call unsteered (recorded in `step_log` as late).
             ... run the tool ...
             s.end_step(thought=text, action=tool, action_input=args, observation=out, tokens=n)
         s.finish("success")
+
+When the run's escalation policy stops it (the agent kept doing what it was warned about),
+`begin_step()` raises `RunStopped` instead of returning the next call's steering; with
+`on_stop="return"` it returns it and the caller checks `steer.action == "stop"`. Either way
+the run is then finished as `failure: stopped_by_steering` (`stopped_by_steering` is True).
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from . import compose
-from .client import Decision, StepLogEntry, SyncSteeringClient
+from .client import Action, Decision, StepLogEntry, SyncSteeringClient, action_of
+from .validation import validate_run_fields
+
+STOPPED_OUTCOME = "failure: stopped_by_steering"
+
+
+class RunStopped(Exception):
+    """The steering decision said `stop`: the agent ignored its warnings (see the run's
+    escalation policy), so the run should end now, without another model call.
+
+    `run_id`: the run; `step`: the last step the agent took (its decision said stop);
+    `reason`: a sentence a person can read (what was warned and what was repeated, where);
+    `action_reason`: the decision's whole `action_reason` ({monitor, failure_type, ignored,
+    steps, text}) or None."""
+
+    def __init__(
+        self, run_id: str, step: int, reason: str, action_reason: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(f"run {run_id} stopped by steering after step {step}: {reason}")
+        self.run_id = run_id
+        self.step = step
+        self.reason = reason
+        self.action_reason = action_reason
+
+
+def stop_reason(decision: Decision | None) -> str:
+    """The readable reason of a stop: `action_reason.text`, else the injection, else a default."""
+    if decision is not None:
+        reason = decision.action_reason
+        text = reason.get("text") if reason else None
+        if isinstance(text, str) and text.strip():
+            return text.strip()
+        if decision.injection_text:
+            return decision.injection_text.strip()
+    return "the steering decision asked to end the run"
 
 
 @dataclass(frozen=True)
@@ -44,6 +83,21 @@ class Steering:
     @property
     def injection_text(self) -> str | None:
         return compose.injection_of(self.decision)
+
+    @property
+    def action(self) -> Action:
+        """`continue`, `nudge`, `escalate` (`model` is the escalation model) or `stop`; a late
+        decision, or one from a worker older than the ladder, reads as `continue`."""
+        return action_of(self.decision.data if self.decision is not None else None)
+
+    @property
+    def action_reason(self) -> dict[str, Any] | None:
+        return self.decision.action_reason if self.decision is not None else None
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the run must end (a sentence), or None unless `action` is `stop`."""
+        return stop_reason(self.decision) if self.action == "stop" else None
 
     def anthropic_system(self, base: compose.Base) -> list[dict[str, Any]]:
         return compose.anthropic_system(base, self.decision)
@@ -69,9 +123,13 @@ class SteeringSession:
         run_id: str | None = None,
         *,
         model: str | None = None,
+        on_stop: Literal["raise", "return"] = "raise",
         **run_fields: Any,
     ) -> None:
+        if on_stop not in ("raise", "return"):
+            raise ValueError(f"on_stop must be 'raise' or 'return', got {on_stop!r}")
         self.client = client
+        self.on_stop = on_stop
         self.run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
         self.model = model
         self.run_fields = {k: v for k, v in run_fields.items() if v is not None}
@@ -80,30 +138,37 @@ class SteeringSession:
         self._ended = 0  # steps published
         self._started = False
         self._finished = False
+        self._stopped = False
         self.outcome: str | None = None
 
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> Decision | None:
+        """Publish run_start and wait for decision 0. ValueError (before anything is sent)
+        when the run's escalation or monitor options would be rejected by the worker."""
+        validate_run_fields(self.run_fields)
         self._pending = self.client.start_run(self.run_id, model=self.model, **self.run_fields)
         self._started = True
         return self._pending
 
     async def astart(self) -> Decision | None:
+        validate_run_fields(self.run_fields)
         self._pending = await self.client.astart_run(self.run_id, model=self.model, **self.run_fields)
         self._started = True
         return self._pending
 
     def finish(self, outcome: str = "success") -> None:
+        """Publish run_finish; after a stop the outcome is `failure: stopped_by_steering`
+        whatever is passed (the stop is why the run ended)."""
         if self._started and not self._finished:
             self._finished = True
-            self.outcome = outcome
-            self.client.finish_run(self.run_id, outcome)
+            self.outcome = STOPPED_OUTCOME if self._stopped else outcome
+            self.client.finish_run(self.run_id, self.outcome)
 
     async def afinish(self, outcome: str = "success") -> None:
         if self._started and not self._finished:
             self._finished = True
-            self.outcome = outcome
-            await self.client.afinish_run(self.run_id, outcome)
+            self.outcome = STOPPED_OUTCOME if self._stopped else outcome
+            await self.client.afinish_run(self.run_id, self.outcome)
 
     def __enter__(self) -> SteeringSession:
         if not self._started:
@@ -134,14 +199,28 @@ class SteeringSession:
     def calls(self) -> int:
         return self._step
 
+    @property
+    def stopped_by_steering(self) -> bool:
+        """True once `begin_step()` met a `stop` decision (the run ends as a failure)."""
+        return self._stopped
+
     def begin_step(self) -> Steering:
-        """Steering for the next model call (from the latest decision received)."""
+        """Steering for the next model call (from the latest decision received). Raises
+        `RunStopped` when that decision says `stop` (unless `on_stop="return"`); the call is
+        then not counted as begun."""
         if not self._started:
             raise RuntimeError("start() the session before its first step")
         if self._step > self._ended:
             raise RuntimeError(f"end_step() for call {self._step} before beginning another")
+        steer = Steering(self._step + 1, self._pending, self.model)
+        if steer.action == "stop":
+            self._stopped = True
+            if self.on_stop == "raise":
+                d = self._pending
+                step = d.step if d is not None else self._step
+                raise RunStopped(self.run_id, step, stop_reason(d), steer.action_reason)
         self._step += 1
-        return Steering(self._step, self._pending, self.model)
+        return steer
 
     def _event(self, fields: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         if self._ended >= self._step:

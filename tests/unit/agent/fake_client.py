@@ -1,0 +1,66 @@
+"""A stand-in for `SyncSteeringClient` that answers from a script of decisions (no broker, no
+worker): what the agent side does with a decision, tested on its own."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from streams.agent.client import Decision, StepLogEntry
+
+Answer = Callable[[int], dict[str, Any] | None]
+
+
+def decision(step: int, **fields: Any) -> dict[str, Any]:
+    """A decision dict as a worker sends it (only what the agent side reads)."""
+    return {"run_id": "r", "step": step, "fsm_state": "NORMAL", "inject": False, "model": None, **fields}
+
+
+def stop(
+    step: int, text: str = "You were warned at step 2 and ran the same call again at steps 3, 4."
+) -> dict[str, Any]:
+    reason = {"monitor": "semantic_loop", "failure_type": "loop", "ignored": 2, "steps": [3, 4], "text": text}
+    return decision(
+        step, action="stop", action_reason=reason, inject=True, injection_text=f"[REASONBLOCKS]\n{text}"
+    )
+
+
+class FakeClient:
+    """Records every event; `answer(step)` gives decision `step` (None: late)."""
+
+    def __init__(self, answer: Answer | None = None) -> None:
+        self.answer: Answer = answer or (lambda k: decision(k))
+        self.events: list[tuple[str, str, Any]] = []
+
+    def _decide(self, step: int) -> Decision | None:
+        data = self.answer(step)
+        return Decision(data, 1.0) if data is not None else None
+
+    def start_run(self, run_id: str, **fields: Any) -> Decision | None:
+        self.events.append(("run_start", run_id, fields))
+        return self._decide(0)
+
+    def step(self, run_id: str, step: int, **fields: Any) -> Decision | None:
+        self.events.append(("step", run_id, {"step": step, **fields}))
+        return self._decide(step)
+
+    def finish_run(self, run_id: str, outcome: str = "success") -> None:
+        self.events.append(("run_finish", run_id, outcome))
+
+    def step_log(self, run_id: str) -> list[StepLogEntry]:
+        return []
+
+    async def astart_run(self, run_id: str, **fields: Any) -> Decision | None:
+        return self.start_run(run_id, **fields)
+
+    async def astep(self, run_id: str, step: int, **fields: Any) -> Decision | None:
+        return self.step(run_id, step, **fields)
+
+    async def afinish_run(self, run_id: str, outcome: str = "success") -> None:
+        self.finish_run(run_id, outcome)
+
+    def kinds(self) -> list[str]:
+        return [k if k != "step" else f"step {f['step']}" for k, _, f in self.events]
+
+    def outcome(self) -> str | None:
+        return next((f for k, _, f in reversed(self.events) if k == "run_finish"), None)

@@ -1,0 +1,84 @@
+"""Run options are checked before a run_start is sent, with the reason the worker would give."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from streams.agent.validation import MONITOR_NAMES, validate_run_fields
+
+
+def test_the_agent_side_monitor_names_are_the_cores() -> None:
+    from streams.core.monitors.builtin import MONITORS
+
+    assert MONITOR_NAMES == MONITORS
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},
+        {"escalation": None, "monitors_off": None, "monitor_thresholds": None, "monitor_weights": None},
+        {"escalation": {}},
+        {"escalation": {"enabled": False}},
+        {"escalation": {"escalate_model_after": 1, "stop_after": 2, "escalation_model": "claude-opus-4-5"}},
+        {"escalation": {"escalate_model_after": None, "stop_after": None, "escalation_model": None}},
+        {"monitors_off": ["semantic_loop", "late_sprawl"], "monitor_thresholds": {"semantic_loop": 0.8}},
+        {"monitor_thresholds": {"claim_contradiction": 1, "silent_topic_drift": 0.05}},
+        {"monitor_weights": {"semantic_loop": 0.5, "verification_skip": 0}},
+        {"task": "anything else is left to the worker", "model_routing": {"SLOW": "x"}},
+    ],
+)
+def test_valid_options_pass(fields: dict[str, Any]) -> None:
+    validate_run_fields(fields)
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"escalation": "on"}, "escalation must be an object"),
+        ({"escalation": {"stop": 2}}, "escalation has an unknown key 'stop'"),
+        ({"escalation": {"enabled": "yes"}}, "escalation.enabled must be true or false"),
+        ({"escalation": {"stop_after": 0}}, "escalation.stop_after must be an integer >= 1 or null"),
+        ({"escalation": {"stop_after": 2.0}}, "escalation.stop_after must be an integer"),
+        ({"escalation": {"stop_after": True}}, "escalation.stop_after must be an integer"),
+        ({"escalation": {"escalate_model_after": -1}}, "escalation.escalate_model_after must be"),
+        ({"escalation": {"escalation_model": ""}}, "escalation.escalation_model must be a model id"),
+        ({"escalation": {"escalation_model": 4}}, "escalation.escalation_model must be a model id"),
+        ({"monitors_off": "semantic_loop"}, "monitors_off must be a list"),
+        ({"monitors_off": ["semantic_loop", "loops"]}, "monitors_off names no monitor: 'loops'"),
+        ({"monitor_thresholds": [0.5]}, "monitor_thresholds must be an object"),
+        ({"monitor_thresholds": {"drift": 0.5}}, "monitor_thresholds names no monitor: 'drift'"),
+        (
+            {"monitor_thresholds": {"semantic_loop": 0}},
+            r"monitor_thresholds.semantic_loop must be a number in \(0, 1\]",
+        ),
+        ({"monitor_thresholds": {"semantic_loop": 1.5}}, "monitor_thresholds.semantic_loop must be a number"),
+        (
+            {"monitor_thresholds": {"semantic_loop": "high"}},
+            "monitor_thresholds.semantic_loop must be a number",
+        ),
+        ({"monitor_thresholds": {"semantic_loop": float("nan")}}, "monitor_thresholds.semantic_loop must be"),
+        ({"monitor_weights": {"semantic_loops": 0.5}}, "monitor_weights names no monitor: 'semantic_loops'"),
+        ({"monitor_weights": {"semantic_loop": "0.5"}}, "monitor_weights.semantic_loop must be a number"),
+        ({"monitor_weights": 0.5}, "monitor_weights must be an object"),
+    ],
+)
+def test_invalid_options_are_refused_with_the_reason(fields: dict[str, Any], reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        validate_run_fields(fields)
+
+
+def test_the_client_refuses_a_bad_run_start_before_sending_it() -> None:
+    import asyncio
+
+    from streams.agent.client import SteeringClient
+    from streams.settings import ClientSettings
+
+    c = SteeringClient(ClientSettings.from_env({}))  # never connected: nothing may be sent
+    with pytest.raises(ValueError, match="monitor_weights names no monitor: 'loop'"):
+        asyncio.run(c.start_run("r", monitor_weights={"loop": 0.5}))
+    with pytest.raises(ValueError, match="escalation has an unknown key"):
+        asyncio.run(c.start_run("r", escalation={"stop_after": 2, "block_after": 1}))
+    assert "r" not in c._runs  # the run id stays free for a corrected start
