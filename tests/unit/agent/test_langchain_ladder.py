@@ -147,5 +147,5 @@ def test_a_stopped_thread_is_finished_and_its_next_turn_is_a_new_run() -> None:
 
 
 def test_the_middleware_refuses_bad_run_options_at_construction() -> None:
-    with pytest.raises(ValueError, match="monitors_off names no monitor"):
+    with pytest.raises(ValueError, match="monitors_off: unknown monitor"):
         SteeringMiddleware(FakeClient(), monitors_off=["nope"])  # type: ignore[arg-type]

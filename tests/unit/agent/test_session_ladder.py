@@ -131,7 +131,7 @@ def test_start_refuses_bad_escalation_options_before_sending_anything() -> None:
     s = SteeringSession(client, "r", escalation={"stop_after": 0})  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"escalation\.stop_after must be an integer >= 1"):
         s.start()
-    with pytest.raises(ValueError, match="monitors_off names no monitor: 'loop'"):
+    with pytest.raises(ValueError, match="monitors_off: unknown monitor 'loop'"):
         asyncio.run(SteeringSession(client, "r2", monitors_off=["loop"]).astart())  # type: ignore[arg-type]
     assert client.events == [] and not s.started
 

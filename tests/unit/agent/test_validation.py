@@ -38,18 +38,20 @@ def test_valid_options_pass(fields: dict[str, Any]) -> None:
     ("fields", "reason"),
     [
         ({"escalation": "on"}, "escalation must be an object"),
-        ({"escalation": {"stop": 2}}, "escalation has an unknown key 'stop'"),
+        ({"escalation": {"stop": 2}}, "escalation: unknown field 'stop'"),
         ({"escalation": {"enabled": "yes"}}, "escalation.enabled must be true or false"),
         ({"escalation": {"stop_after": 0}}, "escalation.stop_after must be an integer >= 1 or null"),
         ({"escalation": {"stop_after": 2.0}}, "escalation.stop_after must be an integer"),
         ({"escalation": {"stop_after": True}}, "escalation.stop_after must be an integer"),
         ({"escalation": {"escalate_model_after": -1}}, "escalation.escalate_model_after must be"),
-        ({"escalation": {"escalation_model": ""}}, "escalation.escalation_model must be a model id"),
-        ({"escalation": {"escalation_model": 4}}, "escalation.escalation_model must be a model id"),
+        ({"escalation": {"escalation_model": ""}}, "escalation.escalation_model must be a non-empty string"),
+        ({"escalation": {"escalation_model": 4}}, "escalation.escalation_model must be a non-empty string"),
         ({"monitors_off": "semantic_loop"}, "monitors_off must be a list"),
-        ({"monitors_off": ["semantic_loop", "loops"]}, "monitors_off names no monitor: 'loops'"),
+        ({"monitors_off": ["semantic_loop"] * 65}, "monitors_off must be a list of at most 64"),
+        ({"escalation": {"stop_after": 2**31}}, "escalation.stop_after must be an integer >= 1 or null"),
+        ({"monitors_off": ["semantic_loop", "loops"]}, "monitors_off: unknown monitor 'loops'"),
         ({"monitor_thresholds": [0.5]}, "monitor_thresholds must be an object"),
-        ({"monitor_thresholds": {"drift": 0.5}}, "monitor_thresholds names no monitor: 'drift'"),
+        ({"monitor_thresholds": {"drift": 0.5}}, "monitor_thresholds: unknown monitor 'drift'"),
         (
             {"monitor_thresholds": {"semantic_loop": 0}},
             r"monitor_thresholds.semantic_loop must be a number in \(0, 1\]",
@@ -60,7 +62,7 @@ def test_valid_options_pass(fields: dict[str, Any]) -> None:
             "monitor_thresholds.semantic_loop must be a number",
         ),
         ({"monitor_thresholds": {"semantic_loop": float("nan")}}, "monitor_thresholds.semantic_loop must be"),
-        ({"monitor_weights": {"semantic_loops": 0.5}}, "monitor_weights names no monitor: 'semantic_loops'"),
+        ({"monitor_weights": {"semantic_loops": 0.5}}, "monitor_weights: unknown monitor 'semantic_loops'"),
         ({"monitor_weights": {"semantic_loop": "0.5"}}, "monitor_weights.semantic_loop must be a number"),
         ({"monitor_weights": 0.5}, "monitor_weights must be an object"),
     ],
@@ -77,8 +79,8 @@ def test_the_client_refuses_a_bad_run_start_before_sending_it() -> None:
     from streams.settings import ClientSettings
 
     c = SteeringClient(ClientSettings.from_env({}))  # never connected: nothing may be sent
-    with pytest.raises(ValueError, match="monitor_weights names no monitor: 'loop'"):
+    with pytest.raises(ValueError, match="monitor_weights: unknown monitor 'loop'"):
         asyncio.run(c.start_run("r", monitor_weights={"loop": 0.5}))
-    with pytest.raises(ValueError, match="escalation has an unknown key"):
+    with pytest.raises(ValueError, match="escalation: unknown field"):
         asyncio.run(c.start_run("r", escalation={"stop_after": 2, "block_after": 1}))
     assert "r" not in c._runs  # the run id stays free for a corrected start
