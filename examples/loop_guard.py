@@ -49,7 +49,7 @@ Step = tuple[str, str | None, dict[str, Any] | None, str | None]
 SCRIPTS: dict[str, list[Step]] = {
     "loop": [*[RERUN] * 10, ("FAILED: the test still fails and I cannot see why.", None, None, None)],
     "listens": [
-        *[RERUN] * 3,
+        *[RERUN] * 4,
         (
             "Stop rerunning; read the code.",
             "read_file",
