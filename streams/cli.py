@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from . import __version__
-from .kafka.security import KafkaAuthError
+from .kafka.security import KafkaAuthError, unreachable
 from .logsafe import safe_for_log
 from .settings import Settings, SettingsError, check_tenant_name
 
@@ -118,6 +118,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     s = _settings(args)
     s.check_web_exposure()  # before the broker is asked anything
     policy = load_policy(s)  # a bad plugin stops the worker here, before it joins the group
+    if (why := unreachable(s)) is not None:
+        return _fail(why, 1)
     s.data_path.mkdir(parents=True, exist_ok=True)
     loop = asyncio.new_event_loop()
     try:
@@ -324,7 +326,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_simulate(args: argparse.Namespace) -> int:
     from .local.demo import simulate
 
-    return simulate(_settings(args), args.runs, args.steps, args.forever)
+    s = _settings(args)
+    if (why := unreachable(s)) is not None:
+        return _fail(why, 1)
+    return simulate(s, args.runs, args.steps, args.forever)
 
 
 def cmd_config(args: argparse.Namespace) -> int:

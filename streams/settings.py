@@ -279,8 +279,15 @@ class KafkaSettings(_Base):
     @field_validator("broker")
     @classmethod
     def _broker_given(cls, v: str) -> str:
-        if not _host_ports(v):
+        addrs = _host_ports(v)
+        if not addrs:
             raise ValueError("no broker address given")
+        for hp in addrs:
+            host, sep, port = hp.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(
+                    f"{hp[:80]!r}: expected host:port (e.g. 127.0.0.1:9092 or kafka://broker-1:9092)"
+                )
         return v
 
     @field_validator("topic_prefix")

@@ -519,6 +519,26 @@ class SyncSteeringClient:
     def step_log(self, run_id: str) -> list[StepLogEntry]:
         return self._client.step_log(run_id)
 
+    # The async client's counters, read as they stand (ints written by its loop's thread).
+    @property
+    def late_decisions(self) -> int:
+        """Decisions that came after their step's deadline (the agent went on unsteered)."""
+        return self._client.late_decisions
+
+    @property
+    def duplicate_decisions(self) -> int:
+        return self._client.duplicate_decisions
+
+    @property
+    def unasked_decisions(self) -> int:
+        """Records naming one of our runs that answer no step this client sent (never used)."""
+        return self._client.unasked_decisions
+
+    @property
+    def failed_sends(self) -> int:
+        """Events the producer gave up on (the broker away past its timeout)."""
+        return self._client.failed_sends
+
     async def astart_run(self, run_id: str, **fields: Any) -> Decision | None:
         return await self._arun(self._client.start_run(run_id, **fields))
 

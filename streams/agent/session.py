@@ -134,6 +134,7 @@ class SteeringSession:
         self.model = model
         self.run_fields = {k: v for k, v in run_fields.items() if v is not None}
         self._pending: Decision | None = None
+        self._first: Decision | None = None  # decision 0, what start() answers again
         self._step = 0  # model calls begun
         self._ended = 0  # steps published
         self._started = False
@@ -144,15 +145,24 @@ class SteeringSession:
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> Decision | None:
         """Publish run_start and wait for decision 0. ValueError (before anything is sent)
-        when the run's escalation or monitor options would be rejected by the worker."""
+        when the run's escalation or monitor options would be rejected by the worker.
+
+        Idempotent: `with SteeringSession(...) as s: s.start()` (the context manager has
+        started the run already) gives the same decision 0 and sends nothing again."""
+        if self._started:
+            return self._first
         validate_run_fields(self.run_fields)
-        self._pending = self.client.start_run(self.run_id, model=self.model, **self.run_fields)
+        self._pending = self._first = self.client.start_run(self.run_id, model=self.model, **self.run_fields)
         self._started = True
         return self._pending
 
     async def astart(self) -> Decision | None:
+        if self._started:
+            return self._first
         validate_run_fields(self.run_fields)
-        self._pending = await self.client.astart_run(self.run_id, model=self.model, **self.run_fields)
+        self._pending = self._first = await self.client.astart_run(
+            self.run_id, model=self.model, **self.run_fields
+        )
         self._started = True
         return self._pending
 

@@ -3,7 +3,9 @@ when the broker refuses the credentials instead of aiokafka's generic "unable to
 
 from __future__ import annotations
 
+import socket
 import ssl
+import time
 from typing import Any
 
 from ..settings import KafkaSettings
@@ -87,3 +89,23 @@ async def diagnose(s: KafkaSettings, timeout_s: float = 10.0) -> None:
         except (KafkaError, OSError):
             continue
         conn.close()
+
+
+def unreachable(s: KafkaSettings, wait_s: float = 5.0) -> str | None:
+    """None once any bootstrap address accepts a TCP connection within `wait_s` (a broker that
+    is still starting gets that long); else one line saying which addresses were tried. Asked
+    before any Kafka client starts, so that no broker is one line within seconds, not
+    aiokafka's 30 s of "Unable connect" lines."""
+    addrs = s.bootstrap_servers.split(",")
+    deadline = time.monotonic() + wait_s
+    while True:
+        for hp in addrs:
+            host, _, port = hp.rpartition(":")
+            try:
+                with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
+                    return None
+            except OSError:
+                continue
+        if time.monotonic() >= deadline:
+            return f"cannot reach the broker at {', '.join(addrs)} (RB_BROKER); is it running? (`make kafka-start`)"
+        time.sleep(0.5)

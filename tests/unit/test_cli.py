@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import orjson
@@ -66,6 +67,29 @@ def test_kafka_status_without_a_broker_is_one_line_and_exit_1(capsys: pytest.Cap
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr + proc.stdout
     assert proc.stdout.strip() == "not running"
+
+
+@pytest.mark.parametrize("command", ["worker", "simulate"])
+def test_a_command_with_no_broker_to_reach_is_one_line_and_exit_1_within_seconds(
+    command: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("RB_BROKER", f"127.0.0.1:{free_port()}")  # nothing listens there
+    monkeypatch.setenv("RB_DATA_DIR", str(tmp_path))
+    t0 = time.monotonic()
+    assert main([command]) == 1
+    assert time.monotonic() - t0 < 15
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot reach the broker at 127.0.0.1:" in err[0] and "RB_BROKER" in err[0]
+
+
+@pytest.mark.parametrize("broker", ["bad:value", "localhost"])
+def test_a_broker_that_is_no_host_port_is_one_line_and_exit_2(
+    broker: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RB_BROKER", broker)
+    assert main(["config"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "RB_BROKER" in err[0] and "expected host:port" in err[0]
 
 
 def test_a_replay_whose_every_line_is_invalid_fails(

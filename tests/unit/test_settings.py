@@ -42,6 +42,17 @@ def test_broker_forms_are_normalised():
     assert Settings.from_env({"RB_BROKER": "a:1,b:2"}).bootstrap_servers == "a:1,b:2"
 
 
+@pytest.mark.parametrize("bad", ["bad:value", "localhost", "a:1,b", "kafka://a:0", "a:70000", ":9092"])
+def test_a_broker_address_that_is_not_host_port_is_refused_naming_the_variable(bad):
+    with pytest.raises(SettingsError, match=r"RB_BROKER: .*expected host:port"):
+        Settings.from_env({"RB_BROKER": bad})
+
+
+def test_ipv6_and_schemed_broker_lists_are_accepted():
+    s = Settings.from_env({"RB_BROKER": "kafka://a:9092,b:19092;[::1]:9092"})
+    assert s.bootstrap_servers == "a:9092,b:19092,[::1]:9092"
+
+
 def test_security_protocol_follows_from_the_other_security_settings(tmp_path):
     ca = tmp_path / "ca.pem"
     ca.write_text("x")

@@ -143,3 +143,26 @@ def test_good_options_go_out_in_the_run_start() -> None:
     s.start()
     assert client.events[0][2]["escalation"] == policy
     assert client.events[0][2]["monitors_off"] == ["late_sprawl"]
+
+
+def test_start_inside_the_with_block_answers_decision_0_again_and_sends_nothing() -> None:
+    """The docs' `with SteeringSession(...) as s:` and the README's `s.start()` agree."""
+    client = FakeClient()
+    with SteeringSession(client, "r", model="m") as s:  # type: ignore[arg-type]
+        first = s.start()
+        assert first is not None and first.step == 0
+        assert s.start() is first
+    assert [e[0] for e in client.events] == ["run_start", "run_finish"]
+
+
+def test_the_sync_client_reports_the_async_clients_counters() -> None:
+    from streams.agent.client import SyncSteeringClient
+    from streams.settings import Settings
+
+    c = SyncSteeringClient(Settings.from_env({}))
+    try:
+        c._client.late_decisions, c._client.failed_sends = 2, 1
+        assert (c.late_decisions, c.duplicate_decisions, c.unasked_decisions, c.failed_sends) == (2, 0, 0, 1)
+    finally:
+        c._loop.call_soon_threadsafe(c._loop.stop)
+        c._thread.join(timeout=5)
