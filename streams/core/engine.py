@@ -35,6 +35,7 @@ from .ladder import resolve as resolve_escalation
 from .monitors import MAX_MONITOR_INJECTIONS, Semantics, StepFeatures, clean_weights, extract, hold_back
 from .monitors import evaluate as evaluate_monitors
 from .monitors import to_embed as monitors_to_embed
+from .monitors.shell import could_not_run
 from .monitors.suite import LEAD
 from .policy import Policy
 from .render import render_block
@@ -746,7 +747,7 @@ def _run_monitors(
         count = st.ignored + 1
         steps = [*st.ignored_steps, [ignored.warned_at, step]][-ladder.STEPS_KEPT :]
         lead = not features.agent or features.agent == monitors.get(LEAD)
-        rung = ladder.next_rung(pol, count, st.rung, lead)
+        rung = ladder.next_rung(pol, count, st.rung, lead and not could_not_run(features.observation))
         climbed = rung != st.rung and rung in ("escalate", "stop")
         why = ladder.reason(ignored, count, steps, rung, ladder.escalation_model(pol, cfg.model_routing))
         st = st.evolve(

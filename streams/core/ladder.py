@@ -233,12 +233,15 @@ def warn(
     return [*kept, *([n, failure_types.get(n, n), step, head(t), about] for n, t in said)]
 
 
-def next_rung(pol: EscalationPolicy, ignored: int, rung: str, lead: bool = True) -> str:
-    """The rung after `ignored` ignored warnings (never below `rung`). `lead`: the warning was
-    the run's top-level agent's; a sub-agent's ignored warnings escalate but never stop the
-    run (its loop ends when it reports back, and the agent above it has ignored nothing)."""
+def next_rung(pol: EscalationPolicy, ignored: int, rung: str, may_stop: bool = True) -> str:
+    """The rung after `ignored` ignored warnings (never below `rung`). `may_stop` is False when
+    the ignored warning cannot justify ending the run, which then escalates but never stops:
+    a sub-agent's (its loop ends when it reports back, and the agent above it has ignored
+    nothing), or a repeated call whose program or script could not run at all (`command not
+    found`: a limit of the environment, not a failing approach; the task can still be done
+    without that program, and a stronger model is told so)."""
     want = "nudge"
-    if pol.stop_after is not None and ignored >= pol.stop_after and lead:
+    if pol.stop_after is not None and ignored >= pol.stop_after and may_stop:
         want = "stop"
     elif pol.escalate_model_after is not None and ignored >= pol.escalate_model_after:
         want = "escalate"

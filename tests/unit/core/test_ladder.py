@@ -116,8 +116,28 @@ def test_a_warning_is_judged_on_the_first_call_after_it_and_only_a_repeat_ignore
 
 def test_a_sub_agents_ignored_warnings_escalate_but_never_stop_the_run() -> None:
     pol = parse_escalation(LADDER)
-    assert next_rung(pol, 2, "escalate", lead=False) == "escalate"
-    assert next_rung(pol, 2, "escalate", lead=True) == "stop"
+    assert next_rung(pol, 2, "escalate", may_stop=False) == "escalate"
+    assert next_rung(pol, 2, "escalate", may_stop=True) == "stop"
+
+
+def test_a_program_that_cannot_run_again_and_again_is_escalated_but_never_stopped() -> None:
+    """`javac: command not found` nine times is the environment's limit, not a failing approach:
+    the task may still be done without compiling, so the stronger model is told, the run goes on."""
+    run = Run(escalation=LADDER)
+    for k in range(1, 12):
+        run.feed(
+            step(
+                "r",
+                k,
+                thought="Compile the test to check the fix.",
+                action="bash",
+                action_input={"command": "javac -cp lib/* Test.java"},
+                observation="/bin/sh: 1: javac: command not found",
+                observation_is_error=True,
+            )
+        )
+    assert "escalate" in run.actions() and "stop" not in run.actions()
+    assert run.state.ignored >= 2
 
 
 def test_an_agent_trying_a_new_edit_each_time_is_not_ignoring() -> None:
