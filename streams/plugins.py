@@ -30,6 +30,7 @@ from typing import Any, cast
 
 from .core.difficulty import StepScorer, TextScorer
 from .core.fsm import TransitionFn
+from .core.ladder import InvalidRunSettings
 from .core.monitors.profiles import parse_profiles
 from .core.policy import Policy
 from .settings import Settings, SettingsError
@@ -72,12 +73,16 @@ def load_policy(settings: Settings, base: Policy | None = None) -> Policy:
 def load_plugins(settings: Settings, base: Policy | None = None) -> tuple[Policy, list[Loaded]]:
     """`load_policy`, and what it loaded."""
     policy, loaded = with_entry_points(base or Policy(), entry_points())
-    policy = policy.with_escalation(settings.escalation_defaults)  # RB_ESCALATION, RB_ORG_ESCALATION
+    policy = policy.with_escalation(settings.escalation_defaults)  # RB_ESCALATION, RB_ORG_ESCALATION, ...
     if settings.monitor_profiles:
         path = settings.monitor_profiles
         profiles = load_profiles(path)
         policy = policy.with_profiles(profiles)
         loaded += [Loaded("file", name, path) for name in profiles]
+    try:  # default monitor settings name monitors of this suite (plugins included)
+        policy.escalation.check(policy.monitor_names)
+    except InvalidRunSettings as exc:
+        raise PluginError(str(exc)) from None
     return policy, loaded
 
 

@@ -432,6 +432,10 @@ class Settings(ClientSettings):
     # run_start names none, and {org_id: policy} (an org's own wins). Empty: none.
     escalation: str = ""
     org_escalation: str = ""
+    # Default monitor settings, JSON {"monitors_off": [...], "monitor_thresholds": {...}} for
+    # runs whose run_start sets none, and {org_id: that} (an org's own wins). Empty: none.
+    monitor_defaults: str = ""
+    org_monitor_defaults: str = ""
     qdrant_url: str = Field(
         "", pattern=r"^(https?://.*)?$"
     )  # a Qdrant server (also QDRANT_URL); empty: local mode
@@ -459,26 +463,36 @@ class Settings(ClientSettings):
             raise ValueError("not a file")
         return v
 
-    @field_validator("escalation", "org_escalation")
+    @field_validator("escalation", "org_escalation", "monitor_defaults", "org_monitor_defaults")
     @classmethod
-    def _escalation_valid(cls, v: str, info: ValidationInfo) -> str:
+    def _run_defaults_valid(cls, v: str, info: ValidationInfo) -> str:
         if v.strip():
             try:
                 raw = json.loads(v)
             except ValueError as exc:
                 raise ValueError(f"not JSON ({exc})") from None
+            slot = ("escalation", "org_escalation", "monitor_defaults", "org_monitor_defaults")
+            args: list[Any] = [None] * 4
+            args[slot.index(str(info.field_name))] = raw
             try:  # the core's own check: the worker and replay read it alike
-                Defaults.parse(raw) if info.field_name == "escalation" else Defaults.parse(None, raw)
+                Defaults.parse(*args)
             except ValueError as exc:
                 raise ValueError(str(exc)) from None
         return v
 
     @property
     def escalation_defaults(self) -> Defaults:
-        """The ladder's org-wide defaults, for the core (`Policy.escalation`)."""
+        """The org-wide run defaults, for the core (`Policy.escalation`): the ladder's policy
+        and the monitor settings (names checked against the suite by `plugins.load_policy`)."""
+
+        def raw(v: str) -> Any:
+            return json.loads(v) if v.strip() else None
+
         return Defaults.parse(
-            json.loads(self.escalation) if self.escalation.strip() else None,
-            json.loads(self.org_escalation) if self.org_escalation.strip() else None,
+            raw(self.escalation),
+            raw(self.org_escalation),
+            raw(self.monitor_defaults),
+            raw(self.org_monitor_defaults),
         )
 
     @field_validator("tenants")

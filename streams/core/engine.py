@@ -478,8 +478,16 @@ def run_config(ev: dict[str, Any], policy: Policy) -> RunConfig:
     known = policy.monitor_names
     try:
         check_weight_names(ev.get("monitor_weights"), known)
-        monitors_off = parse_monitors_off(ev.get("monitors_off"), known)
-        thresholds = parse_thresholds(ev.get("monitor_thresholds"), known)
+        # the run's own settings, else its org's defaults (RB_ORG_MONITOR_DEFAULTS), else the
+        # deployment's (RB_MONITOR_DEFAULTS)
+        md = policy.escalation.monitors_for_org(org_id)
+        raw_off, raw_levels = ev.get("monitors_off"), ev.get("monitor_thresholds")
+        if raw_off is None and md.monitors_off is not None:
+            raw_off = list(md.monitors_off)
+        if raw_levels is None and md.monitor_thresholds is not None:
+            raw_levels = dict(md.monitor_thresholds)
+        monitors_off = parse_monitors_off(raw_off, known)
+        thresholds = parse_thresholds(raw_levels, known)
         escalation = resolve_escalation(ev.get("escalation"), org_id, policy.escalation)
     except InvalidRunSettings as exc:
         raise Rejected("invalid_run_start", str(exc), run_id) from None

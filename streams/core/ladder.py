@@ -78,19 +78,77 @@ def parse_escalation(raw: Any, where: str = "escalation") -> EscalationPolicy:
     )
 
 
+MONITOR_KEYS = ("monitors_off", "monitor_thresholds")
+
+
+@dataclass(frozen=True)
+class MonitorDefaults:
+    """A deployment's or an org's default `monitors_off` / `monitor_thresholds` (settings
+    RB_MONITOR_DEFAULTS, RB_ORG_MONITOR_DEFAULTS), for runs whose run_start sets none. None:
+    not set. The names are checked against the worker's suite at start (`Defaults.check`)."""
+
+    monitors_off: tuple[str, ...] | None = None
+    monitor_thresholds: Mapping[str, Any] | None = None
+
+    @classmethod
+    def parse(cls, raw: Any, where: str) -> MonitorDefaults:
+        if not isinstance(raw, Mapping):
+            raise InvalidRunSettings(f"{where} must be an object with {' and/or '.join(MONITOR_KEYS)}")
+        unknown = sorted(set(raw) - set(MONITOR_KEYS))
+        if unknown:
+            raise InvalidRunSettings(
+                f"{where}: unknown field {unknown[0]!r} (known: {', '.join(MONITOR_KEYS)})"
+            )
+        off, levels = raw.get("monitors_off"), raw.get("monitor_thresholds")
+        if off is not None and (not isinstance(off, list) or not all(isinstance(x, str) for x in off)):
+            raise InvalidRunSettings(f"{where}.monitors_off must be a list of monitor names")
+        if levels is not None and not isinstance(levels, Mapping):
+            raise InvalidRunSettings(f"{where}.monitor_thresholds must be an object {{monitor: level}}")
+        return cls(
+            None if off is None else tuple(off),
+            None if levels is None else MappingProxyType(dict(levels)),
+        )
+
+    def check(self, known: Sequence[str], where: str) -> None:
+        """InvalidRunSettings naming `where` when a name is no monitor of the suite or a level
+        is out of range (the same checks as a run_start's own settings)."""
+        try:
+            parse_monitors_off(None if self.monitors_off is None else list(self.monitors_off), known)
+            parse_thresholds(self.monitor_thresholds, known)
+        except InvalidRunSettings as exc:
+            raise InvalidRunSettings(f"{where}: {exc}") from None
+
+
+NO_MONITOR_DEFAULTS = MonitorDefaults()
+
+
 @dataclass(frozen=True)
 class Defaults:
-    """Org-wide ladder defaults (settings RB_ESCALATION, RB_ORG_ESCALATION): the policy of a
-    run whose run_start names none. An org's own entry wins over the deployment's."""
+    """Org-wide run defaults: the ladder's policy (settings RB_ESCALATION, RB_ORG_ESCALATION)
+    and the monitor settings (RB_MONITOR_DEFAULTS, RB_ORG_MONITOR_DEFAULTS) of a run whose
+    run_start names none. An org's own entry wins over the deployment's."""
 
     default: EscalationPolicy | None = None
     by_org: Mapping[str, EscalationPolicy] = field(default_factory=lambda: MappingProxyType({}))
+    monitors: MonitorDefaults = NO_MONITOR_DEFAULTS
+    monitors_by_org: Mapping[str, MonitorDefaults] = field(default_factory=lambda: MappingProxyType({}))
 
     def for_org(self, org_id: str) -> EscalationPolicy | None:
         return self.by_org.get(org_id, self.default)
 
+    def monitors_for_org(self, org_id: str) -> MonitorDefaults:
+        return self.monitors_by_org.get(org_id, self.monitors)
+
+    def check(self, known: Sequence[str]) -> None:
+        """Every monitor name the defaults use is one of the suite's (InvalidRunSettings)."""
+        self.monitors.check(known, "RB_MONITOR_DEFAULTS")
+        for org, md in self.monitors_by_org.items():
+            md.check(known, f"RB_ORG_MONITOR_DEFAULTS[{org!r}]")
+
     @classmethod
-    def parse(cls, default: Any = None, by_org: Any = None) -> Defaults:
+    def parse(
+        cls, default: Any = None, by_org: Any = None, monitors: Any = None, monitors_by_org: Any = None
+    ) -> Defaults:
         """From the settings' decoded JSON (None: not set); InvalidRunSettings when bad."""
         base = None if default is None else parse_escalation(default, "RB_ESCALATION")
         orgs: dict[str, EscalationPolicy] = {}
@@ -99,7 +157,18 @@ class Defaults:
                 raise InvalidRunSettings("RB_ORG_ESCALATION must be an object {org_id: policy}")
             for org, pol in by_org.items():
                 orgs[str(org)] = parse_escalation(pol, f"RB_ORG_ESCALATION[{org!r}]")
-        return cls(base, MappingProxyType(orgs))
+        mons = (
+            NO_MONITOR_DEFAULTS
+            if monitors is None
+            else MonitorDefaults.parse(monitors, "RB_MONITOR_DEFAULTS")
+        )
+        mon_orgs: dict[str, MonitorDefaults] = {}
+        if monitors_by_org is not None:
+            if not isinstance(monitors_by_org, Mapping):
+                raise InvalidRunSettings("RB_ORG_MONITOR_DEFAULTS must be an object {org_id: settings}")
+            for org, raw in monitors_by_org.items():
+                mon_orgs[str(org)] = MonitorDefaults.parse(raw, f"RB_ORG_MONITOR_DEFAULTS[{org!r}]")
+        return cls(base, MappingProxyType(orgs), mons, MappingProxyType(mon_orgs))
 
 
 NO_DEFAULTS = Defaults()

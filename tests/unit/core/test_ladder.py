@@ -224,6 +224,37 @@ def test_an_orgs_default_policy_gives_the_same_ladder_in_replay() -> None:
     assert [d["action_reason"] for d in replayed] == [d["action_reason"] for d in engine_run.decisions]
 
 
+def test_an_orgs_default_monitor_settings_apply_unless_the_run_sets_its_own() -> None:
+    defaults = Defaults.parse(
+        None,
+        None,
+        {"monitor_thresholds": {"semantic_loop": 1.0}},  # the deployment: loops hold
+        {"acme": {"monitors_off": ["late_sprawl"]}},  # acme: its own, thresholds unset
+    )
+    policy = Policy().with_escalation(defaults)
+    held = looping(Run(policy), 4)
+    assert held.state.config.monitor_thresholds == {"semantic_loop": 1.0}
+    assert all("semantic_loop" not in d["monitors"]["fired"] for d in held.decisions)
+    acme = looping(Run(policy, org_id="acme"), 4)
+    assert acme.state.config.monitors_off == ["late_sprawl"] and acme.state.config.monitor_thresholds == {}
+    assert "semantic_loop" in acme.decisions[-1]["monitors"]["fired"]
+    own = looping(Run(policy, monitor_thresholds={}), 4)  # the run's own setting wins, even empty
+    assert "semantic_loop" in own.decisions[-1]["monitors"]["fired"]
+    rp = Replayer(sem=SEM, policy=policy, clock=lambda: 1.0)
+    lines = [b(run_start("r", model_routing=ROUTING)), *(b(failing("r", k)) for k in range(1, 5))]
+    replayed = [d for d, _ in rp.run(lines) if d is not None]
+    assert [d["monitors"] for d in replayed] == [d["monitors"] for d in held.decisions]
+
+
+def test_default_monitor_settings_naming_no_monitor_are_refused_at_start() -> None:
+    with pytest.raises(
+        ValueError, match=r"RB_ORG_MONITOR_DEFAULTS\['acme'\]: monitors_off: unknown monitor 'loop'"
+    ):
+        Defaults.parse(None, None, None, {"acme": {"monitors_off": ["loop"]}}).check(Policy().monitor_names)
+    with pytest.raises(ValueError, match="RB_MONITOR_DEFAULTS: unknown field"):
+        Defaults.parse(None, None, {"monitors_of": []})
+
+
 @pytest.mark.parametrize("bad", [{"stop_after": 0}, {"nope": 1}, "x"])
 def test_a_bad_org_default_is_refused(bad: Any) -> None:
     with pytest.raises(ValueError):
