@@ -16,7 +16,8 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 from . import __version__
 from .kafka.security import KafkaAuthError, unreachable
@@ -118,9 +119,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
     s = _settings(args)
     s.check_web_exposure()  # before the broker is asked anything
     policy = load_policy(s)  # a bad plugin stops the worker here, before it joins the group
+    s.data_path.mkdir(parents=True, exist_ok=True)
+    lock = _lock_data_dir(s.data_path)  # held (open) for the worker's lifetime
     if (why := unreachable(s)) is not None:
         return _fail(why, 1)
-    s.data_path.mkdir(parents=True, exist_ok=True)
     loop = asyncio.new_event_loop()
     try:
         counts = loop.run_until_complete(ensure_topics(s))
@@ -133,7 +135,25 @@ def cmd_worker(args: argparse.Namespace) -> int:
     # which makes every library debug() call format a record: ~10% of the hot path.
     worker.spinner = None
     worker.execute_from_commandline()
+    lock.close()
     return 0
+
+
+def _lock_data_dir(path: Path) -> IO[bytes]:
+    """An exclusive lock on the worker's data directory, or UserError: a second worker on the
+    same directory would otherwise wait on the tables' locks for 30 s and die with a long log."""
+    import fcntl
+
+    fh = open(path / ".worker.lock", "ab")  # noqa: SIM115 (held until the worker exits)
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        raise UserError(
+            f"the data directory {path} is in use by another worker: give each worker on this "
+            "machine its own RB_DATA_DIR (and RB_WEB_PORT); see docs/production.md"
+        ) from None
+    return fh
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

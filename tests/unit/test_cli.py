@@ -336,3 +336,20 @@ def test_plugins_lists_what_runs_may_name_and_where_it_comes_from(
     assert rows[("scorer", "trajectory")] == rows[("transition", "default")] == "built in"
     assert rows[("profile", "docs_writer")] == str(profiles)
     assert {name for kind, name in rows if kind == "profile"} == {"coding", "pr_review", "qa", "docs_writer"}
+
+
+def test_a_worker_on_a_data_directory_in_use_is_one_line_and_exit_1(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import fcntl
+
+    monkeypatch.setenv("RB_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("RB_BROKER", f"127.0.0.1:{free_port()}")
+    with open(tmp_path / ".worker.lock", "ab") as held:  # what a running worker holds
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        t0 = time.monotonic()
+        assert main(["worker"]) == 1
+        assert time.monotonic() - t0 < 3  # before the broker is even tried
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"the data directory {tmp_path} is in use by another worker" in err[0]
+    assert "RB_DATA_DIR" in err[0]
