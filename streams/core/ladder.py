@@ -343,8 +343,6 @@ def reason(
             else " No escalation model is configured (escalation_model or model_routing.SLOW): "
             "the calls are not rerouted."
         )
-    elif rung == "stop":
-        text += " The run should end now."
     return {
         "monitor": ig.monitor,
         "failure_type": ig.failure_type,
