@@ -51,16 +51,19 @@ def _count(raw: Mapping[str, Any], key: str, where: str) -> int | None:
     return v
 
 
+def _known_fields(raw: Mapping[str, Any], keys: Sequence[str], where: str) -> None:
+    """InvalidRunSettings naming the first field of `raw` that is not one of `keys`."""
+    unknown = sorted(set(raw) - set(keys))
+    if unknown:
+        raise InvalidRunSettings(f"{where}: unknown field {unknown[0]!r} (known: {', '.join(keys)})")
+
+
 def parse_escalation(raw: Any, where: str = "escalation") -> EscalationPolicy:
     """A policy object (run_start `escalation`, RB_ESCALATION, one org's RB_ORG_ESCALATION
     entry) -> EscalationPolicy, or InvalidRunSettings naming the field."""
     if not isinstance(raw, Mapping):
         raise InvalidRunSettings(f"{where} must be an object")
-    unknown = sorted(set(raw) - set(ESCALATION_KEYS))
-    if unknown:
-        raise InvalidRunSettings(
-            f"{where}: unknown field {unknown[0]!r} (known: {', '.join(ESCALATION_KEYS)})"
-        )
+    _known_fields(raw, ESCALATION_KEYS, where)
     enabled = raw.get("enabled", True)
     if type(enabled) is not bool:
         raise InvalidRunSettings(f"{where}.enabled must be true or false")
@@ -94,11 +97,7 @@ class MonitorDefaults:
     def parse(cls, raw: Any, where: str) -> MonitorDefaults:
         if not isinstance(raw, Mapping):
             raise InvalidRunSettings(f"{where} must be an object with {' and/or '.join(MONITOR_KEYS)}")
-        unknown = sorted(set(raw) - set(MONITOR_KEYS))
-        if unknown:
-            raise InvalidRunSettings(
-                f"{where}: unknown field {unknown[0]!r} (known: {', '.join(MONITOR_KEYS)})"
-            )
+        _known_fields(raw, MONITOR_KEYS, where)
         off, levels = raw.get("monitors_off"), raw.get("monitor_thresholds")
         if off is not None and (not isinstance(off, list) or not all(isinstance(x, str) for x in off)):
             raise InvalidRunSettings(f"{where}.monitors_off must be a list of monitor names")
