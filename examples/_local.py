@@ -1,9 +1,14 @@
 """Shared by the examples: a local broker (started if none listens) and a worker seeded with
-the starter pattern library, both stopped on exit."""
+the starter pattern library, both stopped on exit.
+
+With `RB_EXAMPLE_WORKER_PREFIX` set, the examples use the worker already serving that topic
+prefix instead of starting their own (the test suite runs every example against one worker).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -22,7 +27,8 @@ def local_stack(port: int = 9092) -> Iterator[Settings]:
         kafka("start", port)
         started = True
     tmp = Path(tempfile.mkdtemp(prefix="rb-example-"))
-    prefix = f"ex{uuid.uuid4().hex[:6]}"
+    shared = os.environ.get("RB_EXAMPLE_WORKER_PREFIX")
+    prefix = shared or f"ex{uuid.uuid4().hex[:6]}"
     s = Settings.from_env(
         broker=f"kafka://127.0.0.1:{port}",
         topic_prefix=prefix,
@@ -34,11 +40,14 @@ def local_stack(port: int = 9092) -> Iterator[Settings]:
         patterns_seed=str(REPO / "patterns" / "starter.jsonl"),
         client_deadline_ms=5000,
     )
-    print("starting a worker ...", flush=True)
-    worker = WorkerProcess.start(s, tmp / "worker.log")
+    worker = None
+    if not shared:
+        print("starting a worker ...", flush=True)
+        worker = WorkerProcess.start(s, tmp / "worker.log")
     try:
         yield s
     finally:
-        worker.stop()
+        if worker is not None:
+            worker.stop()
         if started:
             kafka("stop", port)

@@ -220,19 +220,3 @@ def test_a_langchain_agent_is_stopped_with_a_message_that_says_why(ladder_worker
     assert len(used) < 12  # stopped before the script ran out
     assert run_summary(ladder_worker, session_.run_id)["outcome"] == STOPPED_OUTCOME
 
-
-def test_the_cli_wrapper_example_exits_3_when_steering_stops_its_loop(broker: str) -> None:
-    import subprocess
-    import sys
-
-    from tests.integration.conftest import PORT
-
-    p = subprocess.run(
-        [sys.executable, "-m", "examples.loop_guard", "--port", str(PORT)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert p.returncode == 3, p.stdout[-2000:] + p.stderr[-3000:]
-    assert "stopped by steering after step" in p.stderr
-    assert "claude-opus-4-5 escalate" in p.stdout  # escalated before it was stopped
