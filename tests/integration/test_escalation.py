@@ -219,4 +219,3 @@ def test_a_langchain_agent_is_stopped_with_a_message_that_says_why(ladder_worker
     assert "claude-opus-4-5" in used and used[-1] == "claude-opus-4-5", used  # escalated, then stopped
     assert len(used) < 12  # stopped before the script ran out
     assert run_summary(ladder_worker, session_.run_id)["outcome"] == STOPPED_OUTCOME
-
