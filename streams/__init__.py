@@ -18,6 +18,7 @@ _EXPORTS = {
     "SteeringSession": "streams.agent.session",
     "RunStopped": "streams.agent.session",
     "SteeringMiddleware": "streams.agent.langchain_middleware",
+    "ClaudeAgentSteering": "streams.agent.claude_agent",
     "anthropic_request": "streams.agent.compose",
     "anthropic_system": "streams.agent.compose",
     "openai_system_message": "streams.agent.compose",
@@ -29,6 +30,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "ClaudeAgentSteering",
     "Decision",
     "RunStopped",
     "Settings",
@@ -47,6 +49,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from .agent.claude_agent import ClaudeAgentSteering
     from .agent.client import Decision, SteeringClient, SyncSteeringClient
     from .agent.compose import (
         anthropic_request,

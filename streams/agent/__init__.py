@@ -1,1 +1,1 @@
-"""The agent side: steering client, session, system-message composition, LangChain middleware."""
+"""The agent side: steering client, session, system-message composition, LangChain middleware, Claude Agent SDK hooks."""

@@ -61,3 +61,11 @@ def test_the_cli_wrapper_example_exits_3_when_steering_stops_its_loop(shared: Wo
     p = run("examples.loop_guard", shared, code=3)
     assert "stopped by steering after step" in p.stderr
     assert "claude-opus-4-5 escalate" in p.stdout  # escalated before it was stopped
+
+
+def test_claude_agent_example_is_steered_and_stopped(shared: WorkerProcess) -> None:
+    out = run("examples.claude_agent", shared).stdout
+    assert "claude-haiku-4-5-20251001    calls Grep  [sub-agent of toolu_01Task]" in out
+    assert "set_model(claude-opus-4-5) sent to Claude Code" in out
+    assert "continue=false, stopReason = Run stopped by rb-streams steering: semantic_loop warned" in out
+    assert out.rstrip().endswith(": failure: stopped_by_steering")
