@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -131,9 +130,11 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=9092)
     ap.add_argument("--live", action="store_true", help="run the real Claude Code CLI (needs a login or key)")
     args = ap.parse_args()
-    if args.live and not (os.environ.get("ANTHROPIC_API_KEY") or shutil.which("claude")):
+    logged_in = (Path.home() / ".claude" / ".credentials.json").exists()
+    key = os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("CLAUDE_CODE_OAUTH_TOKEN")
+    if args.live and not (key or logged_in):
         sys.exit(
-            "--live needs Claude Code's login or ANTHROPIC_API_KEY; run without --live for the scripted CLI"
+            "--live needs ANTHROPIC_API_KEY (or Claude Code's login); without --live the CLI is scripted"
         )
     with local_stack(args.port) as settings, SyncSteeringClient(settings) as client:
         asyncio.run(live(client) if args.live else scripted(client))
