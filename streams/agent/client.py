@@ -490,6 +490,17 @@ class SyncSteeringClient:
         """Await from another event loop (an async agent) without blocking it."""
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The loop the async client runs on: code that must never wait for the client (an
+        OpenTelemetry span processor) schedules its calls there with `call_soon_threadsafe`."""
+        return self._loop
+
+    @property
+    def async_client(self) -> SteeringClient:
+        """The async client behind this wrapper; call it only from `loop`."""
+        return self._client
+
     def start(self) -> None:
         self._run(self._client.start())
 
