@@ -13,7 +13,11 @@ steering text it would inject) reach its metrics, dashboards and alerts, and the
 Runs. A trace is a run (`otel-<trace id>`): it starts when its first agent span starts (or,
 in a trace without agent spans, with its first step) and finishes when the trace's local root
 span ends, `success` unless that span's status is ERROR (`failure: <exception type>`). A trace
-that never makes a step (an HTTP request without a model call) publishes nothing.
+that never makes a step (an HTTP request without a model call) publishes nothing. An
+instrumentation that never ends its agent span when the agent raises (OpenInference's smolagents
+instrumentation, 0.1.43, does not) leaves that run open: start the agent inside a span of your
+own (`with tracer.start_as_current_span("task"):`), which ends, records the exception and is then
+the run's root.
 
 Steps. One step per model call (an LLM span), as the wire format defines a step: its output
 text is the thought, the tool calls it asked for (and the TOOL / RETRIEVER spans that ran after
@@ -427,6 +431,7 @@ class _Run:
     task: str | None = None
     framework: str | None = None
     scopes: dict[int, None] = field(default_factory=dict)  # its agents' span ids, in start order
+    spans: set[int] = field(default_factory=set)  # its spans that have not ended
 
 
 @dataclass
@@ -507,6 +512,7 @@ class SpanMapper:
         elif kind == "llm" and not inside:
             out += self._flush(run, scope)  # the previous call's tools have all run
         self._nodes[ctx.span_id] = _Node(kind, run, scope, inside)
+        run.spans.add(ctx.span_id)
         return out
 
     def end(self, span: ReadableSpan) -> list[Out]:
@@ -515,6 +521,7 @@ class SpanMapper:
         if node is None or ctx is None:
             return []
         run, out = node.run, []
+        run.spans.discard(ctx.span_id)
         kind = node.kind if node.kind != "other" else span_kind(span.attributes or {})
         if kind == "llm" and not node.inside and not _failed(span):
             out += self._flush(run, node.scope)
@@ -536,6 +543,8 @@ class SpanMapper:
             for sid in reversed(list(run.scopes)):  # the innermost first
                 out += self._flush(run, sid)
                 self._scopes.pop(sid, None)
+            for sid in run.spans:  # spans an instrumentation never ended: forgotten with their run
+                self._nodes.pop(sid, None)
             if run.started:
                 out.append(Out("run_finish", run.run_id, fields={"outcome": _outcome(span)}))
         return out

@@ -186,6 +186,20 @@ def test_a_failed_model_call_is_no_step_and_a_tool_nobody_asked_for_is_its_own(r
     assert rec.steps() == [{"step": 1, "action": "lookup", "action_input": {"key": "k"}, "observation": "v"}]
 
 
+def test_an_agent_span_left_open_ends_with_the_root_span_around_it(rec: Recorder) -> None:
+    """An instrumentation that never ends its agent span on an exception: the user's own span
+    around the call ends the run (as a failure) and nothing of it is kept."""
+    tracer = tracer_with(rec)
+    with pytest.raises(RuntimeError), tracer.start_as_current_span("task"):
+        agent = tracer.start_span("agent.run", attributes={"openinference.span.kind": "AGENT"})
+        with trace.use_span(agent, end_on_exit=False):
+            oi_llm(tracer, "Try.", [], (1, 1))
+            raise RuntimeError("model endpoint down")
+    assert rec.kinds() == ["run_start", "step 1", "run_finish"]
+    assert rec.out[-1].fields == {"outcome": "failure: RuntimeError"}
+    assert rec.mapper.live_spans == 0
+
+
 def test_a_trace_without_model_calls_publishes_nothing(rec: Recorder) -> None:
     tracer = tracer_with(rec)
     with tracer.start_as_current_span("GET /health"), tracer.start_as_current_span("db query"):
