@@ -10,7 +10,8 @@ run events in the wire format; the worker's decisions (monitors fired, failure t
 steering text it would inject) reach its metrics, dashboards and alerts, and the optional
 `on_decision` callback. Nothing is handed back to the framework: observe-only.
 
-Runs. A trace is a run (`otel-<trace id>`): it starts when its first agent span starts (or,
+Runs. A trace is a run (`otel-<trace id>`; a part of a distributed trace whose parent span is in
+another process: `otel-<trace id>-<span id>`): it starts when its first agent span starts (or,
 in a trace without agent spans, with its first step) and finishes when the trace's local root
 span ends, `success` unless that span's status is ERROR (`failure: <exception type>`). A trace
 that never makes a step (an HTTP request without a model call) publishes nothing. An
@@ -483,7 +484,10 @@ class SpanMapper:
         parent = self._nodes.get(span.parent.span_id) if span.parent is not None else None
         out: list[Out] = []
         if parent is None:
-            run = _Run(f"{self.run_id_prefix}-{ctx.trace_id:032x}", ctx.span_id)
+            run_id = f"{self.run_id_prefix}-{ctx.trace_id:032x}"
+            if span.parent is not None:  # a remote (or unseen) parent: one trace, maybe several runs here
+                run_id += f"-{ctx.span_id:016x}"
+            run = _Run(run_id, ctx.span_id)
             if self.multi_agent is not None:
                 run.multi = self.multi_agent
             scope, inside = ctx.span_id, False
@@ -743,6 +747,9 @@ class SteeringSpanProcessor(SpanProcessor):
                     log.warning(
                         "rb-streams otel: %d events in flight (max_pending): dropping new ones", self._pending
                     )
+                continue
+            if not self.client.loop.is_running():
+                self._errors("publish", RuntimeError("the steering client is stopped"))
                 continue
             self._pending += 1
             try:

@@ -476,3 +476,25 @@ def test_the_module_imports_nothing_of_the_worker() -> None:
         "typing",
     }
     assert {m for m in mods if not m.startswith(allowed) and m not in stdlib} == set()
+
+
+def test_a_part_of_a_distributed_trace_is_a_run_of_its_own(rec: Recorder) -> None:
+    tracer = tracer_with(rec)
+    remote = trace.SpanContext(
+        0xABC, 0x123, is_remote=True, trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED)
+    )
+    for _ in range(2):  # two requests of one distributed trace handled here
+        with tracer.start_as_current_span(
+            "handler", context=trace.set_span_in_context(trace.NonRecordingSpan(remote))
+        ):
+            oi_llm(tracer, "Hi.", [], (1, 1))
+    starts = [o.run_id for o in rec.out if o.kind == "run_start"]
+    assert len(set(starts)) == 2 and all(r.startswith(f"otel-{0xABC:032x}-") for r in starts)
+
+
+def test_events_after_the_client_stopped_are_counted_not_queued() -> None:
+    c = LoopClient(SlowAsyncClient())
+    c.stop()
+    proc = SteeringSpanProcessor(c)  # type: ignore[arg-type]
+    agent_run(tracer_with(proc), 2)
+    assert proc.pending == 0 and proc.errors == 4 and proc.force_flush(100)
