@@ -69,3 +69,9 @@ def test_claude_agent_example_is_steered_and_stopped(shared: WorkerProcess) -> N
     assert "set_model(claude-opus-4-5) sent to Claude Code" in out
     assert "continue=false, stopReason = Run stopped by rb-streams steering: semantic_loop warned" in out
     assert out.rstrip().endswith(": failure: stopped_by_steering")
+
+
+def test_otel_example_monitors_an_instrumented_smolagents_run(shared: WorkerProcess) -> None:
+    out = run("examples.otel_smolagents", shared).stdout
+    assert "fired ['semantic_loop'] loop" in out, out
+    assert "late 0, dropped 0, errors 0" in out, out
