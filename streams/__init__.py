@@ -18,6 +18,7 @@ _EXPORTS = {
     "SteeringSession": "streams.agent.session",
     "RunStopped": "streams.agent.session",
     "SteeringMiddleware": "streams.agent.langchain_middleware",
+    "AgentsSteering": "streams.agent.openai_agents",
     "ClaudeAgentSteering": "streams.agent.claude_agent",
     "anthropic_request": "streams.agent.compose",
     "anthropic_system": "streams.agent.compose",
@@ -30,6 +31,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "AgentsSteering",
     "ClaudeAgentSteering",
     "Decision",
     "RunStopped",
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
         with_system,
     )
     from .agent.langchain_middleware import SteeringMiddleware
+    from .agent.openai_agents import AgentsSteering
     from .agent.session import RunStopped, SteeringSession
     from .settings import Settings
 
