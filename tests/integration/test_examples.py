@@ -75,3 +75,11 @@ def test_otel_example_monitors_an_instrumented_smolagents_run(shared: WorkerProc
     out = run("examples.otel_smolagents", shared).stdout
     assert "fired ['semantic_loop'] loop" in out, out
     assert "late 0, dropped 0, errors 0" in out, out
+
+
+def test_openai_agents_example_hands_off_injects_and_escalates(shared: WorkerProcess) -> None:
+    out = run("examples.openai_agents_agent", shared).stdout
+    assert "call  1  Triage  model gpt-4.1" in out and "Coder   model gpt-4.1  nudge" in out
+    assert "instructions += [REASONBLOCKS] Coder has run `run_check` with the same input" in out
+    assert "Coder   model o3       escalate" in out  # the ignored warning: model_routing["SLOW"]
+    assert "final answer (Coder): The check passes" in out
