@@ -185,6 +185,9 @@ def step_fields(data: Mapping[str, Any], main_agent: str | None = None) -> dict[
     agent = agent_of(data, main_agent)
     if agent:
         fields["agent"] = agent
+        if not data.get("agent_id"):
+            # the main thread leads the run, even when a sub-agent's steps were published first
+            fields["lead"] = True
     return fields
 
 

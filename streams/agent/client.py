@@ -130,9 +130,11 @@ def step_event(
     model_id: str | None = None,
     difficulty: float | None = None,
     agent: str | None = None,
+    lead: bool | None = None,
 ) -> dict[str, Any]:
     """The step event the client publishes: this step only, never the trace so far. `agent`
-    names who spoke or acted in a multi-agent system; a step without `action` is a message."""
+    names who spoke or acted in a multi-agent system; a step without `action` is a message;
+    `lead=True`: that agent took the run over (a hand-off) and leads it from now on."""
     event: dict[str, Any] = {
         "type": "step",
         "schema_version": SCHEMA_VERSION,
@@ -151,6 +153,8 @@ def step_event(
         event["difficulty"] = difficulty
     if agent is not None:
         event["agent"] = agent
+    if lead is not None:
+        event["lead"] = lead
     return event
 
 
@@ -428,6 +432,7 @@ class SteeringClient:
         model_id: str | None = None,
         difficulty: float | None = None,
         agent: str | None = None,
+        lead: bool | None = None,
     ) -> Decision | None:
         """Publish step `step` and wait for its decision (None if it missed the deadline)."""
         run = self._runs[run_id]
@@ -443,6 +448,7 @@ class SteeringClient:
             model_id=model_id,
             difficulty=difficulty,
             agent=agent,
+            lead=lead,
         )
         t0 = time.perf_counter()
         d = await self._publish_and_wait(run, step, event, True)

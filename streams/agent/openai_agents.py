@@ -44,8 +44,9 @@ agent, usage) attached. It is the cleanest of the SDK's ways to end a run from o
 the model: a guardrail tripwire is one too, but input guardrails run only on the first turn,
 output guardrails only on the final output and tool guardrails only around a tool, never right
 before the Nth model call. The run is finished `failure: stopped_by_steering`. A hand-off hands
-the run over for good, yet to the worker the agent it went to is a sub-agent (the lead is the
-first agent that spoke): its ignored warnings escalate but do not stop the run.
+the run over for good, so the first step of the agent it went to says `"lead": true`: to the
+worker that agent now leads the run (its ignored warnings can stop it, its final answer ends
+the run), not a sub-agent that will report back.
 Needs the `openai-agents` extra (`pip install 'rb-streams[openai-agents]'`).
 """
 
@@ -238,6 +239,7 @@ class SteeredRun(RunHooks[Any]):
         self._response: tuple[str, ModelResponse, str | None] | None = None  # agent, response, model
         self._results: dict[str, tuple[str, bool]] = {}  # tool results since that response
         self._handoff: str | None = None
+        self._took_over: str | None = None  # handed the run to, until its first step says `lead`
         self._serving: str | None = None  # the model name of the call being made
         self._provider: ModelProvider | None = None
         self._owned: ModelProvider | None = None  # a provider this run made, closed at its end
@@ -312,7 +314,13 @@ class SteeredRun(RunHooks[Any]):
                 results={**self._from_input(data, response), **self._results},
                 handed_off_to=self._handoff,
             )
+            if self._handoff:
+                self._took_over = self._handoff
             self._response, self._results, self._handoff = None, {}, None
+            if self._names and self._took_over is not None and step.get("agent") == self._took_over[:256]:
+                # a hand-off hands the run over for good: the worker's lead is now this agent
+                step["lead"] = True
+                self._took_over = None
             await self.session.aend_step(**step)
         elif self._steer is not None:
             return self._steer

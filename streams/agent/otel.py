@@ -32,7 +32,7 @@ framework retries it or the run fails); a model call or tool inside a tool (a to
 summarises with an LLM) belongs to that tool, not to the agent's trajectory.
 
 Agents. The nearest enclosing AGENT span (OpenInference `openinference.span.kind=AGENT`, GenAI
-`gen_ai.operation.name=invoke_agent`) names the step's agent (`agent.name`,
+`gen_ai.operation.name=invoke_agent`) names the step's agent (`"agent.name"`,
 `gen_ai.agent.name`, else its span name without `.run` / `invoke_agent `). `agent` is set
 when the run is multi-agent: its root agent lists managed agents (smolagents), an agent span
 started inside another, or `multi_agent=True`. A single agent's steps carry none (the monitors

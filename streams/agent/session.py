@@ -240,7 +240,7 @@ class SteeringSession:
 
     def end_step(self, **fields: Any) -> Decision | None:
         """Publish the step (thought, action, action_input, observation, observation_is_error,
-        tokens, model_id, difficulty, agent) and wait for its decision (None if late). In a
+        tokens, model_id, difficulty, agent, lead) and wait for its decision (None if late). In a
         multi-agent loop pass the speaking agent as `agent`; leave `action` out for a message."""
         k, ev = self._event(fields)
         self._pending = self.client.step(self.run_id, k, **ev)

@@ -133,6 +133,8 @@ def test_a_two_agent_hand_off_run_names_each_agent_and_gets_every_decision(oai_w
         ("Billing", "lookup_invoice"),
         ("Billing", "refund"),
     ]
+    # the hand-off gave Billing the run: its first step says so, and the worker's lead moves
+    assert [s.get("lead") for s in steps] == [None, True, None], steps
     assert steps[1]["observation"].startswith("invoice INV-42: 120.00 EUR")
     assert all(s["tokens"] == 340 and s["model_id"] == "gpt-4.1" for s in steps), steps
 
@@ -169,9 +171,16 @@ def test_a_looping_agent_gets_the_block_in_its_next_instructions_and_the_routed_
     assert [c.model for c in calls] == ["gpt-4.1"] * first + ["o3"] * (len(calls) - first)
 
 
-def test_an_agent_that_ignores_two_warnings_is_stopped_the_sdk_way(oai_worker: WorkerProcess) -> None:
+def test_an_agent_handed_the_run_that_ignores_two_warnings_is_stopped_the_sdk_way(
+    oai_worker: WorkerProcess,
+) -> None:
+    """Triage hands the run to Coder for good: Coder leads it now, so its ignored warnings stop
+    the run (a sub-agent's would only escalate)."""
     coder = Agent(name="Coder", instructions=CODER, tools=[run_tests], model="gpt-4.1")
-    provider = ScriptedProvider(looping(12))
+    triage = Agent(name="Triage", instructions="Route the task.", handoffs=[coder], model="gpt-4.1")
+    provider = ScriptedProvider(
+        [reply("A failing test: hand it to Coder.", ("transfer_to_coder", {}), n=99), *looping(12)]
+    )
     with SyncSteeringClient(oai_worker.settings, deadline_ms=15000) as c:
         steering = AgentsSteering(
             c,
@@ -180,7 +189,7 @@ def test_an_agent_that_ignores_two_warnings_is_stopped_the_sdk_way(oai_worker: W
             e_traces_enabled=False,
         )
         with pytest.raises(RunStoppedBySteering) as info:
-            steering.run_sync(coder, TASK, run_config=config(provider))
+            steering.run_sync(triage, TASK, run_config=config(provider))
         run_id = steering.run_id
     stop = info.value
     assert stop.run_id == run_id and stop.reason and stop.action_reason is not None
@@ -188,6 +197,6 @@ def test_an_agent_that_ignores_two_warnings_is_stopped_the_sdk_way(oai_worker: W
     assert str(stop).startswith(f"run {run_id} stopped by steering after step {stop.step}: ")
     assert stop.run_data is not None and stop.run_data.last_agent is coder  # the SDK's run data
     # stopped before the call its step's decision would have steered: one call per step
-    assert len(provider.calls) == stop.step < 12
+    assert len(provider.calls) == stop.step < 13
     assert provider.calls[-1].model == "o3"  # escalated first, then stopped
     assert run_summary(oai_worker, run_id or "")["outcome"] == STOPPED_OUTCOME

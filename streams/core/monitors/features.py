@@ -282,6 +282,7 @@ class StepFeatures:
     condenses: bool
     empty: bool  # no thought and no action: an empty model response
     agent: str = ""  # who spoke or acted (multi-agent systems); "" for a single agent
+    takes_lead: bool = False  # the step says its agent leads the run from now on (a hand-off)
     message: bool = False  # no tool ran: a message to the user or to other agents
     changed: tuple[str, ...] = ()  # files this step modified
     could_not_run: bool = False  # a verification attempt whose program or script was missing
@@ -551,6 +552,7 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
         condenses=condenses,
         empty=not thought.strip() and action is None,
         agent=agent[:NAME_KEPT],
+        takes_lead=bool(agent) and ev.get("lead") is True,
         message=message,
         changed=changed,
         could_not_run=not_run,

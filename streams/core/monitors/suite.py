@@ -26,8 +26,9 @@ Suite = tuple[Monitor[Any], ...]
 # The order the run state has always stored the built-in monitors' states in (MonitorState was
 # a dataclass with these fields): kept, so that a state encodes to the same bytes as before.
 STORED_ORDER = ("loop", "verification", "contradiction", "compression", "sprawl", "drift")
-# Beside the monitors' states: the run's top-level agent, the first one that spoke (a name of
-# at most NAME_KEPT chars). Only its final answer ends the run.
+# Beside the monitors' states: the run's top-level agent, the first one that spoke, or the
+# latest a step marked `lead` (a hand-off: the agent took over). A name of at most NAME_KEPT
+# chars. Only its final answer ends the run, and only its ignored warnings stop it.
 LEAD = "lead"
 
 
@@ -153,7 +154,7 @@ def evaluate(
     ctx = Context(task, found)
     new = MonitorState(ms) if ms else MonitorState.initial(suite)
     lead = ms.get(LEAD) or ""
-    if f.agent and not lead:
+    if f.agent and (not lead or (f.takes_lead and f.agent != lead)):
         lead = new[LEAD] = f.agent
     for m in plan.order:
         if off and m.name in off:

@@ -107,6 +107,8 @@ def test_who_made_a_tool_call_is_the_steps_agent() -> None:
     main = hook_inputs("PostToolUse")[0]
     assert "agent" not in step_fields(main)
     assert step_fields(main, "lead")["agent"] == "lead"
+    # a named main thread leads the run even after a sub-agent's steps; a sub-agent never does
+    assert step_fields(main, "lead")["lead"] is True and "lead" not in step_fields(grep)
     assert step_fields({**main, "agent_type": "reviewer"})["agent"] == "reviewer"  # a --agent session
 
 

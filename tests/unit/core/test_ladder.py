@@ -259,3 +259,25 @@ def test_default_monitor_settings_naming_no_monitor_are_refused_at_start() -> No
 def test_a_bad_org_default_is_refused(bad: Any) -> None:
     with pytest.raises(ValueError):
         Defaults.parse(bad)
+
+
+def _handed_off(lead: bool) -> Run:
+    """Triage speaks first, then hands the run to Coder, which loops and ignores the warnings."""
+    run = Run(escalation=LADDER)
+    run.feed(step("r", 1, agent="Triage", action="transfer_to_coder", action_input={}, observation="{}"))
+    for k in range(2, 12):
+        ev = failing("r", k)
+        ev["agent"] = "Coder"
+        if lead and k == 2:
+            ev["lead"] = True
+        run.feed(ev)
+    return run
+
+
+def test_an_agent_that_took_over_by_hand_off_is_stopped_like_the_lead() -> None:
+    """A hand-off transfers control for good: the step that says `lead` makes Coder the agent
+    whose ignored warnings end the run. Without it Coder is a sub-agent that will report back,
+    and is escalated but never stopped."""
+    assert "stop" in _handed_off(lead=True).actions()
+    not_marked = _handed_off(lead=False).actions()
+    assert "escalate" in not_marked and "stop" not in not_marked
