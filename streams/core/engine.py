@@ -441,7 +441,11 @@ def _decision(
     }
 
 
+LOG_SCORE_DIGITS = 4  # the step log's monitor scores: for a person reading /runs/{id}/steps
+
+
 def log_entry(d: Decision) -> list[Any]:
+    """A decision as the run's step log keeps it (positional: a run keeps 20 of these)."""
     return [
         d["step"],
         d["fsm_state"],
@@ -451,6 +455,8 @@ def log_entry(d: Decision) -> list[Any]:
         list(d["monitors"]["fired"]),
         d["suppressed"],
         d["processed_ts"],
+        {k: round(v, LOG_SCORE_DIGITS) for k, v in d["monitors"]["scores"].items()},
+        d["skipped_reason"],
     ]
 
 

@@ -13,6 +13,19 @@ from .monitors import MonitorState
 
 # How much of the task text the run state keeps (monitors compare against it).
 TASK_CHARS_KEPT = 2000
+# The fields of a step log entry (engine.log_entry), in order; the last two came later.
+STEP_LOG_KEYS = (
+    "step",
+    "fsm_state",
+    "difficulty",
+    "model",
+    "injection_sources",
+    "monitors_fired",
+    "suppressed",
+    "processed_ts",
+    "scores",
+    "skipped_reason",
+)
 
 
 @dataclass(frozen=True)
@@ -144,17 +157,12 @@ class TraceState:
         return rebuild(cls, d)
 
     def step_log_entries(self) -> list[dict[str, Any]]:
-        keys = (
-            "step",
-            "fsm_state",
-            "difficulty",
-            "model",
-            "injection_sources",
-            "monitors_fired",
-            "suppressed",
-            "processed_ts",
-        )
-        return [dict(zip(keys, e, strict=True)) for e in self.step_log]
+        """The step log as the HTTP view shows it. An entry stored before `scores` and
+        `skipped_reason` were kept has them as null."""
+        return [
+            dict(zip(STEP_LOG_KEYS, [*e, *[None] * (len(STEP_LOG_KEYS) - len(e))], strict=True))
+            for e in self.step_log
+        ]
 
     def summary(self) -> dict[str, Any]:
         """What operators and the HTTP view want to see of a run."""

@@ -225,6 +225,24 @@ def test_step_log_keeps_the_last_entries_in_order():
     assert entries[-1]["fsm_state"] == "NORMAL" and entries[-1]["difficulty"] == 0.1
 
 
+def test_the_step_log_keeps_each_decisions_monitor_scores_and_skipped_reason():
+    s, _ = started()
+    d = s.feed(step("r", 1, difficulty=0.05)).decision
+    entry = s["r"].step_log_entries()[-1]
+    assert d["skipped_reason"] and entry["skipped_reason"] == d["skipped_reason"]
+    assert set(entry["scores"]) == set(d["monitors"]["scores"]) and entry["scores"]
+    assert entry["scores"] == {k: round(v, 4) for k, v in d["monitors"]["scores"].items()}
+
+
+def test_a_step_log_entry_stored_before_scores_were_kept_reads_them_as_null():
+    s, _ = started()
+    old = [0, "INIT", None, None, [], [], None, 1700000100.0]  # the 8 fields an older worker kept
+    st = s["r"].evolve(step_log=[old, *s["r"].step_log])
+    first, second = st.step_log_entries()[:2]
+    assert first["step"] == 0 and first["scores"] is None and first["skipped_reason"] is None
+    assert second["scores"] is not None
+
+
 def test_state_round_trips_through_the_table_encoding():
     s, _ = started(model_routing={"FAST": "a"}, fsm_thresholds={"slow_window": 3})
     for i in range(1, 10):
