@@ -138,3 +138,16 @@ def test_every_code_reference_in_the_docs_and_docstrings_exists() -> None:
         if ref not in WIRE_FIELDS and not FILE_SUFFIX.search(ref) and code.resolves(ref) is False
     ]
     assert not stale, "references to names that do not exist:\n" + "\n".join(stale)
+
+
+def test_the_weight_table_in_monitors_md_is_the_codes_keys_and_profiles() -> None:
+    """The documented `monitor_weights` keys are the ones the worker accepts (the docs once
+    named failure labels, `loop` and `contradiction`, that it ignored and now refuses)."""
+    from streams.core.monitors.builtin import MONITORS
+    from streams.core.monitors.profiles import BUILTIN_PROFILES
+
+    text = (ROOT / "docs" / "monitors.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(\w+)` \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", text, re.M)
+    assert [r[0] for r in rows] == list(MONITORS)
+    for i, profile in enumerate(("coding", "pr_review", "qa"), start=1):
+        assert {r[0]: float(r[i]) for r in rows} == dict(BUILTIN_PROFILES[profile]), profile
