@@ -1,5 +1,5 @@
-"""The `rb-streams` command: worker, replay, demo, simulate, config, plugins, kafka, models,
-patterns.
+"""The `rb-streams` command: worker, replay, demo, simulate, config, plugins, deadletters,
+kafka, models, patterns.
 
 A user's mistake gets one line on stderr and an exit code, never a traceback: 2 for a usage or
 configuration error, 1 for a failure (a missing file, an unreachable broker, invalid records).
@@ -415,6 +415,47 @@ def cmd_tenants_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_deadletters(args: argparse.Namespace) -> int:
+    """Read the dead-letter topic: why the worker refused an event (a run it never steered)."""
+    from aiokafka.errors import KafkaError
+
+    from . import deadletters as dl
+
+    known = dl.reasons()
+    if args.reason is not None and args.reason not in known:
+        raise UserError(f"--reason {args.reason!r}: not a dead-letter reason (known: {', '.join(known)})", 2)
+    try:
+        since = None if args.since is None else dl.parse_since(args.since)
+    except ValueError as exc:
+        raise UserError(str(exc), 2) from None
+    s = _settings(args)
+    if (why := unreachable(s)) is not None:
+        return _fail(why, 1)
+    topic = dl.topic_of(s, s.tenant)
+    q = dl.Query(run=args.run, reason=args.reason, since_s=since, limit=args.limit, follow=args.follow)
+    try:
+        n = asyncio.run(dl.read(s, topic, q, dl.printer(args.json)))
+    except dl.TopicMissing:
+        raise UserError(
+            f"topic {topic} does not exist on {s.broker}: no worker has run with this RB_TOPIC_PREFIX there"
+        ) from None
+    except KafkaError as exc:
+        raise UserError(f"could not read {topic} on {s.broker}: {type(exc).__name__}: {exc}") from None
+    if n == 0 and not args.json:
+        print(f"deadletters: no matching record in {topic}", file=sys.stderr)
+    return 0
+
+
+def _positive_int(raw: str) -> int:
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {raw!r}")
+    return n
+
+
 def cmd_kafka(args: argparse.Namespace) -> int:
     from .local.broker import kafka
 
@@ -552,6 +593,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_settings_flags(ta, KAFKA_FLAGS)
     ta.set_defaults(func=cmd_tenants_add)
+
+    dlp = sub.add_parser("deadletters", help="read the dead-letter topic: what the worker refused, and why")
+    dlp.add_argument("--run", default=None, help="only this run's records")
+    dlp.add_argument("--reason", default=None, help="only this reason (invalid_run_start, unknown_run, ...)")
+    dlp.add_argument("--since", default=None, help="only records of the last 30s, 10m, 2h, 1d, ...")
+    dlp.add_argument(
+        "--limit", type=_positive_int, default=50, help="the last N matching records (default 50)"
+    )
+    dlp.add_argument("--follow", "-f", action="store_true", help="then keep printing new ones (Ctrl-C ends)")
+    dlp.add_argument("--json", action="store_true", help="each record as written (one JSON object a line)")
+    _add_settings_flags(
+        dlp,
+        (
+            "broker",
+            "topic_prefix",
+            "security_protocol",
+            "sasl_mechanism",
+            "sasl_username",
+            "ssl_cafile",
+            "tenant",
+        ),
+    )
+    dlp.set_defaults(func=cmd_deadletters)
 
     k = sub.add_parser("kafka", help="start/stop/status of the local Maven-resolved broker")
     k.add_argument("action", choices=["install", "start", "stop", "restart", "status"])

@@ -367,6 +367,10 @@ class ClientSettings(KafkaSettings):
     """The agent side: the broker, plus how long an agent waits for a decision."""
 
     client_deadline_ms: int = Field(250, ge=1)
+    # scorer, fsm_transition and task_profile names the workers have beyond the built-in ones
+    # (plugins, RB_MONITOR_PROFILES), comma-separated: the client refuses other names before
+    # sending a run_start (the worker would dead-letter it); `*`: any name (the worker checks)
+    client_extra_names: str = ""
     # multi-tenant mode: the tenant whose topics this agent uses (`rb-streams tenants add`)
     tenant: str = ""
 
@@ -374,6 +378,10 @@ class ClientSettings(KafkaSettings):
     @classmethod
     def _tenant_valid(cls, v: str) -> str:
         return check_tenant_name(v) if v else v
+
+    @property
+    def extra_names(self) -> tuple[str, ...]:
+        return tuple(n.strip() for n in self.client_extra_names.split(",") if n.strip())
 
     @property
     def client_steps_topic(self) -> str:

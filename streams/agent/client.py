@@ -218,6 +218,7 @@ class SteeringClient:
         self.steps_topic = s.client_steps_topic
         self.steering_topic = s.client_steering_topic
         self.deadline_ms = deadline_ms if deadline_ms is not None else s.client_deadline_ms
+        self.extra_names = s.extra_names  # names the workers add (RB_CLIENT_EXTRA_NAMES)
         self.client_id = client_id or f"rb-client-{uuid.uuid4().hex[:8]}"
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
@@ -407,7 +408,7 @@ class SteeringClient:
         """Publish run_start and wait for decision 0 (which applies to the first call)."""
         if run_id in self._runs:
             raise ValueError(f"run {run_id!r} already started by this client")
-        validate_run_fields(fields)
+        validate_run_fields(fields, self.extra_names)
         run = _Run(run_id, wire.partition_for(run_id, self._partitions))
         self._runs[run_id] = run
         await self._watch(run.partition)
@@ -535,6 +536,11 @@ class SyncSteeringClient:
 
     def step_log(self, run_id: str) -> list[StepLogEntry]:
         return self._client.step_log(run_id)
+
+    @property
+    def extra_names(self) -> tuple[str, ...]:
+        """Scorer, transition and profile names the workers add (RB_CLIENT_EXTRA_NAMES)."""
+        return self._client.extra_names
 
     # The async client's counters, read as they stand (ints written by its loop's thread).
     @property

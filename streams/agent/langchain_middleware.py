@@ -54,7 +54,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from . import compose
 from .client import StepLogEntry, SyncSteeringClient
-from .session import Steering, SteeringSession, failure_outcome
+from .session import Steering, SteeringSession, extra_names, failure_outcome
 from .validation import validate_run_fields
 
 # The final message of a run that steering stopped (`name` tells it from the model's own).
@@ -153,7 +153,7 @@ class SteeringMiddleware(AgentMiddleware[SteeringState, Any, Any]):
             raise ValueError(f"runs must be 'thread' or 'invocation', got {runs!r}")
         if thread_idle_s < 0:
             raise ValueError(f"thread_idle_s must be >= 0 (0: never), got {thread_idle_s!r}")
-        validate_run_fields(run_fields)
+        validate_run_fields(run_fields, extra_names(client))
         self.client = client
         self.model = model
         self.model_routing = model_routing

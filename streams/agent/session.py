@@ -145,13 +145,14 @@ class SteeringSession:
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> Decision | None:
         """Publish run_start and wait for decision 0. ValueError (before anything is sent)
-        when the run's escalation or monitor options would be rejected by the worker.
+        when the worker would refuse the run's settings (fsm_thresholds, scorer,
+        fsm_transition, task_profile, escalation, monitor options).
 
         Idempotent: `with SteeringSession(...) as s: s.start()` (the context manager has
         started the run already) gives the same decision 0 and sends nothing again."""
         if self._started:
             return self._first
-        validate_run_fields(self.run_fields)
+        validate_run_fields(self.run_fields, extra_names(self.client))
         self._pending = self._first = self.client.start_run(self.run_id, model=self.model, **self.run_fields)
         self._started = True
         return self._pending
@@ -159,7 +160,7 @@ class SteeringSession:
     async def astart(self) -> Decision | None:
         if self._started:
             return self._first
-        validate_run_fields(self.run_fields)
+        validate_run_fields(self.run_fields, extra_names(self.client))
         self._pending = self._first = await self.client.astart_run(
             self.run_id, model=self.model, **self.run_fields
         )
@@ -254,6 +255,12 @@ class SteeringSession:
     @property
     def step_log(self) -> list[StepLogEntry]:
         return self.client.step_log(self.run_id)
+
+
+def extra_names(client: object) -> tuple[str, ...]:
+    """The names a client was told the workers add (none for a stand-in client)."""
+    names = getattr(client, "extra_names", ())
+    return tuple(names) if isinstance(names, tuple | list) else ()
 
 
 def failure_outcome(exc_type: type[BaseException]) -> str:

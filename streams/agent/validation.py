@@ -4,17 +4,29 @@ The worker validates the same fields at run_start and dead-letters a bad one (th
 never steered, and the agent only sees late decisions). Checking here turns that silent
 outcome into a `ValueError` at `start()`, with the same reason, where the caller can fix it.
 
-Agent side only: the monitor names are copied from the core (`MONITORS` in
-`streams.core.monitors.builtin`, a unit test keeps the two equal) so this module needs nothing
-from the core's monitor suite.
+Agent side only: the names and bounds are copied from the core (the monitor suite, the FSM
+parameters, the built-in scorers, transitions and weight profiles; a unit test keeps each
+equal to the core's), so the client imports nothing of the core.
+
+Scorers, transitions and profiles can be added to a worker (plugins, RB_MONITOR_PROFILES):
+the client accepts those names when they are listed in `extra_names` (RB_CLIENT_EXTRA_NAMES;
+`*` accepts any name, leaving the check to the worker).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Collection, Mapping
 from typing import Any
 
-__all__ = ["ESCALATION_KEYS", "MONITOR_NAMES", "validate_escalation", "validate_run_fields"]
+__all__ = [
+    "ESCALATION_KEYS",
+    "FSM_PARAMS",
+    "MONITOR_NAMES",
+    "validate_escalation",
+    "validate_fsm_thresholds",
+    "validate_run_fields",
+]
 
 MONITOR_NAMES: tuple[str, ...] = (
     "claim_contradiction",
@@ -24,6 +36,24 @@ MONITOR_NAMES: tuple[str, ...] = (
     "late_sprawl",
     "silent_topic_drift",
 )
+# The built-in names a run_start may select (`streams.core.difficulty.BUILTIN_SCORERS`,
+# `streams.core.fsm.BUILTIN_TRANSITIONS`, `streams.core.monitors.profiles.BUILTIN_PROFILES`).
+SCORERS: tuple[str, ...] = ("heuristic", "trajectory")
+TRANSITIONS: tuple[str, ...] = ("default", "end_on_skip")
+TASK_PROFILES: tuple[str, ...] = ("coding", "pr_review", "qa")
+# `fsm_thresholds`: the FSM parameters and their defaults (`streams.core.fsm.FSMParams`); the
+# thresholds are in [0, 1], the windows integers in [1, FSM_MAX_WINDOW].
+FSM_PARAMS: dict[str, float | int] = {
+    "fast_threshold": 0.2,
+    "slow_threshold": 0.6,
+    "skip_threshold": 0.85,
+    "hysteresis_margin": 0.1,
+    "fast_window": 6,
+    "slow_window": 5,
+    "skip_window": 35,
+}
+FSM_THRESHOLDS = ("fast_threshold", "slow_threshold", "skip_threshold", "hysteresis_margin")
+FSM_MAX_WINDOW = 1000
 ESCALATION_KEYS = ("enabled", "escalate_model_after", "stop_after", "escalation_model")
 ESCALATION_MODEL_CHARS = 256
 MONITORS_OFF_MAX = 64
@@ -65,10 +95,67 @@ def validate_escalation(policy: Any) -> None:
     _count(policy, "stop_after")
 
 
-def validate_run_fields(fields: Mapping[str, Any]) -> None:
-    """Raise ValueError naming the first bad field among the run's escalation and monitor
-    options (`escalation`, `monitors_off`, `monitor_thresholds`, `monitor_weights`), with the
-    worker's dead-letter reason (`invalid_run_start: <reason>`)."""
+def validate_fsm_thresholds(overrides: Any) -> None:
+    """`fsm_thresholds`: known parameters, each of its type and range, the thresholds in order
+    (what the worker dead-letters `invalid_fsm_thresholds`)."""
+    if overrides is None:
+        return
+    if not isinstance(overrides, Mapping):
+        raise ValueError("fsm_thresholds must be an object")
+    unknown = sorted(set(overrides) - set(FSM_PARAMS), key=str)
+    if unknown:
+        raise ValueError(
+            f"unknown fsm_thresholds parameter(s): {', '.join(str(u)[:100] for u in unknown[:5])} "
+            f"(known: {', '.join(FSM_PARAMS)})"
+        )
+    for name, value in overrides.items():
+        if name in FSM_THRESHOLDS:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"fsm_thresholds.{name} must be a number, got {type(value).__name__}")
+            if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+                raise ValueError(f"fsm_thresholds.{name} must be within [0, 1], got {value!r}")
+        elif isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"fsm_thresholds.{name} must be an integer, got {type(value).__name__}")
+        elif not 1 <= value <= FSM_MAX_WINDOW:
+            raise ValueError(f"fsm_thresholds.{name} must be within [1, {FSM_MAX_WINDOW}], got {value!r}")
+    p = {**FSM_PARAMS, **overrides}
+    if p["fast_threshold"] >= p["slow_threshold"]:
+        raise ValueError(
+            f"fsm_thresholds: fast_threshold ({p['fast_threshold']}) must be below "
+            f"slow_threshold ({p['slow_threshold']})"
+        )
+    if p["skip_threshold"] < p["slow_threshold"]:
+        raise ValueError(
+            f"fsm_thresholds: skip_threshold ({p['skip_threshold']}) must not be below "
+            f"slow_threshold ({p['slow_threshold']})"
+        )
+
+
+def _named(field: str, value: Any, builtin: tuple[str, ...], extra: Collection[str]) -> None:
+    """A name the worker must know: a built-in one, or one the deployment added (`extra`).
+    None (and for scorer and transition "") is the default."""
+    if value is None or (value == "" and field != "task_profile"):
+        return
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{field} must be a non-empty string")
+    if "*" in extra:
+        return
+    if value not in builtin and value not in extra:
+        raise ValueError(
+            f"unknown {field} {value[:100]!r} (known: {', '.join(builtin)}; a name a plugin or "
+            f"RB_MONITOR_PROFILES adds to the worker: list it in RB_CLIENT_EXTRA_NAMES)"
+        )
+
+
+def validate_run_fields(fields: Mapping[str, Any], extra_names: Collection[str] = ()) -> None:
+    """Raise ValueError naming the first bad field among the run's settings the worker would
+    refuse at run_start (it would dead-letter the run: `invalid_fsm_thresholds`,
+    `invalid_config`, `invalid_run_start`), with the reason it would give. `extra_names`:
+    scorer, transition and profile names the worker has beyond the built-in ones."""
+    validate_fsm_thresholds(fields.get("fsm_thresholds"))
+    _named("fsm_transition", fields.get("fsm_transition"), TRANSITIONS, extra_names)
+    _named("scorer", fields.get("scorer"), SCORERS, extra_names)
+    _named("task_profile", fields.get("task_profile"), TASK_PROFILES, extra_names)
     validate_escalation(fields.get("escalation"))
     off = fields.get("monitors_off")
     if off is not None:

@@ -164,6 +164,7 @@ class Worker:
             s.web_token.get_secret_value(),
             self.ready,
             self.stalled,
+            deadlettered=self.processor.deadlettered.get,
         )
 
     # -- health -------------------------------------------------------------

@@ -27,12 +27,17 @@ from ..logsafe import safe_for_log, safe_traceback
 from ..pipeline import Evicted, Pipeline
 from .ack_order import AckOrder
 from .chains import RunChains
+from .deadlettered import RecentDeadletters
 from .metrics import Metrics
 from .retention import Retention
 from .run_table import RunTable
 
 log = logging.getLogger(__name__)
 TRACEBACK_EVERY_S = 60.0  # an internal error's traceback is logged at most this often per stage
+# Dead-letters logged one line each, at most this many per window (a producer sending junk
+# must not flood the log); the rest are counted in one line when the window ends.
+DEADLETTER_LOG_LINES = 20
+DEADLETTER_LOG_WINDOW_S = 10.0
 
 
 class SendDecision(Protocol):
@@ -139,6 +144,8 @@ class Processor:
         self._tenant_of = tenant_of
         self.processed: dict[Hashable, int] = {}  # tp -> last offset evaluated (the lag gauge)
         self._traced: dict[str, float] = {}  # stage -> when its last traceback was logged
+        self.deadlettered = RecentDeadletters()  # what /runs/{id} says of a refused run
+        self._dl_window = (-DEADLETTER_LOG_WINDOW_S, 0, 0)  # (start, lines logged, left unlogged)
 
     async def process(self, event: Event, stream: Acker | None = None) -> None:
         """Take one event: inline, unless its run waits on E-traces or it needs them.
@@ -312,7 +319,39 @@ class Processor:
             self._internal(job, "deadletter", exc)
             return
         self.metrics.deadletter(rej.reason)
-        log.info("dead-lettered offset %s: %s", job.event.message.offset, rej.reason)
+        if rej.run_id:
+            self.deadlettered.add(rej.run_id, rej.reason, rej.detail, rej.step, job.now)
+        self._log_deadletter(job, rej)
+
+    def _log_deadletter(self, job: _Job, rej: Rejected) -> None:
+        """One WARNING line per dead-letter, naming the run, the reason and the detail, within
+        DEADLETTER_LOG_LINES per window; past it, one line counting the rest."""
+        now = time.monotonic()
+        start, lines, unlogged = self._dl_window
+        if now - start >= DEADLETTER_LOG_WINDOW_S:
+            if unlogged:
+                log.warning(
+                    "%d more dead-letters in the last %.0f s not logged (rb_deadletters_total; "
+                    "`rb-streams deadletters` reads them)",
+                    unlogged,
+                    now - start,
+                )
+            start, lines, unlogged = now, 0, 0
+        if lines >= DEADLETTER_LOG_LINES:
+            self._dl_window = (start, lines, unlogged + 1)
+            return
+        self._dl_window = (start, lines + 1, unlogged)
+        msg = job.event.message
+        log.warning(
+            "dead-lettered run %s%s (%s[%s] offset %s): %s: %s",
+            "?" if rej.run_id is None else safe_for_log(rej.run_id),
+            "" if rej.step is None else f" step {rej.step}",
+            msg.topic,
+            msg.partition,
+            msg.offset,
+            rej.reason,
+            safe_for_log(rej.detail),
+        )
 
     def _internal(self, job: _Job, stage: str, exc: BaseException | None) -> None:
         """Count and log an internal error; the traceback at most once a minute per stage

@@ -25,10 +25,16 @@ def install(
     token: str,
     ready: Callable[[], bool],
     stalled: Callable[[], dict[str, float]],
+    deadlettered: Callable[[str], dict[str, Any] | None] = lambda _run_id: None,
 ) -> None:
-    """Register the views on `app`; run views are routed to the worker holding the run."""
+    """Register the views on `app`; run views are routed to the worker holding the run.
+    `deadlettered`: what this worker dead-lettered of a run lately (its first reason), so
+    that a run whose run_start was refused answers why rather than a bare 404."""
 
     def not_found(view: Any, run_id: str) -> Any:
+        dl = deadlettered(run_id)
+        if dl is not None:
+            return view.json({"error": "run dead-lettered", "run_id": run_id, "deadletter": dl}, status=404)
         return view.json({"error": "unknown run", "run_id": run_id}, status=404)
 
     guarded = bearer_guard(token)
@@ -38,7 +44,13 @@ def install(
     @app.table_route(table=table, match_info="run_id")
     async def run_view(view: Any, request: Any, run_id: str) -> Any:
         st = lookup(run_id)
-        return not_found(view, run_id) if st is None else view.json(st.summary())
+        if st is None:
+            return not_found(view, run_id)
+        body = st.summary()
+        dl = deadlettered(run_id)
+        if dl is not None:  # a started run some of whose events were refused (a gap, a conflict)
+            body["deadletter"] = dl
+        return view.json(body)
 
     @app.page("/runs/{run_id}/steps")
     @guarded

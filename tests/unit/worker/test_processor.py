@@ -189,3 +189,31 @@ def test_a_failing_prefetch_is_counted_and_the_run_goes_on(sem: Semantics) -> No
         assert r.stream.acked == list(range(len(events)))
 
     asyncio.run(go())
+
+
+def test_a_dead_letter_is_logged_at_warning_with_its_run_and_reason_and_a_flood_is_counted(
+    sem: Semantics, caplog: pytest.LogCaptureFixture
+) -> None:
+    from streams.worker import processor
+
+    r = rig(sem)
+
+    async def feed() -> None:
+        await r.feed(run_start("bad-run", fsm_thresholds={"slow_treshold": 0.5}))
+        for i in range(processor.DEADLETTER_LOG_LINES + 5):
+            await r.feed(step(f"nobody-{i}", 1))
+
+    with caplog.at_level("INFO", logger=processor.__name__):
+        asyncio.run(feed())
+    lines = [rec for rec in caplog.records if "dead-lettered" in rec.getMessage()]
+    assert all(rec.levelname == "WARNING" for rec in lines)
+    first = lines[0].getMessage()
+    assert (
+        "run bad-run (steps[0] offset 0)" in first
+        and "invalid_fsm_thresholds: unknown fsm_thresholds" in first
+    )
+    assert len(lines) == processor.DEADLETTER_LOG_LINES  # the other 6 wait for the window's end
+    assert len(r.deadletters) == processor.DEADLETTER_LOG_LINES + 6
+    r.processor._dl_window = (-processor.DEADLETTER_LOG_WINDOW_S, *r.processor._dl_window[1:])
+    asyncio.run(r.feed(step("nobody-else", 1)))
+    assert "6 more dead-letters" in caplog.records[-2].getMessage()

@@ -57,7 +57,16 @@ def installed(
 
     asyncio.run(setup())
     app = App()
-    views.install(app, r.table, r.runs.lookup, r.metrics, token, lambda: ready, lambda: stalled or {})  # type: ignore[arg-type]
+    views.install(
+        app,  # type: ignore[arg-type]
+        r.table,
+        r.runs.lookup,
+        r.metrics,
+        token,
+        lambda: ready,
+        lambda: stalled or {},
+        deadlettered=r.processor.deadlettered.get,
+    )
     return app, r
 
 
@@ -97,3 +106,22 @@ def test_metrics_render_from_the_metrics_object() -> None:
     m = Metrics()
     body, ctype = m.render()
     assert ctype.startswith("text/plain") and b"rb_decisions_emitted_total" in body
+
+
+def test_a_run_whose_run_start_was_dead_lettered_answers_with_the_reason(sem: Semantics) -> None:
+    app, r = installed(sem)
+
+    async def refused() -> None:
+        await r.feed(run_start("bad", task_profile="nonexistent"))
+        await r.feed(step("bad", 1))  # unknown_run from here on: the cause stays the first reason
+        await r.feed(step("r", 5))  # a gap in a started run: out_of_order
+
+    asyncio.run(refused())
+    status, body = call(app, "/runs/{run_id}", "bad")
+    assert status == 404 and body["error"] == "run dead-lettered"
+    dl = body["deadletter"]
+    assert dl["reason"] == "invalid_config" and "unknown task_profile 'nonexistent'" in dl["detail"]
+    assert dl["step"] is None and dl["count"] == 2 and dl["last_reason"] == "unknown_run"
+    status, body = call(app, "/runs/{run_id}", "r")
+    assert status == 200 and body["deadletter"]["reason"] == "out_of_order"
+    assert call(app, "/runs/{run_id}", "nobody")[1] == {"error": "unknown run", "run_id": "nobody"}
