@@ -30,6 +30,91 @@ from .validation import validate_run_fields
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+
+class KafkaLogQuiet(logging.Filter):
+    """While a client runs, aiokafka's warnings and errors (hundreds of lines a broker outage:
+    every reconnect attempt, every failed request) are cut to the first one, as aiokafka wrote
+    it, one line saying the rest are counted, and one when the broker answers again; the rest
+    are counted (`quieted`). A lone warning (a leader moving) is just that warning.
+
+    One per process, installed on every aiokafka logger by the first client that starts and
+    removed when the last one stops (a logger's filter sees only its own records, hence each
+    logger). Messages below WARNING pass untouched (someone debugging asked for them)."""
+
+    def __init__(self) -> None:
+        super().__init__("aiokafka")
+        self.quieted = 0  # aiokafka messages not logged, since the process started
+        self.outages = 0
+        self._since: float | None = None  # when the current outage's first message came
+        self._in_outage = 0  # messages quieted in the current outage
+        self._users = 0
+        self._loggers: list[logging.Logger] = []
+        self._mutex = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        with self._mutex:
+            if self._since is None:  # the first of a possible outage: shown as it is
+                self._since, self._in_outage = time.monotonic(), 0
+                return True
+            self._in_outage += 1
+            self.quieted += 1
+            second = self._in_outage == 1
+            if second:
+                self.outages += 1
+        if second:
+            log.warning(
+                "Kafka client trouble (the broker may be unreachable): its further messages are "
+                "counted, not logged, until the broker answers again"
+            )
+        return False
+
+    def answered(self) -> None:
+        """The broker took an event or delivered a record: an outage, if one is open, is over."""
+        if self._since is None:
+            return
+        with self._mutex:
+            since, n = self._since, self._in_outage
+            self._since = None
+        if since is not None and n:
+            log.warning(
+                "Kafka broker reachable again after %.1f s (%d Kafka client messages not logged)",
+                time.monotonic() - since,
+                n,
+            )
+
+    @property
+    def in_outage(self) -> bool:
+        return self._since is not None
+
+    def acquire(self) -> None:
+        with self._mutex:
+            self._users += 1
+            if self._users > 1:
+                return
+            names = [
+                n
+                for n in list(logging.root.manager.loggerDict)
+                if n == "aiokafka" or n.startswith("aiokafka.")
+            ]
+            self._loggers = [logging.getLogger(n) for n in sorted(names)]
+        for lg in self._loggers:
+            lg.addFilter(self)
+
+    def release(self) -> None:
+        with self._mutex:
+            self._users -= 1
+            if self._users > 0:
+                return
+            loggers, self._loggers = self._loggers, []
+            self._since = None  # no client left to see the broker answer: the next outage is new
+        for lg in loggers:
+            lg.removeFilter(self)
+
+
+KAFKA_LOG_QUIET = KafkaLogQuiet()
+
 Action = Literal["continue", "nudge", "escalate", "stop"]
 ACTIONS: tuple[Action, ...] = get_args(Action)
 
@@ -233,10 +318,14 @@ class SteeringClient:
         self.duplicate_decisions = 0
         self.unasked_decisions = 0  # steering records for our runs that answer no step we sent
         self.failed_sends = 0  # events the producer gave up on (broker away past its timeout)
+        self._quiet = False  # holds KAFKA_LOG_QUIET (between start and stop)
 
     # -- lifecycle ----------------------------------------------------------
     async def start(self) -> None:
         """Connect. Raises KafkaAuthError when the broker rejects the credentials."""
+        if not self._quiet:
+            KAFKA_LOG_QUIET.acquire()
+            self._quiet = True
         try:
             await self._start()
         except KafkaConnectionError:
@@ -285,6 +374,14 @@ class SteeringClient:
                 with contextlib.suppress(Exception):
                     await part.stop()
         self._consumer = self._producer = None
+        if self._quiet:
+            self._quiet = False
+            KAFKA_LOG_QUIET.release()
+
+    @property
+    def quieted_kafka_logs(self) -> int:
+        """aiokafka warnings and errors not logged (during broker outages) in this process."""
+        return KAFKA_LOG_QUIET.quieted
 
     async def __aenter__(self) -> SteeringClient:
         await self.start()
@@ -321,6 +418,8 @@ class SteeringClient:
             async with self._lock:
                 batches = await self._consumer.getmany(timeout_ms=20, max_records=1000)
             now = time.perf_counter()
+            if batches:
+                KAFKA_LOG_QUIET.answered()
             for records in batches.values():
                 for rec in records:
                     try:
@@ -396,13 +495,20 @@ class SteeringClient:
         sent: asyncio.Future[Any] = await self._producer.send(
             self.steps_topic, value, key=run_id.encode("utf-8")
         )
-        sent.add_done_callback(self._on_sent)
+        sent.add_done_callback(self._on_delivered)
         return sent
 
     def _on_sent(self, sent: asyncio.Future[Any]) -> None:
         if not sent.cancelled() and sent.exception() is not None:
             self.failed_sends += 1
-            log.error("an event could not be published: %s", sent.exception())
+            if not KAFKA_LOG_QUIET.in_outage:  # in an outage: counted (failed_sends) only
+                log.error("an event could not be published: %s", sent.exception())
+
+    def _on_delivered(self, sent: asyncio.Future[Any]) -> None:
+        if not sent.cancelled() and sent.exception() is None:
+            KAFKA_LOG_QUIET.answered()
+        else:
+            self._on_sent(sent)
 
     async def start_run(self, run_id: str, **fields: Any) -> Decision | None:
         """Publish run_start and wait for decision 0 (which applies to the first call)."""
@@ -561,6 +667,11 @@ class SyncSteeringClient:
     def failed_sends(self) -> int:
         """Events the producer gave up on (the broker away past its timeout)."""
         return self._client.failed_sends
+
+    @property
+    def quieted_kafka_logs(self) -> int:
+        """aiokafka warnings and errors not logged (during broker outages) in this process."""
+        return self._client.quieted_kafka_logs
 
     async def astart_run(self, run_id: str, **fields: Any) -> Decision | None:
         return await self._arun(self._client.start_run(run_id, **fields))
