@@ -73,6 +73,10 @@ def exported() -> set[str]:
     return exported_metric_names()
 
 
+# <the deployment's runbook_base external label>/docs/runbook.md#<alert>, relative without it
+RUNBOOK_URL = "{{{{ with $externalLabels.runbook_base }}}}{{{{ . }}}}/{{{{ end }}}}docs/runbook.md#{anchor}"
+
+
 def _panels(dashboard: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """Every panel that shows data (rows are only headings; collapsed rows nest theirs)."""
     for panel in dashboard["panels"]:
@@ -214,5 +218,5 @@ def test_required_alerts_exist_and_explain_themselves() -> None:
     runbook = (GRAFANA_DIR.parents[1] / "docs" / "runbook.md").read_text(encoding="utf-8")
     anchors = {line[3:].strip().lower() for line in runbook.splitlines() if line.startswith("## ")}
     for name, rule in alerts.items():
-        assert rule["annotations"]["runbook_url"] == f"docs/runbook.md#{name.lower()}", name
+        assert rule["annotations"]["runbook_url"] == RUNBOOK_URL.format(anchor=name.lower()), name
         assert name.lower() in anchors, f"docs/runbook.md has no section for {name}"

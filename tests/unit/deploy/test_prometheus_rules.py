@@ -80,3 +80,68 @@ def test_each_alert_has_a_firing_and_a_quiet_unit_test() -> None:
     assert set(REQUIRED_ALERTS) <= alerts
     assert alerts - firing == set(), "alerts never tested firing"
     assert alerts - quiet == set(), "alerts never tested not firing"
+
+
+def test_a_firing_alert_links_its_runbook_under_the_base_url_the_deployment_sets(tmp_path: Path) -> None:
+    """The real Prometheus, started as docker-compose.yml starts it (its feature flags,
+    prometheus.yml's global section, RUNBOOK_BASE_URL in the environment), renders an alert's
+    runbook_url absolute. RbWorkersAbsent fires with no worker; its `for` is cut to 0s here."""
+    import json
+    import os
+    import subprocess
+    import time
+    import urllib.request
+
+    import yaml
+
+    from streams.local.worker_process import free_port
+
+    from ._support import ROOT
+
+    exe = shutil.which("prometheus")
+    assert exe, "prometheus is not installed: run scripts/install_prometheus.sh"
+    compose = load_yaml(ROOT / "docker-compose.yml")["services"]["prometheus"]
+    flags = [f for f in compose["command"] if f.startswith("--enable-feature=")]
+    assert "RUNBOOK_BASE_URL" in compose["environment"]
+    rules = load_yaml(PROMETHEUS_DIR / "alerts.yml")
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            if rule.get("alert") == "RbWorkersAbsent":
+                rule["for"] = "0s"
+    (tmp_path / "alerts.yml").write_text(yaml.safe_dump(rules))
+    config = load_yaml(PROMETHEUS_DIR / "prometheus.yml")
+    config["global"]["evaluation_interval"] = "1s"
+    (tmp_path / "prometheus.yml").write_text(
+        yaml.safe_dump({"global": config["global"], "rule_files": ["alerts.yml"]})
+    )
+    port = free_port()
+    base = "https://git.example.com/org/rb-streams/blob/main"
+    with open(tmp_path / "prometheus.log", "wb") as log:
+        prom = subprocess.Popen(
+            [
+                exe,
+                f"--config.file={tmp_path / 'prometheus.yml'}",
+                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                *flags,
+            ],
+            env={**os.environ, "RUNBOOK_BASE_URL": base},
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        found: list[dict[str, object]] = []
+        while not found and time.monotonic() < deadline:
+            time.sleep(0.5)
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/alerts", timeout=2) as r:
+                    alerts = json.loads(r.read())["data"]["alerts"]
+            except OSError:
+                continue
+            found = [a for a in alerts if a["labels"]["alertname"] == "RbWorkersAbsent"]
+        assert found, (tmp_path / "prometheus.log").read_text()[-2000:]
+        assert found[0]["annotations"]["runbook_url"] == f"{base}/docs/runbook.md#rbworkersabsent"
+    finally:
+        prom.terminate()
+        prom.wait(10)
