@@ -8,10 +8,12 @@ import random
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..agent.client import Decision, SteeringClient
+from ..agent.client import Decision, SteeringClient, StepLogEntry
 from ..etraces.patterns import starter_library
 from ..settings import Settings
 from .broker import kafka, reachable
@@ -19,17 +21,80 @@ from .simulate import BEHAVIOURS, trajectory
 from .worker_process import WorkerProcess, free_port
 
 ROUTING = {"FAST": "claude-haiku-4-5", "SLOW": "claude-sonnet-4-6", "SKIP": "claude-sonnet-4-6"}
+DEFAULT_MODEL = "claude-sonnet-4-6"  # the agents' own model: a call not routed elsewhere uses it
+
+
+@dataclass
+class AgentSummary:
+    """What one simulated agent got from steering over its run, from its client's step log:
+    the end-of-demo table (the live lines scroll away)."""
+
+    agent: str
+    run_id: str
+    calls: int = 0  # decisions asked for (run_start's included)
+    late: int = 0  # of those, past the deadline: the call went unsteered
+    states: Counter[str] = field(default_factory=Counter)  # FSM state of each decision
+    models: Counter[str] = field(default_factory=Counter)  # the model each call was routed to
+    fired: Counter[str] = field(default_factory=Counter)  # monitor -> decisions it fired in
+    injections: Counter[str] = field(default_factory=Counter)  # source -> calls it steered
+    actions: Counter[str] = field(default_factory=Counter)  # escalate / stop, when any
+
+
+def summarize(agent: str, run_id: str, log: Sequence[StepLogEntry], default_model: str) -> AgentSummary:
+    s = AgentSummary(agent, run_id, calls=len(log))
+    for e in log:
+        if e.late:
+            s.late += 1
+            continue
+        if e.fsm_state:
+            s.states[e.fsm_state] += 1
+        s.models[e.model_id or default_model] += 1
+        s.fired.update(e.monitors_fired)
+        s.injections.update({src for src in e.injection_sources if src})  # E3: several rules, one call
+        if e.action in ("escalate", "stop"):
+            s.actions[e.action] += 1
+    return s
+
+
+def _counts(c: Counter[str]) -> str:
+    return ", ".join(f"{k} {n}" for k, n in c.most_common()) or "-"
+
+
+SUMMARY_COLUMNS = ("agent", "calls", "late", "FSM states", "routed to", "monitors fired", "calls steered by")
+
+
+def summary_table(rows: Sequence[AgentSummary]) -> str:
+    """One line per agent, columns aligned; counts as `name n, name n` (most first)."""
+    cells = [
+        [
+            r.agent,
+            str(r.calls),
+            str(r.late),
+            _counts(r.states),
+            _counts(Counter({m.removeprefix("claude-"): n for m, n in r.models.items()})),
+            _counts(r.fired),
+            _counts(r.injections) + (f"; {_counts(r.actions)}" if r.actions else ""),
+        ]
+        for r in rows
+    ]
+    widths = [max(len(c[i]) for c in [list(SUMMARY_COLUMNS), *cells]) for i in range(len(SUMMARY_COLUMNS))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in [list(SUMMARY_COLUMNS), *cells]
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
 
 
 async def agent(
     client: SteeringClient, behaviour: str, steps: int, seed: int, show: Callable[[str], None]
-) -> None:
+) -> AgentSummary:
     run_id = f"demo-{behaviour}-{uuid.uuid4().hex[:4]}"
     task, script = trajectory(behaviour, steps, seed)
     d = await client.start_run(
         run_id,
         task=task,
-        model="claude-sonnet-4-6",
+        model=DEFAULT_MODEL,
         model_routing=ROUTING,
         agent_name=f"{behaviour}-agent",
         org_id="acme",
@@ -41,7 +106,9 @@ async def agent(
         d = await client.step(run_id, i, **payload)
         show(_line(run_id, i, d))
     await client.finish_run(run_id, "success")
+    summary = summarize(f"{behaviour}-agent", run_id, client.step_log(run_id), DEFAULT_MODEL)
     client.forget(run_id)  # a --forever fleet keeps the client's memory flat
+    return summary
 
 
 def _line(run_id: str, step: int, d: Decision | None) -> str:
@@ -72,26 +139,27 @@ def _line(run_id: str, step: int, d: Decision | None) -> str:
 
 async def fleet(
     settings: Settings, runs: int, steps: int, forever: bool = False, deadline_ms: int | None = 2000
-) -> None:
+) -> list[AgentSummary]:
     """`runs` concurrent agents, one behaviour each; with `forever`, each starts a new run
-    when its run finishes (the compose stack's demo-agent)."""
+    when its run finishes (the compose stack's demo-agent). Each agent's summary, in order."""
 
-    async def one(client: SteeringClient, i: int) -> None:
+    async def one(client: SteeringClient, i: int) -> AgentSummary:
         seed = i
         while True:
-            await agent(client, BEHAVIOURS[i % len(BEHAVIOURS)], steps, seed, print)
+            summary = await agent(client, BEHAVIOURS[i % len(BEHAVIOURS)], steps, seed, print)
             if not forever:
-                return
+                return summary
             seed += runs
 
     async with SteeringClient(settings, deadline_ms=deadline_ms) as client:
-        await asyncio.gather(*(one(client, i) for i in range(runs)))
+        return list(await asyncio.gather(*(one(client, i) for i in range(runs))))
 
 
 def simulate(settings: Settings, runs: int, steps: int, forever: bool) -> int:
     """`rb-streams simulate`: the demo's agents against a configured broker and worker."""
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(fleet(settings, runs, steps, forever, deadline_ms=None))
+        summaries = asyncio.run(fleet(settings, runs, steps, forever, deadline_ms=None))
+        print(f"\nwhat each agent got from steering:\n\n{summary_table(summaries)}")
     return 0
 
 
@@ -119,7 +187,8 @@ def main(runs: int = 7, steps: int = 30, port: int = 9092, keep_broker: bool = F
         worker = WorkerProcess.start(settings, Path(tmp) / "worker.log")
         kinds = "/".join(BEHAVIOURS[: min(runs, len(BEHAVIOURS))])
         print(f"worker ready; {runs} synthetic coding agents, {steps} steps each ({kinds}):\n", flush=True)
-        asyncio.run(fleet(settings, runs, steps))
+        summaries = asyncio.run(fleet(settings, runs, steps))
+        print(f"\nwhat each agent got from steering:\n\n{summary_table(summaries)}")
         print(
             "\ndone: every step got its decision above (FAST -> cheap model, SLOW -> strong model; "
             "fired monitors and the steering text the agent adds to its next call: monitor "

@@ -1,0 +1,66 @@
+"""The demo ends with what each simulated agent got from steering (issue 31: the live lines
+scroll away, and the demo ended without a per-agent summary)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streams.agent.client import StepLogEntry
+from streams.local.demo import SUMMARY_COLUMNS, summarize, summary_table
+
+
+def entry(step: int, **kw: Any) -> StepLogEntry:
+    fields: dict[str, Any] = {
+        "fsm_state": "NORMAL",
+        "difficulty": 0.4,
+        "model_id": None,
+        "injections": 0,
+        "injection_sources": [],
+        "intervention_texts": [],
+        "monitors_fired": [],
+        "failure_type": None,
+        "skipped_reason": None,
+        "tokens": 10,
+        "latency_ms": 5.0,
+    }
+    fields.update(kw)
+    return StepLogEntry(step=step, **fields)
+
+
+LOOPING = [
+    entry(0, fsm_state="INIT", injections=3, injection_sources=["e3", "e3", "e3"]),
+    entry(1, fsm_state="FAST", model_id="claude-haiku-4-5"),
+    entry(2, monitors_fired=["semantic_loop"], injections=1, injection_sources=["monitor"], action="nudge"),
+    entry(3, monitors_fired=["semantic_loop", "late_sprawl"], injections=1, injection_sources=["monitor"]),
+    entry(4, fsm_state=None, steered=False, late=True),
+    entry(5, fsm_state="SLOW", model_id="claude-opus-4-5", action="escalate"),
+]
+
+
+def test_an_agents_summary_counts_states_routing_fires_and_the_calls_each_source_steered() -> None:
+    s = summarize("looping-agent", "demo-looping-1", LOOPING, "claude-sonnet-4-6")
+    assert (s.calls, s.late) == (6, 1)
+    assert s.states == {"INIT": 1, "FAST": 1, "NORMAL": 2, "SLOW": 1}
+    assert s.models == {"claude-sonnet-4-6": 3, "claude-haiku-4-5": 1, "claude-opus-4-5": 1}
+    assert s.fired == {"semantic_loop": 2, "late_sprawl": 1}
+    assert s.injections == {"e3": 1, "monitor": 2}  # three E3 rules on the first call: one call
+    assert s.actions == {"escalate": 1}
+
+
+def test_the_table_has_a_header_and_one_aligned_line_per_agent() -> None:
+    rows = [
+        summarize("looping-agent", "r1", LOOPING, "claude-sonnet-4-6"),
+        summarize("healthy-agent", "r2", [entry(0, fsm_state="INIT"), entry(1, fsm_state="FAST")], "m"),
+    ]
+    lines = summary_table(rows).splitlines()
+    assert len(lines) == 2 + len(rows)
+    assert lines[0].split("  ")[0] == "agent" and all(c in lines[0] for c in SUMMARY_COLUMNS)
+    assert set(lines[1]) <= {"-", " "}
+    looping, healthy = lines[2], lines[3]
+    assert looping.startswith("looping-agent ") and healthy.startswith("healthy-agent ")
+    assert "sonnet-4-6 3, haiku-4-5 1, opus-4-5 1" in looping  # most first, vendor prefix cut
+    assert "semantic_loop 2, late_sprawl 1" in looping and "monitor 2, e3 1; escalate 1" in looping
+    for col in SUMMARY_COLUMNS[1:]:  # every column starts at the same place on every line
+        at = lines[0].index(col)
+        assert lines[2][at - 2 : at] == "  " and lines[3][at - 2 : at] == "  ", col
+    assert healthy.split()[1:3] == ["2", "0"] and healthy.rstrip().endswith("-")  # nothing fired
