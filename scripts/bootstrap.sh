@@ -33,7 +33,7 @@ want="$(cat pyproject.toml | sha256sum | cut -c1-16)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   log "installing rb-streams and its dependencies into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[dev,langchain,openai-agents,claude-agent-sdk,otel]'
+  .venv/bin/python -m pip install -q -e '.[worker,dev,langchain,openai-agents,claude-agent-sdk,otel]'
   echo "$want" > "$stamp"
 fi
 

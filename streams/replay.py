@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO
 
-from .core.decision import Decision
+from .core.decision import DecisionRecord
 from .core.engine import NO_KEY, Engine, Raw
 from .core.events import Limits, deadletter_bytes
 from .core.monitors import Semantics
@@ -56,7 +56,7 @@ class Replayer:
 
     def feed(
         self, raw: Raw, key: object = NO_KEY, tenant: str | None = None
-    ) -> tuple[Decision | None, dict[str, Any] | None]:
+    ) -> tuple[DecisionRecord | None, dict[str, Any] | None]:
         """One input -> (decision or None, dead-letter record or None). `key`: the message key,
         when replaying records read from Kafka (checked as the worker checks it). `tenant`: the
         tenant whose topic the input came from (multi-tenant mode, as the worker takes it)."""
@@ -67,7 +67,7 @@ class Replayer:
 
     def run(
         self, lines: Iterable[bytes], tenant: str | None = None
-    ) -> Iterator[tuple[Decision | None, dict[str, Any] | None]]:
+    ) -> Iterator[tuple[DecisionRecord | None, dict[str, Any] | None]]:
         for line in lines:
             if not line.strip():
                 continue

@@ -15,16 +15,18 @@ import time
 import uuid
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar, get_args
+from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
-from ..core.events import SCHEMA_VERSION
+from ..client_settings import ClientSettings
+from ..contract import ACTIONS as ACTIONS
+from ..contract import SCHEMA_VERSION
+from ..contract import Action as Action
 from ..kafka import wire
 from ..kafka.security import KafkaAuthError as KafkaAuthError
 from ..kafka.security import client_kwargs, diagnose
-from ..settings import ClientSettings
 from .validation import validate_run_fields
 
 log = logging.getLogger(__name__)
@@ -114,9 +116,6 @@ class KafkaLogQuiet(logging.Filter):
 
 
 KAFKA_LOG_QUIET = KafkaLogQuiet()
-
-Action = Literal["continue", "nudge", "escalate", "stop"]
-ACTIONS: tuple[Action, ...] = get_args(Action)
 
 
 def action_of(data: dict[str, Any] | None) -> Action:

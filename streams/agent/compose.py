@@ -15,7 +15,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
-from ..core.render import MARKER as REASONBLOCKS_MARKER
+from ..contract import REASONBLOCKS_MARKER
 
 __all__ = [
     "REASONBLOCKS_MARKER",

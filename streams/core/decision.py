@@ -9,13 +9,11 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
+from ..contract import Action
+
 InjectionSource = Literal["monitor", "e1", "e2", "e3"]
 Suppressed = Literal["cooldown", "cap", "duplicate", "final_step"]
 DifficultySource = Literal["agent", "scorer"]
-# The escalation ladder's rung this decision asks for (docs/escalation.md): continue (no
-# monitor injection), nudge (a monitor injection, as before the ladder), escalate (the call
-# goes to the escalation model), stop (end the run).
-Action = Literal["continue", "nudge", "escalate", "stop"]
 
 
 class Injection(TypedDict):
@@ -42,7 +40,9 @@ class ActionReason(TypedDict):
     text: str  # for a person: what was warned at which step, and what the agent did again
 
 
-class Decision(TypedDict):
+class DecisionRecord(TypedDict):
+    """The decision as the worker publishes it (the agent side's `streams.Decision` wraps it)."""
+
     type: Literal["decision"]
     schema_version: int
     run_id: str

@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from . import etraces, ladder
-from .decision import Decision, DifficultySource, Injection, MonitorsWire
+from .decision import DecisionRecord, DifficultySource, Injection, MonitorsWire
 from .difficulty import DEFAULT_SCORER, clamp01
 from .events import SCHEMA_VERSION, TOKENS_MAX, Limits, Rejected, deadletter_record, decode
 from .fsm import FSMState, validate_params
@@ -103,7 +103,7 @@ class Decided(_Answering):
     incoming: Incoming
     prior: TraceState | None
     state: TraceState
-    decision: Decision
+    decision: DecisionRecord
     now: float
     effects: Effects = NO_EFFECTS
     transition: tuple[str, str] | None = None
@@ -167,7 +167,7 @@ class Sealed:
     prior: TraceState | None = None
     state: TraceState | None = None  # to store, after the send (None: store nothing)
     state_bytes: bytes | None = None
-    decision: Decision | None = None
+    decision: DecisionRecord | None = None
     decision_bytes: bytes | None = None
     rejection: Rejected | None = None
     deadletter: dict[str, Any] | None = None
@@ -411,7 +411,7 @@ def _decision(
     event_ts: float | None,
     now: float,
     skipped_reason: str | None,
-) -> Decision:
+) -> DecisionRecord:
     """The one place a decision is built: every field, with what this step leaves unset."""
     state = st.state
     model = st.config.model_routing.get(state.value) if state in STATES_WITH_ROUTING else None
@@ -444,7 +444,7 @@ def _decision(
 LOG_SCORE_DIGITS = 4  # the step log's monitor scores: for a person reading /runs/{id}/steps
 
 
-def log_entry(d: Decision) -> list[Any]:
+def log_entry(d: DecisionRecord) -> list[Any]:
     """A decision as the run's step log keeps it (positional: a run keeps 20 of these)."""
     return [
         d["step"],
@@ -460,7 +460,7 @@ def log_entry(d: Decision) -> list[Any]:
     ]
 
 
-def _with_log(st: TraceState, decision: Decision, kept: int) -> TraceState:
+def _with_log(st: TraceState, decision: DecisionRecord, kept: int) -> TraceState:
     tail = st.step_log[-(kept - 1) :] if kept > 1 else []
     return st.evolve(step_log=[*tail, log_entry(decision)] if kept > 0 else [])
 
@@ -652,7 +652,7 @@ def apply_step(
 def _plan_etraces(
     st: TraceState,
     ev: dict[str, Any],
-    decision: Decision,
+    decision: DecisionRecord,
     fired_before: list[list[str]],
     pending: list[str],
 ) -> tuple[TraceState, etraces.Plan]:
@@ -688,7 +688,7 @@ def _complete(out: Decided, answers: Sequence[etraces.Answer], outcomes: dict[st
     plan = out.effects.answer_now
     assert plan is not None
     st = out.state
-    d: Decision = {**out.decision}
+    d: DecisionRecord = {**out.decision}
     by_tier = {a.tier: a for a in answers}
     errors: dict[str, str] = {}
     added: list[Injection] = []
@@ -721,7 +721,7 @@ def _complete(out: Decided, answers: Sequence[etraces.Answer], outcomes: dict[st
 
 
 def _run_monitors(
-    st: TraceState, features: StepFeatures, decision: Decision, sem: Semantics | None, policy: Policy
+    st: TraceState, features: StepFeatures, decision: DecisionRecord, sem: Semantics | None, policy: Policy
 ) -> TraceState:
     """Monitors, then the injection guardrails: the new state; fills in `decision` (this
     step's own, not yet given to anyone)."""
@@ -809,7 +809,7 @@ def _failure_types(policy: Policy) -> dict[str, str]:
     return {m.name: m.failure_type for m in policy.monitors}
 
 
-def _apply_rung(prior: TraceState, st: TraceState, decision: Decision) -> None:
+def _apply_rung(prior: TraceState, st: TraceState, decision: DecisionRecord) -> None:
     """A run on the escalate or stop rung: every decision says so and routes to the escalation
     model (a stop too, when the policy escalates), and a stop repeats its text: the rung never
     goes down within a run."""

@@ -7,12 +7,10 @@ maximum, so nothing downstream (sums, the encoders) can meet an integer it canno
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
 import fastjsonschema
@@ -20,11 +18,13 @@ import orjson
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import best_match
 
-SCHEMA_VERSION = 1
-EVENT_TYPES = ("run_start", "step", "run_finish")
-# Maxima of the wire's integer fields (the schemas state the same numbers; a test checks).
-STEP_MAX = 2**31 - 1
-TOKENS_MAX = 2**53  # per step, per budget, and where a run's token sum saturates
+# The wire contract lives in streams.contract (the agent side reads it without the core);
+# re-exported here, where the core has always found it.
+from ..contract import EVENT_TYPES as EVENT_TYPES
+from ..contract import SCHEMA_VERSION as SCHEMA_VERSION
+from ..contract import STEP_MAX as STEP_MAX
+from ..contract import TOKENS_MAX as TOKENS_MAX
+from ..contract import load_schema as load_schema
 
 
 @dataclass(frozen=True)
@@ -50,13 +50,6 @@ class Rejected(Exception):
         self.detail = detail
         self.run_id = run_id
         self.step = step
-
-
-@cache
-def load_schema(name: str) -> dict[str, Any]:
-    text = resources.files("streams.schemas").joinpath(f"{name}.schema.json").read_text("utf-8")
-    schema: dict[str, Any] = json.loads(text)
-    return schema
 
 
 # JSON Schema counts 1.0 as an integer; on our wire an integer field takes integers only.

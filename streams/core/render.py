@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..contract import REASONBLOCKS_MARKER as MARKER
 from .decision import Injection
-
-MARKER = "[REASONBLOCKS]"
 
 
 def render_block(injections: Sequence[Injection]) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import time
 import uuid
@@ -34,6 +35,26 @@ def broker() -> Iterator[str]:
     yield f"kafka://127.0.0.1:{PORT}"
     if started and not os.environ.get("RB_TEST_KEEP_BROKER"):
         kafka("stop", PORT, str(data_dir))
+
+
+def without_checkout() -> dict[str, str]:
+    """This environment without PYTHONPATH: a checkout on it (with a build's
+    rb_streams.egg-info) would read to pip as rb-streams installed already."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
+@pytest.fixture(scope="session")
+def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel of the checkout, built once per session (test_wheel, test_client_only_install)."""
+    dist = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(REPO)],
+        check=True,
+        timeout=600,
+        env=without_checkout(),
+    )
+    (wheel,) = dist.glob("rb_streams-*.whl")
+    return wheel
 
 
 def make_settings(broker: str, tmp: Path, **kw) -> Settings:

@@ -29,15 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+def installed(built_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
     tmp = tmp_path_factory.mktemp("wheel")
-    dist = tmp / "dist"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(ROOT)],
-        check=True,
-        timeout=600,
-    )
-    (wheel,) = dist.glob("rb_streams-*.whl")
+    wheel = built_wheel
     env_dir = tmp / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     py = env_dir / "bin" / "python"
@@ -58,9 +52,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     # pip --target puts console scripts under <target>/bin: make the entry point by hand, as a
     # regular install would (the wheel's entry_points.txt names it)
     eps = next(target.glob("rb_streams-*.dist-info")) / "entry_points.txt"
-    assert "rb-streams = streams.cli:main" in eps.read_text()
+    assert "rb-streams = streams.entry:main" in eps.read_text()
     exe = env_dir / "bin" / "rb-streams"
-    exe.write_text(f"#!{py}\nimport sys\nfrom streams.cli import main\nsys.exit(main())\n")
+    exe.write_text(f"#!{py}\nimport sys\nfrom streams.entry import main\nsys.exit(main())\n")
     exe.chmod(0o755)
     home = tmp / "home"
     home.mkdir()

@@ -95,9 +95,56 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+# Below the core: the wire contract (standard library only), which the agent side shares.
+BELOW_THE_CORE = ("streams.contract",)
+
+
 def test_the_core_imports_nothing_above_it() -> None:
-    above = {m: sorted(d for d in deps if not d.startswith("streams.core")) for m, deps in graph().items()}
+    above = {
+        m: sorted(d for d in deps if not d.startswith("streams.core") and d not in BELOW_THE_CORE)
+        for m, deps in graph().items()
+    }
     assert {m: d for m, d in above.items() if m.startswith("streams.core") and d} == {}
+    assert all(not graph()[m] for m in BELOW_THE_CORE)
+
+
+def reachable(g: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        m = todo.pop()
+        if m not in seen:
+            seen.add(m)
+            todo.extend(g.get(m, ()))
+    return seen
+
+
+# What the agent side may import of the package (a client-only install has no worker extra).
+AGENT_SIDE = (
+    "streams.agent",
+    "streams.contract",
+    "streams.client_settings",
+    "streams.kafka",
+    "streams.kafka.security",
+    "streams.kafka.wire",
+)
+
+
+def test_the_agent_side_imports_nothing_of_the_worker() -> None:
+    """Every import counts, also those inside functions (tests/unit/agent/test_lean_imports.py
+    checks what an import really loads)."""
+    g = graph()
+    agent = [m for m in g if m.startswith("streams.agent")]
+    assert "streams.agent.client" in agent
+    beyond = {
+        m: sorted(d for d in reachable(g, m) if not d.startswith("streams.agent.") and d not in AGENT_SIDE)
+        for m in agent
+    }
+    assert {m: d for m, d in beyond.items() if d} == {}
+
+
+def test_the_reach_finder_follows_imports_inside_functions() -> None:
+    src = ROOT / "cli.py"
+    assert "streams.worker.assemble" in reachable(graph(), module_name(src))
 
 
 # What loads code by name at run time: only the composition root (streams.plugins) may, so the

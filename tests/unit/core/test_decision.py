@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import get_type_hints
 
 import streams
-from streams.core.decision import Decision, Injection, MonitorsWire
+from streams.core.decision import DecisionRecord, Injection, MonitorsWire
 
 SCHEMA = json.loads((Path(streams.__file__).parent / "schemas" / "decision.schema.json").read_text())
 
@@ -15,7 +15,7 @@ OPTIONAL = {"action", "action_reason"}
 
 
 def test_the_typed_decision_has_exactly_the_wire_contracts_fields() -> None:
-    assert set(get_type_hints(Decision)) == set(SCHEMA["properties"])
+    assert set(get_type_hints(DecisionRecord)) == set(SCHEMA["properties"])
     assert set(SCHEMA["required"]) == set(SCHEMA["properties"]) - OPTIONAL
     monitors = SCHEMA["properties"]["monitors"]
     assert set(get_type_hints(MonitorsWire)) == set(monitors["required"])

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from streams.core.decision import Decision
+from streams.core.decision import DecisionRecord
 from streams.core.ladder import STEPS_KEPT, WATCH_STEPS, Defaults, Ignored, judge, next_rung, parse_escalation
 from streams.core.monitors import MAX_MONITOR_INJECTIONS
 from streams.core.policy import Policy
@@ -51,10 +51,10 @@ class Run:
     def __init__(self, policy: Policy | None = None, **start: Any) -> None:
         self.policy = policy
         self.table: dict[str, TraceState] = {}
-        self.decisions: list[Decision] = []
+        self.decisions: list[DecisionRecord] = []
         self.feed(run_start("r", model_routing=ROUTING, **start))
 
-    def feed(self, ev: dict[str, Any]) -> Decision | None:
+    def feed(self, ev: dict[str, Any]) -> DecisionRecord | None:
         res = sealed(b(ev), self.table.get, None, 1.0, SEM, policy=self.policy)
         assert res.rejection is None, res.rejection
         if res.state is not None:

@@ -1,0 +1,38 @@
+"""The wire contract both sides import: the schema version, the schemas, the decision's rungs
+and the marker that opens a steering injection.
+
+Standard library only, so that the agent side (`streams.agent`, a client-only install) can
+read it without importing the core; the core and the worker import it from here too, so there
+is one source of truth (docs/wire-contract.md).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from typing import Any, Literal, get_args
+
+SCHEMA_VERSION = 1
+EVENT_TYPES = ("run_start", "step", "run_finish")
+# Maxima of the wire's integer fields (the schemas state the same numbers; a test checks).
+STEP_MAX = 2**31 - 1
+TOKENS_MAX = 2**53  # per step, per budget, and where a run's token sum saturates
+
+# The line that opens the one block of injected advice (SPEC section 9): the agent side finds
+# (and replaces) an earlier injection by it.
+REASONBLOCKS_MARKER = "[REASONBLOCKS]"
+
+# The escalation ladder's rung a decision asks for (docs/escalation.md): continue (no monitor
+# injection), nudge (a monitor injection), escalate (the call goes to the escalation model),
+# stop (end the run).
+Action = Literal["continue", "nudge", "escalate", "stop"]
+ACTIONS: tuple[Action, ...] = get_args(Action)
+
+
+@cache
+def load_schema(name: str) -> dict[str, Any]:
+    """`streams/schemas/<name>.schema.json`, parsed (cached: callers must not mutate it)."""
+    text = resources.files("streams.schemas").joinpath(f"{name}.schema.json").read_text("utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema

@@ -1,0 +1,154 @@
+"""An agent's install: a fresh venv with only `pip install rb-streams` (the wheel built from the
+checkout, its base dependencies resolved and installed by pip, nothing borrowed) steers a run
+against a real worker, and has none of the worker's packages.
+
+The worker runs from the test environment (the `worker` extra), as it would on its own host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import venv
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from streams.local.worker_process import WorkerProcess
+from tests.integration.conftest import make_settings, start_worker, without_checkout
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+# Top-level modules of the `worker` extra that an agent's install must not have.
+WORKER_MODULES = (
+    "numpy",
+    "faust",
+    "rocksdict",
+    "qdrant_client",
+    "tokenizers",
+    "jsonschema",
+    "fastjsonschema",
+)
+# ... and what it has: the package and its base dependencies.
+AGENT_MODULES = ("streams", "aiokafka", "orjson", "pydantic_settings")
+
+AGENT = textwrap.dedent(
+    """
+    import json, sys, time
+    t0 = time.perf_counter()
+    from streams import SyncSteeringClient
+    import_ms = (time.perf_counter() - t0) * 1000
+    run = sys.argv[1]
+    with SyncSteeringClient() as c:  # RB_BROKER, RB_TOPIC_PREFIX, RB_CLIENT_DEADLINE_MS
+        decisions = [c.start_run(run, task="Fix the failing test in calc.py")]
+        for k in range(1, 4):
+            decisions.append(
+                c.step(run, k, thought="Run the tests, then read calc.py.", action="bash",
+                       action_input={"cmd": "pytest -q"}, observation="1 failed, 3 passed", tokens=120)
+            )
+        c.finish_run(run)
+    print(json.dumps({
+        "decisions": [None if d is None else [d.step, d.fsm_state, d.action] for d in decisions],
+        "steered": [e.steered for e in c.step_log(run)],
+        "import_ms": import_ms,
+        "streams": sys.modules["streams"].__file__,
+        "loaded": sorted(m for m in sys.modules if m.partition(".")[0] in sys.argv[2].split(",")),
+    }))
+    """
+)
+
+
+def _install(wheel: Path, tmp: Path) -> Path:
+    """The wheel into a fresh venv by pip's resolver (its base dependencies only)."""
+    env_dir = tmp / "agent-venv"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    py = env_dir / "bin" / "python"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(py),
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            str(wheel),
+        ],
+        check=True,
+        timeout=300,
+        env=without_checkout(),
+    )
+    return env_dir
+
+
+@pytest.fixture(scope="module")
+def setup(
+    broker: str, built_wheel: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Path, WorkerProcess]]:
+    tmp = tmp_path_factory.mktemp("client-only")
+    with ThreadPoolExecutor(1) as pool:  # the worker starts while pip installs
+        starting = pool.submit(start_worker, make_settings(broker, tmp, client_deadline_ms=15000), tmp)
+        try:
+            env_dir = _install(built_wheel, tmp)
+        finally:
+            w = starting.result()
+    yield env_dir, w
+    w.stop()
+    assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)
+
+
+def run_in(env_dir: Path, *cmd: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    home = env_dir.parent / "home"
+    home.mkdir(exist_ok=True)
+    return subprocess.run(
+        cmd,
+        cwd=env_dir.parent,  # not the checkout: `streams` can only come from the venv
+        env={"PATH": f"{env_dir / 'bin'}:{os.environ.get('PATH', '')}", "HOME": str(home), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_agent_install_has_none_of_the_workers_packages(setup: tuple[Path, WorkerProcess]) -> None:
+    env_dir, _ = setup
+    probe = "import importlib.util as u, json, sys; print(json.dumps([m for m in sys.argv[1:] if u.find_spec(m)]))"
+    out = run_in(env_dir, "python", "-c", probe, *WORKER_MODULES, *AGENT_MODULES)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == list(AGENT_MODULES)
+
+
+def test_an_agent_steers_a_run_from_the_agent_install(setup: tuple[Path, WorkerProcess]) -> None:
+    env_dir, w = setup
+    script = env_dir.parent / "agent.py"
+    script.write_text(AGENT)
+    s = w.settings
+    env = {"RB_BROKER": s.broker, "RB_TOPIC_PREFIX": s.topic_prefix, "RB_CLIENT_DEADLINE_MS": "15000"}
+    out = run_in(env_dir, "python", str(script), "lean-run-1", ",".join(WORKER_MODULES), env=env)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["streams"].startswith(str(env_dir)), report["streams"]
+    assert [d[0] if d else None for d in report["decisions"]] == [0, 1, 2, 3]
+    assert all(d[1] in {"INIT", "FAST", "NORMAL", "SLOW", "SKIP", "END"} for d in report["decisions"])
+    assert all(d[2] in {"continue", "nudge", "escalate", "stop"} for d in report["decisions"])
+    assert report["steered"] == [True] * 4  # run_start and three steps, each answered in time
+    assert report["loaded"] == []
+
+
+def test_a_worker_command_on_the_agent_install_says_what_to_install(
+    setup: tuple[Path, WorkerProcess],
+) -> None:
+    env_dir, _ = setup
+    for cmd in (["rb-streams", "worker"], ["python", "-m", "streams", "config"]):
+        out = run_in(env_dir, *cmd)
+        assert out.returncode == 2, (cmd, out.stdout, out.stderr)
+        lines = [x for x in out.stderr.splitlines() if x.strip()]
+        assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
+        assert "pip install 'rb-streams[worker]'" in lines[0] and "numpy" in lines[0], lines[0]
