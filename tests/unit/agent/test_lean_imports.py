@@ -14,7 +14,8 @@ import sys
 
 import streams.agent
 
-# The worker's third-party packages (the `worker` extra) and the worker's own modules.
+# The worker's heavy third-party packages (the `worker` extra). Its light ones (jsonschema, tqdm,
+# prometheus-client) are left out: an agent framework may import them itself.
 WORKER_PACKAGES = (
     "numpy",
     "faust",
@@ -23,10 +24,6 @@ WORKER_PACKAGES = (
     "tokenizers",
     "safetensors",
     "threadpoolctl",
-    "jsonschema",
-    "fastjsonschema",
-    "prometheus_client",
-    "tqdm",
 )
 WORKER_MODULES = (
     "streams.core",
@@ -80,4 +77,4 @@ def test_the_probe_sees_a_worker_import() -> None:
     """The check above can fail: the same probe, importing the core, finds it."""
     loaded = loaded_by("streams.core.events")
     assert "streams.core" in of(WORKER_MODULES, loaded)
-    assert "jsonschema" in of(WORKER_PACKAGES, loaded)
+    assert "numpy" in of(WORKER_PACKAGES, loaded)
