@@ -84,3 +84,14 @@ def worker(broker: str, tmp_path: Path) -> Iterator[WorkerProcess]:
     yield w
     w.stop()
     assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)
+
+
+@pytest.fixture(scope="session")
+def adapters_worker(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
+    """One worker shared by the framework adapters' modules (a start costs ~10 s): every test
+    makes its own runs and reads back only those."""
+    tmp = tmp_path_factory.mktemp("adapters")
+    w = start_worker(make_settings(broker, tmp, client_deadline_ms=15000), tmp)
+    yield w
+    w.stop()
+    assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)

@@ -11,7 +11,6 @@ import copy
 import json
 import time
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,7 +22,6 @@ from streams.agent.client import SyncSteeringClient
 from streams.agent.compose import REASONBLOCKS_MARKER
 from streams.agent.session import STOPPED_OUTCOME
 from streams.local.worker_process import WorkerProcess
-from tests.integration.conftest import make_settings, start_worker
 from tests.integration.kafka_io import read_all
 
 pytestmark = pytest.mark.integration
@@ -36,13 +34,9 @@ LADDER = {"escalate_model_after": 1, "stop_after": 2}
 
 
 @pytest.fixture(scope="module")
-def cc_worker(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    """One worker for the module (a start costs ~10 s): every test reads back only its runs."""
-    tmp_path = tmp_path_factory.mktemp("cc")
-    w = start_worker(make_settings(broker, tmp_path, client_deadline_ms=15000), tmp_path)
-    yield w
-    w.stop()
-    assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)
+def cc_worker(adapters_worker: WorkerProcess) -> WorkerProcess:
+    """The adapters' shared worker (conftest): every test reads back only its runs."""
+    return adapters_worker
 
 
 def run_summary(w: WorkerProcess, run_id: str) -> dict[str, Any]:

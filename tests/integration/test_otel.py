@@ -20,7 +20,6 @@ from examples.otel_smolagents import TASK, Reply, researcher, team
 from streams.agent.client import SyncSteeringClient
 from streams.agent.otel import ObservedStep, SteeringSpanProcessor
 from streams.local.worker_process import WorkerProcess
-from tests.integration.conftest import make_settings, start_worker
 from tests.integration.kafka_io import read_all
 
 pytestmark = pytest.mark.integration
@@ -67,11 +66,10 @@ class Stack:
 
 
 @pytest.fixture(scope="module")
-def stack(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """One worker, one client, one instrumented tracer provider for the module; each test
-    makes its own runs (one trace each)."""
-    tmp = tmp_path_factory.mktemp("otel")
-    w = start_worker(make_settings(broker, tmp), tmp)
+def stack(adapters_worker: WorkerProcess) -> Iterator[Stack]:
+    """The adapters' shared worker (conftest), one client, one instrumented tracer provider
+    for the module; each test makes its own runs (one trace each)."""
+    w = adapters_worker
     seen = Observed()
     client = SyncSteeringClient(w.settings, deadline_ms=20_000)
     client.start()
@@ -85,8 +83,6 @@ def stack(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sta
         SmolagentsInstrumentor().uninstrument()
         provider.shutdown()
         client.stop()
-        w.stop()
-    assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)
     assert (processor.errors, processor.dropped) == (0, 0)
 
 
