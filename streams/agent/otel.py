@@ -84,6 +84,12 @@ TEXT_CHARS = 16_000  # of a thought, an observation, a task (the worker cuts fur
 DOC_CHARS = 500  # of each retrieved document kept in a retrieval's observation
 DOCS_KEPT = 5
 MAX_LIVE_SPANS = 100_000  # spans tracked at once (one that never ends must not grow memory)
+# A run none of whose spans started or ended for this long is finished (`ABANDONED`): a trace
+# whose root never ends (a hung app, an instrumentation that leaves a span open) must not hold
+# its spans until the cap. Looked for at most once a minute, on the next span.
+IDLE_S = 3600.0
+SWEEP_EVERY_S = 60.0
+ABANDONED = "failure: trace_not_ended"
 
 # OpenInference (https://github.com/Arize-ai/openinference, semantic conventions)
 OI_KIND = SpanAttributes.OPENINFERENCE_SPAN_KIND
@@ -433,6 +439,7 @@ class _Run:
     framework: str | None = None
     scopes: dict[int, None] = field(default_factory=dict)  # its agents' span ids, in start order
     spans: set[int] = field(default_factory=set)  # its spans that have not ended
+    seen: float = 0.0  # when one of its spans last started or ended (the mapper's clock)
 
 
 @dataclass
@@ -460,13 +467,20 @@ class SpanMapper:
         *,
         run_id_prefix: str = "otel",
         multi_agent: bool | None = None,
+        idle_s: float = IDLE_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.run_fields = dict(run_fields or {})
         self.run_id_prefix = run_id_prefix
         self.multi_agent = multi_agent
+        self.idle_s = idle_s
+        self._clock = clock
         self._nodes: dict[int, _Node] = {}
         self._scopes: dict[int, _Scope] = {}
+        self._runs: dict[int, _Run] = {}  # live runs by their root's span id
+        self._swept = clock()
         self.untracked = 0  # spans not followed (too many live at once)
+        self.abandoned = 0  # runs finished because none of their spans moved for `idle_s`
 
     @property
     def live_spans(self) -> int:
@@ -476,18 +490,18 @@ class SpanMapper:
         ctx = span.context
         if ctx is None:
             return []
+        out = self._sweep()
         if len(self._nodes) >= MAX_LIVE_SPANS:
             self.untracked += 1
-            return []
+            return out
         attrs = span.attributes or {}
         kind = span_kind(attrs)
         parent = self._nodes.get(span.parent.span_id) if span.parent is not None else None
-        out: list[Out] = []
         if parent is None:
             run_id = f"{self.run_id_prefix}-{ctx.trace_id:032x}"
             if span.parent is not None:  # a remote (or unseen) parent: one trace, maybe several runs here
                 run_id += f"-{ctx.span_id:016x}"
-            run = _Run(run_id, ctx.span_id)
+            run = self._runs[ctx.span_id] = _Run(run_id, ctx.span_id)
             if self.multi_agent is not None:
                 run.multi = self.multi_agent
             scope, inside = ctx.span_id, False
@@ -517,15 +531,18 @@ class SpanMapper:
             out += self._flush(run, scope)  # the previous call's tools have all run
         self._nodes[ctx.span_id] = _Node(kind, run, scope, inside)
         run.spans.add(ctx.span_id)
+        run.seen = self._clock()
         return out
 
     def end(self, span: ReadableSpan) -> list[Out]:
         ctx = span.context
+        out = self._sweep()
         node = self._nodes.pop(ctx.span_id, None) if ctx is not None else None
         if node is None or ctx is None:
-            return []
-        run, out = node.run, []
+            return out
+        run = node.run
         run.spans.discard(ctx.span_id)
+        run.seen = self._clock()
         kind = node.kind if node.kind != "other" else span_kind(span.attributes or {})
         if kind == "llm" and not node.inside and not _failed(span):
             out += self._flush(run, node.scope)
@@ -544,13 +561,32 @@ class SpanMapper:
             self._scopes.pop(ctx.span_id, None)
             run.scopes.pop(ctx.span_id, None)
         if ctx.span_id == run.root:
-            for sid in reversed(list(run.scopes)):  # the innermost first
-                out += self._flush(run, sid)
-                self._scopes.pop(sid, None)
-            for sid in run.spans:  # spans an instrumentation never ended: forgotten with their run
-                self._nodes.pop(sid, None)
-            if run.started:
-                out.append(Out("run_finish", run.run_id, fields={"outcome": _outcome(span)}))
+            out += self._close(run, _outcome(span))
+        return out
+
+    def _close(self, run: _Run, outcome: str) -> list[Out]:
+        """The run's last steps, then its end; everything it held is forgotten."""
+        out: list[Out] = []
+        for sid in reversed(list(run.scopes)):  # the innermost first
+            out += self._flush(run, sid)
+            self._scopes.pop(sid, None)
+        for sid in run.spans:  # spans an instrumentation never ended: forgotten with their run
+            self._nodes.pop(sid, None)
+        self._runs.pop(run.root, None)
+        if run.started:
+            out.append(Out("run_finish", run.run_id, fields={"outcome": outcome}))
+        return out
+
+    def _sweep(self) -> list[Out]:
+        """Finish the runs none of whose spans moved for `idle_s` (at most once a minute)."""
+        now = self._clock()
+        if now - self._swept < SWEEP_EVERY_S:
+            return []
+        self._swept = now
+        out: list[Out] = []
+        for run in [r for r in self._runs.values() if now - r.seen > self.idle_s]:
+            self.abandoned += 1
+            out += self._close(run, ABANDONED)
         return out
 
     def _open(self, run: _Run) -> list[Out]:
@@ -651,6 +687,7 @@ class SteeringSpanProcessor(SpanProcessor):
         max_pending: int = 10_000,
         run_id_prefix: str = "otel",
         multi_agent: bool | None = None,
+        idle_s: float = IDLE_S,
         **run_fields: Any,
     ) -> None:
         if max_pending < 1:
@@ -659,7 +696,9 @@ class SteeringSpanProcessor(SpanProcessor):
         self.client = client
         self.on_decision = on_decision
         self.max_pending = max_pending
-        self.mapper = SpanMapper(run_fields, run_id_prefix=run_id_prefix, multi_agent=multi_agent)
+        self.mapper = SpanMapper(
+            run_fields, run_id_prefix=run_id_prefix, multi_agent=multi_agent, idle_s=idle_s
+        )
         self._owns_client = False
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -691,6 +730,11 @@ class SteeringSpanProcessor(SpanProcessor):
     @property
     def pending(self) -> int:
         return self._pending
+
+    @property
+    def abandoned(self) -> int:
+        """Runs finished `failure: trace_not_ended`: none of their spans moved for `idle_s`."""
+        return self.mapper.abandoned
 
     # -- SpanProcessor ----------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:

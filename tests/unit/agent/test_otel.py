@@ -498,3 +498,28 @@ def test_events_after_the_client_stopped_are_counted_not_queued() -> None:
     proc = SteeringSpanProcessor(c)  # type: ignore[arg-type]
     agent_run(tracer_with(proc), 2)
     assert proc.pending == 0 and proc.errors == 4 and proc.force_flush(100)
+
+
+def test_a_run_whose_root_never_ends_is_finished_once_idle_and_forgotten() -> None:
+    """A hung app (or an instrumentation that leaves a span open) must not hold its run's
+    spans until the cap: after `idle_s` without a span moving, the next span finishes it."""
+    now = [0.0]
+    r = Recorder(idle_s=600.0, clock=lambda: now[0])
+    tracer = tracer_with(r)
+    root = tracer.start_span("ToolCallingAgent.run", attributes={"openinference.span.kind": "AGENT"})
+    with trace.use_span(root, end_on_exit=False):
+        oi_llm(tracer, "I will search for it.", [("web_search", {"query": "q"})], (10, 5))
+        oi_tool(tracer, "web_search", {"query": "q"}, "nothing")
+    assert r.kinds() == ["run_start"] and r.mapper.live_spans == 1  # the root, still open
+    now[0] = 300.0
+    with tracer.start_as_current_span("other", attributes={"openinference.span.kind": "CHAIN"}):
+        pass
+    assert r.kinds() == ["run_start"]  # 5 minutes idle: kept
+    now[0] = 1000.0  # 1,000 s after the open run's last span moved
+    with tracer.start_as_current_span("later", attributes={"openinference.span.kind": "CHAIN"}):
+        pass
+    assert r.kinds() == ["run_start", "step 1", "run_finish"]  # its pending step first, then its end
+    assert r.out[-1].fields == {"outcome": "failure: trace_not_ended"}
+    assert r.mapper.abandoned == 1 and r.mapper.live_spans == 0
+    root.end()  # ends after all: nothing more for a forgotten run
+    assert r.kinds() == ["run_start", "step 1", "run_finish"]
