@@ -54,6 +54,7 @@ import logging
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -74,12 +75,13 @@ try:
     from claude_agent_sdk.types import HookEvent, SyncHookJSONOutput
 except ImportError as exc:  # one line that says what to install, not a bare module name
     raise ImportError(
-        "streams.agent.claude_agent needs the Claude Agent SDK: pip install 'rb-streams[claude-agent-sdk]'"
+        "streams.agent.claude_agent needs the Claude Agent SDK: "
+        f"pip install 'rb-streams[claude-agent-sdk]' ({exc})"
     ) from exc
 
 from .client import StepLogEntry, SyncSteeringClient
-from .session import Steering, SteeringSession, failure_outcome
-from .validation import validate_run_fields
+from .session import Steering, SteeringSession, extra_names, failure_outcome
+from .validation import check_run_field_names, validate_run_fields
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +96,10 @@ INPUT_VALUE_MAX = 4_000
 MESSAGE_WAIT_S = 0.05
 
 SetModel = Callable[[str], Awaitable[Any]]
+UNHOOKED = (
+    "ClaudeAgentSteering.watch(): a session ended that no hook of this steering saw, so it was "
+    "not steered: pass ClaudeAgentOptions(hooks=steering.hooks(), ...)"
+)
 
 
 def _cut(text: str, limit: int) -> str:
@@ -224,6 +230,17 @@ class _Live:
 _BLOCK: ContextVar[list[str] | None] = ContextVar("rb_claude_agent_block", default=None)
 
 
+OPTIONS = (
+    "model",
+    "model_routing",
+    "set_model",
+    "agent_name",
+    "end_on_stop",
+    "run_id_prefix",
+    "hook_timeout_s",
+)
+
+
 class ClaudeAgentSteering:
     """rb-streams steering for the Claude Agent SDK; see the module docstring."""
 
@@ -240,7 +257,8 @@ class ClaudeAgentSteering:
         hook_timeout_s: float | None = None,
         **run_fields: Any,
     ) -> None:
-        validate_run_fields(run_fields)
+        check_run_field_names("ClaudeAgentSteering", run_fields, OPTIONS)
+        validate_run_fields(run_fields, extra_names(client))
         self.client = client
         self.model = model
         self.model_routing = model_routing
@@ -256,6 +274,8 @@ class ClaudeAgentSteering:
         self._calls: dict[str, _Call] = {}  # tool_use_id -> its model call (from the stream)
         self._messages: dict[str, _Message] = {}  # message id -> what was seen of it
         self._watching = 0
+        self._hooked: dict[str, None] = {}  # SDK session ids a hook started a run for (the latest)
+        self._warned = False
         self._last: SteeringSession | None = None
         self._switches: set[asyncio.Task[Any]] = set()
 
@@ -367,11 +387,21 @@ class ClaudeAgentSteering:
         try:
             async for message in messages:
                 self.observe(message)
-                if isinstance(message, ResultMessage) and message.is_error:
-                    await self.aend_session(message.session_id, f"failure: {message.subtype}")
+                if isinstance(message, ResultMessage):
+                    self._check_hooked(message.session_id)
+                    if message.is_error:
+                        await self.aend_session(message.session_id, f"failure: {message.subtype}")
                 yield message
         finally:
             self._watching -= 1
+
+    def _check_hooked(self, session_id: str) -> None:
+        """A query that ends without any hook of ours having run was not wired (once)."""
+        with self._lock:
+            unhooked = session_id not in self._hooked and not self._warned
+            self._warned = self._warned or unhooked
+        if unhooked:
+            warnings.warn(UNHOOKED, RuntimeWarning, stacklevel=3)
 
     async def _call_of(self, tool_use_id: str | None) -> _Call | None:
         if not tool_use_id:
@@ -406,6 +436,9 @@ class ClaudeAgentSteering:
             )
             live = _Live(session, asyncio.Lock(), self.model)
             self._live[sid] = live
+            self._hooked[sid] = None
+            if len(self._hooked) > 1024:
+                del self._hooked[next(iter(self._hooked))]
             self._stopped.pop(sid, None)
             self._last = session
         block = _BLOCK.get()

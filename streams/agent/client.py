@@ -8,6 +8,7 @@ share of the traffic instead of every run's decisions.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import threading
@@ -31,6 +32,10 @@ from .validation import validate_run_fields
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+NOT_STARTED = (
+    "the steering client is not started: call client.start() first "
+    "(or use it as a context manager: `with SyncSteeringClient(...) as client:`)"
+)
 
 
 class KafkaLogQuiet(logging.Filter):
@@ -509,11 +514,21 @@ class SteeringClient:
         else:
             self._on_sent(sent)
 
+    def _run_of(self, run_id: str) -> _Run:
+        run = self._runs.get(run_id)
+        if run is None:
+            if self._producer is None:
+                raise RuntimeError(NOT_STARTED)
+            raise KeyError(f"run {run_id!r} was not started by this client (start_run first)")
+        return run
+
     async def start_run(self, run_id: str, **fields: Any) -> Decision | None:
         """Publish run_start and wait for decision 0 (which applies to the first call)."""
         if run_id in self._runs:
             raise ValueError(f"run {run_id!r} already started by this client")
         validate_run_fields(fields, self.extra_names)
+        if self._producer is None:
+            raise RuntimeError(NOT_STARTED)
         run = _Run(run_id, wire.partition_for(run_id, self._partitions))
         self._runs[run_id] = run
         await self._watch(run.partition)
@@ -541,7 +556,7 @@ class SteeringClient:
         lead: bool | None = None,
     ) -> Decision | None:
         """Publish step `step` and wait for its decision (None if it missed the deadline)."""
-        run = self._runs[run_id]
+        run = self._run_of(run_id)
         event = step_event(
             run_id,
             step,
@@ -562,7 +577,7 @@ class SteeringClient:
         return d
 
     async def finish_run(self, run_id: str, outcome: str = "success") -> None:
-        run = self._runs[run_id]
+        run = self._run_of(run_id)
         event = {
             "type": "run_finish",
             "schema_version": SCHEMA_VERSION,
@@ -594,13 +609,20 @@ class SyncSteeringClient:
         self._thread = threading.Thread(target=self._loop.run_forever, name="rb-client", daemon=True)
         self._thread.start()
         self._client = SteeringClient(*args, **kwargs)
+        self._stopped = False
+
+    def _submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        if self._stopped:  # its loop is gone: the call would wait for ever
+            coro.close()
+            raise RuntimeError("this SyncSteeringClient is stopped: start a new one")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        return self._submit(coro).result()
 
     async def _arun(self, coro: Coroutine[Any, Any, T]) -> T:
         """Await from another event loop (an async agent) without blocking it."""
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
+        return await asyncio.wrap_future(self._submit(coro))
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -617,9 +639,12 @@ class SyncSteeringClient:
         self._run(self._client.start())
 
     def stop(self) -> None:
+        if self._stopped:
+            return
         try:
             self._run(self._client.stop())
         finally:
+            self._stopped = True
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=5)
 

@@ -47,15 +47,20 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NotRequired
 
-from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
-from langchain.agents.middleware.types import PrivateStateAttr, hook_config
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+try:
+    from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
+    from langchain.agents.middleware.types import PrivateStateAttr, hook_config
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+except ImportError as exc:  # one line that says what to install, not a bare module name
+    raise ImportError(
+        f"streams.agent.langchain_middleware needs LangChain 1.x: pip install 'rb-streams[langchain]' ({exc})"
+    ) from exc
 
 from . import compose
 from .client import StepLogEntry, SyncSteeringClient
 from .session import Steering, SteeringSession, extra_names, failure_outcome
-from .validation import validate_run_fields
+from .validation import check_run_field_names, validate_run_fields
 
 # The final message of a run that steering stopped (`name` tells it from the model's own).
 STOP_PREFIX = "Run stopped by rb-streams steering:"
@@ -131,6 +136,9 @@ class _Live:
 _BLOCK: ContextVar[list[str] | None] = ContextVar("rb_langchain_block", default=None)
 
 
+OPTIONS = ("model", "model_routing", "model_factory", "run_id_prefix", "runs", "thread_idle_s")
+
+
 class SteeringMiddleware(AgentMiddleware[SteeringState, Any, Any]):
     """rb-streams steering for a LangChain agent; see the module docstring."""
 
@@ -153,6 +161,7 @@ class SteeringMiddleware(AgentMiddleware[SteeringState, Any, Any]):
             raise ValueError(f"runs must be 'thread' or 'invocation', got {runs!r}")
         if thread_idle_s < 0:
             raise ValueError(f"thread_idle_s must be >= 0 (0: never), got {thread_idle_s!r}")
+        check_run_field_names("SteeringMiddleware", run_fields, OPTIONS)
         validate_run_fields(run_fields, extra_names(client))
         self.client = client
         self.model = model

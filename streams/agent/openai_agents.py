@@ -62,17 +62,23 @@ import warnings
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from agents import Agent, Model, ModelProvider, ModelResponse, RunConfig, RunHooks, Runner, RunResult
-from agents.exceptions import AgentsException
-from agents.models import get_default_model
-from agents.run_config import CallModelData, ModelInputData
-from agents.tool import default_tool_error_function
-from agents.tool_context import ToolContext
+try:
+    from agents import Agent, Model, ModelProvider, ModelResponse, RunConfig, RunHooks, Runner, RunResult
+    from agents.exceptions import AgentsException
+    from agents.models import get_default_model
+    from agents.run_config import CallModelData, ModelInputData
+    from agents.tool import default_tool_error_function
+    from agents.tool_context import ToolContext
+except ImportError as exc:  # one line that says what to install, not a bare module name
+    raise ImportError(
+        "streams.agent.openai_agents needs the OpenAI Agents SDK (openai-agents): "
+        f"pip install 'rb-streams[openai-agents]' ({exc})"
+    ) from exc
 
 from . import compose
 from .client import StepLogEntry, SyncSteeringClient
-from .session import RunStopped, Steering, SteeringSession, failure_outcome, stop_reason
-from .validation import validate_run_fields
+from .session import RunStopped, Steering, SteeringSession, extra_names, failure_outcome, stop_reason
+from .validation import check_run_field_names, validate_run_fields
 
 __all__ = ["AgentsSteering", "RunStoppedBySteering", "SteeredRun", "response_step"]
 
@@ -83,6 +89,12 @@ TOOL_ERROR = default_tool_error_function(None, Exception())  # type: ignore[arg-
 WIRING = (
     "a SteeredRun needs both hooks=run and run_config=run.run_config(...) in the Runner call "
     "(the hooks see the responses, the config's input filter applies the decisions)"
+)
+
+
+UNWIRED = (
+    "steering.arun(): nothing was steered, no Runner call in the block was given "
+    "hooks=run and run_config=run.run_config(...)"
 )
 
 
@@ -460,6 +472,9 @@ class _RoutedModel(Model):
 # -- the entry point ----------------------------------------------------------------------------
 
 
+OPTIONS = ("model", "model_routing", "model_factory", "agent_names", "run_id_prefix")
+
+
 class AgentsSteering:
     """rb-streams steering for OpenAI Agents SDK runs; see the module docstring.
 
@@ -480,7 +495,8 @@ class AgentsSteering:
         run_id_prefix: str = "oai",
         **run_fields: Any,
     ) -> None:
-        validate_run_fields(run_fields)
+        check_run_field_names("AgentsSteering", run_fields, OPTIONS)
+        validate_run_fields(run_fields, extra_names(client))
         self.client = client
         self.model = model
         self.model_routing = model_routing
@@ -518,6 +534,8 @@ class AgentsSteering:
             await run.afinish(failure_outcome(type(exc)))
             raise
         await run.afinish("success")
+        if run._provider is None:  # the block's Runner call was not given the run: not steered
+            warnings.warn(UNWIRED, RuntimeWarning, stacklevel=3)
 
     async def run(
         self,

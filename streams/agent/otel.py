@@ -62,19 +62,25 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from openinference.semconv.trace import (
-    DocumentAttributes,
-    MessageAttributes,
-    MessageContentAttributes,
-    SpanAttributes,
-    ToolCallAttributes,
-)
-from opentelemetry.context import Context
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.trace import StatusCode
+try:
+    from openinference.semconv.trace import (
+        DocumentAttributes,
+        MessageAttributes,
+        MessageContentAttributes,
+        SpanAttributes,
+        ToolCallAttributes,
+    )
+    from opentelemetry.context import Context
+    from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+    from opentelemetry.trace import StatusCode
+except ImportError as exc:  # one line that says what to install, not a bare module name
+    raise ImportError(
+        "streams.agent.otel needs the OpenTelemetry SDK and OpenInference's conventions: "
+        f"pip install 'rb-streams[otel]' ({exc})"
+    ) from exc
 
 from .client import Decision, SyncSteeringClient, step_event
-from .validation import validate_run_fields
+from .validation import check_run_field_names, validate_run_fields
 
 __all__ = ["ObservedStep", "SpanMapper", "SteeringSpanProcessor"]
 
@@ -671,6 +677,9 @@ class _Once:
         )
 
 
+OPTIONS = ("on_decision", "max_pending", "run_id_prefix", "multi_agent")
+
+
 class SteeringSpanProcessor(SpanProcessor):
     """Observe-only steering for any OpenTelemetry-instrumented agent; see the module docstring.
 
@@ -692,7 +701,8 @@ class SteeringSpanProcessor(SpanProcessor):
     ) -> None:
         if max_pending < 1:
             raise ValueError(f"max_pending must be >= 1, got {max_pending!r}")
-        validate_run_fields(run_fields)
+        check_run_field_names("SteeringSpanProcessor", run_fields, OPTIONS)
+        validate_run_fields(run_fields, tuple(getattr(client, "extra_names", ()) or ()))
         self.client = client
         self.on_decision = on_decision
         self.max_pending = max_pending

@@ -15,6 +15,7 @@ the client accepts those names when they are listed in `extra_names` (RB_CLIENT_
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -23,6 +24,8 @@ __all__ = [
     "ESCALATION_KEYS",
     "FSM_PARAMS",
     "MONITOR_NAMES",
+    "RUN_FIELDS",
+    "check_run_field_names",
     "validate_escalation",
     "validate_fsm_thresholds",
     "validate_run_fields",
@@ -58,6 +61,47 @@ ESCALATION_KEYS = ("enabled", "escalate_model_after", "stop_after", "escalation_
 ESCALATION_MODEL_CHARS = 256
 MONITORS_OFF_MAX = 64
 _MAX_COUNT = 2**31 - 1  # the schema's bound on a rung's count
+# What a caller may set of a run_start (`streams/schemas/run_start.schema.json`'s properties
+# but the envelope: type, schema_version, run_id, ts); a unit test keeps it equal to the schema.
+RUN_FIELDS: tuple[str, ...] = (
+    "agent_name",
+    "e_traces_enabled",
+    "escalation",
+    "framework",
+    "fsm_thresholds",
+    "fsm_transition",
+    "metadata",
+    "model",
+    "model_routing",
+    "monitor_thresholds",
+    "monitor_weights",
+    "monitors_enabled",
+    "monitors_off",
+    "org_id",
+    "project_id",
+    "scorer",
+    "task",
+    "task_profile",
+    "token_budget",
+)
+
+
+def check_run_field_names(owner: str, fields: Mapping[str, Any], own: Collection[str] = ()) -> None:
+    """TypeError for a keyword that is neither one of `owner`'s own options nor a run_start
+    field. The adapters pass unknown keywords on as run fields, and the worker ignores a
+    run_start field it does not know: a typo (`modle_routing=`, `on_descision=`) would
+    otherwise be silently dropped."""
+    for name in fields:
+        if name in RUN_FIELDS:
+            continue
+        known = sorted({*own, *RUN_FIELDS})
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = (
+            f"; did you mean {close[0]!r}?"
+            if close
+            else f" (its options: {', '.join(sorted(own))}; run fields: {', '.join(RUN_FIELDS)})"
+        )
+        raise TypeError(f"{owner}() got an unexpected keyword argument {name!r}{hint}")
 
 
 def _known(field: str, names: Any) -> None:
