@@ -84,7 +84,10 @@ def report(steering: ClaudeAgentSteering, cli: ScriptedCLI | None) -> None:
         for model in cli.models:
             print(f"  set_model({model}) sent to Claude Code")
     for e in steering.step_log[1:]:
-        print(f"  step {e.step:>2}: {e.action:<8} fsm {e.fsm_state:<8} fired {e.monitors_fired}")
+        print(
+            f"  step {e.step:>2}: {e.model_id or '-':<28} tokens {e.tokens or '-':>6}  "
+            f"{e.action:<8} fsm {e.fsm_state:<8} fired {e.monitors_fired}"
+        )
     if s is not None:
         print(f"  run {s.run_id}: {s.outcome}")
 
