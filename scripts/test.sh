@@ -10,5 +10,5 @@ echo "== ruff"; .venv/bin/ruff check streams tests bench && .venv/bin/ruff forma
 echo "== mypy"; .venv/bin/mypy
 echo "== pytest"
 t0=$(date +%s)
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 "$@"
 echo "test suite took $(( $(date +%s) - t0 ))s"
