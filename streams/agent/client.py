@@ -244,6 +244,42 @@ def step_event(
         event["agent"] = agent
     if lead is not None:
         event["lead"] = lead
+    return fit(event)
+
+
+# A step the worker refuses as too large (RB_MAX_EVENT_BYTES, 256 KiB by default) is
+# dead-lettered, and the run's next step is then out of order: one long model response would
+# end the run's steering. So the client cuts a step to fit, keeping the head of each text: the
+# worker reads the first 20,000 chars of a thought or an output (RB_MAX_THOUGHT_CHARS).
+TEXT_SENT = 64_000  # chars of a thought or an observation sent
+INPUT_SENT = 64_000  # chars of a tool input's JSON sent (longer: sent as that text, cut)
+EVENT_BYTES_SENT = 240 * 1024  # below the worker's default limit, with room for the envelope
+
+
+def _text_len(v: Any) -> int:
+    return len(v) if isinstance(v, str) else -1
+
+
+def fit(event: dict[str, Any], limit: int = EVENT_BYTES_SENT) -> dict[str, Any]:
+    """The step event cut to fit `limit` bytes: its thought, observation and tool input keep
+    their heads (a structured input longer than INPUT_SENT becomes its JSON text, cut)."""
+    for name in ("thought", "observation"):
+        v = event.get(name)
+        if isinstance(v, str) and len(v) > TEXT_SENT:
+            event[name] = v[:TEXT_SENT]
+    raw = event.get("action_input")
+    if raw is not None and not isinstance(raw, str | int | float | bool):
+        text = wire.dumps(raw)
+        if len(text) > INPUT_SENT:
+            event["action_input"] = text[:INPUT_SENT].decode("utf-8", "ignore")
+    elif isinstance(raw, str) and len(raw) > INPUT_SENT:
+        event["action_input"] = raw[:INPUT_SENT]
+    while len(wire.dumps(event)) > limit:  # multi-byte text: halve the longest until it fits
+        name = max(("thought", "observation", "action_input"), key=lambda n: _text_len(event.get(n)))
+        v = event.get(name)
+        if not isinstance(v, str) or not v:
+            break
+        event[name] = v[: len(v) // 2]
     return event
 
 
