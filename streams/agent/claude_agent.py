@@ -79,8 +79,8 @@ except ImportError as exc:  # one line that says what to install, not a bare mod
         f"pip install 'rb-streams[claude-agent-sdk]' ({exc})"
     ) from exc
 
-from .client import StepLogEntry, SyncSteeringClient
-from .session import Steering, SteeringSession, extra_names, failure_outcome
+from .client import SyncSteeringClient
+from .session import LastRun, Steering, SteeringSession, extra_names, failure_outcome
 from .validation import check_run_field_names, validate_run_fields
 
 log = logging.getLogger(__name__)
@@ -241,7 +241,7 @@ OPTIONS = (
 )
 
 
-class ClaudeAgentSteering:
+class ClaudeAgentSteering(LastRun):
     """rb-streams steering for the Claude Agent SDK; see the module docstring."""
 
     def __init__(
@@ -296,18 +296,8 @@ class ClaudeAgentSteering:
         }
 
     # -- public -----------------------------------------------------------------
-    @property
-    def session(self) -> SteeringSession | None:
-        """The run started last (sequential use, tests)."""
+    def _last_session(self) -> SteeringSession | None:
         return self._last
-
-    @property
-    def run_id(self) -> str | None:
-        return self._last.run_id if self._last else None
-
-    @property
-    def step_log(self) -> list[StepLogEntry]:
-        return self._last.step_log if self._last else []
 
     def session_of(self, session_id: str) -> SteeringSession | None:
         """The run in progress of an SDK session."""

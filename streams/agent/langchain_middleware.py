@@ -58,8 +58,8 @@ except ImportError as exc:  # one line that says what to install, not a bare mod
     ) from exc
 
 from . import compose
-from .client import StepLogEntry, SyncSteeringClient
-from .session import Steering, SteeringSession, extra_names, failure_outcome
+from .client import SyncSteeringClient
+from .session import LastRun, Steering, SteeringSession, extra_names, failure_outcome
 from .validation import check_run_field_names, validate_run_fields
 
 # The final message of a run that steering stopped (`name` tells it from the model's own).
@@ -139,7 +139,7 @@ _BLOCK: ContextVar[list[str] | None] = ContextVar("rb_langchain_block", default=
 OPTIONS = ("model", "model_routing", "model_factory", "run_id_prefix", "runs", "thread_idle_s")
 
 
-class SteeringMiddleware(AgentMiddleware[SteeringState, Any, Any]):
+class SteeringMiddleware(LastRun, AgentMiddleware[SteeringState, Any, Any]):
     """rb-streams steering for a LangChain agent; see the module docstring."""
 
     state_schema = SteeringState
@@ -178,18 +178,8 @@ class SteeringMiddleware(AgentMiddleware[SteeringState, Any, Any]):
         self._last: SteeringSession | None = None
 
     # -- public -------------------------------------------------------------
-    @property
-    def session(self) -> SteeringSession | None:
-        """The session of the run this middleware started last (sequential use, tests)."""
+    def _last_session(self) -> SteeringSession | None:
         return self._last
-
-    @property
-    def run_id(self) -> str | None:
-        return self._last.run_id if self._last else None
-
-    @property
-    def step_log(self) -> list[StepLogEntry]:
-        return self._last.step_log if self._last else []
 
     def session_of(self, run_id: str) -> SteeringSession | None:
         with self._lock:

@@ -77,7 +77,7 @@ except ImportError as exc:  # one line that says what to install, not a bare mod
 
 from . import compose
 from .client import StepLogEntry, SyncSteeringClient
-from .session import RunStopped, Steering, SteeringSession, extra_names, failure_outcome, stop_reason
+from .session import LastRun, RunStopped, Steering, SteeringSession, extra_names, failure_outcome, stop_reason
 from .validation import check_run_field_names, validate_run_fields
 
 __all__ = ["AgentsSteering", "RunStoppedBySteering", "SteeredRun", "response_step"]
@@ -475,7 +475,7 @@ class _RoutedModel(Model):
 OPTIONS = ("model", "model_routing", "model_factory", "agent_names", "run_id_prefix")
 
 
-class AgentsSteering:
+class AgentsSteering(LastRun):
     """rb-streams steering for OpenAI Agents SDK runs; see the module docstring.
 
     `model`: the run's default model id (default: the starting agent's, else the SDK's);
@@ -511,17 +511,8 @@ class AgentsSteering:
         """The run started last (sequential use, tests)."""
         return self._last
 
-    @property
-    def session(self) -> SteeringSession | None:
+    def _last_session(self) -> SteeringSession | None:
         return self._last.session if self._last else None
-
-    @property
-    def run_id(self) -> str | None:
-        return self._last.run_id if self._last and self._last.session else None
-
-    @property
-    def step_log(self) -> list[StepLogEntry]:
-        return self._last.step_log if self._last else []
 
     @contextlib.asynccontextmanager
     async def arun(self, hooks: RunHooks[Any] | None = None) -> AsyncIterator[SteeredRun]:

@@ -263,5 +263,28 @@ def extra_names(client: object) -> tuple[str, ...]:
     return tuple(names) if isinstance(names, tuple | list) else ()
 
 
+class LastRun:
+    """What the framework adapters show of the run they started last (sequential use, tests):
+    its session, run id and step log. An adapter says where that session is."""
+
+    def _last_session(self) -> SteeringSession | None:
+        raise NotImplementedError
+
+    @property
+    def session(self) -> SteeringSession | None:
+        """The session of the run started last."""
+        return self._last_session()
+
+    @property
+    def run_id(self) -> str | None:
+        s = self._last_session()
+        return s.run_id if s else None
+
+    @property
+    def step_log(self) -> list[StepLogEntry]:
+        s = self._last_session()
+        return s.step_log if s else []
+
+
 def failure_outcome(exc_type: type[BaseException]) -> str:
     return f"failure: {exc_type.__name__}"
