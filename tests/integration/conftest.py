@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from streams.local.broker import REPO, kafka, reachable
 from streams.local.worker_process import WorkerProcess, free_port
 from streams.settings import Settings
+from tests.integration.kafka_io import read_all
 
 PORT = int(os.environ.get("RB_TEST_KAFKA_PORT", "19092"))
 STARTER = REPO / "patterns" / "starter.jsonl"
@@ -95,3 +100,22 @@ def adapters_worker(broker: str, tmp_path_factory: pytest.TempPathFactory) -> It
     yield w
     w.stop()
     assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)
+
+
+def run_summary(w: WorkerProcess, run_id: str, finished: bool = True) -> dict[str, Any]:
+    """The run's `/runs/{id}` (polled until finished: run_finish has no decision)."""
+    summary: dict[str, Any] = {}
+    for _ in range(100):
+        url = f"http://127.0.0.1:{w.settings.web_port}/runs/{run_id}"
+        summary = json.loads(urllib.request.urlopen(url, timeout=10).read())
+        if summary.get("finished") or not finished:
+            break
+        time.sleep(0.1)
+    return summary
+
+
+def steps_of(w: WorkerProcess, run_id: str) -> list[dict[str, Any]]:
+    """The run's step events as the worker read them from the steps topic."""
+    s = w.settings
+    events = asyncio.run(read_all(s.bootstrap_servers, s.steps_topic, idle_s=1.0))
+    return [e for e in events if e.get("run_id") == run_id and e.get("type") == "step"]

@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
-import time
-import urllib.request
 from typing import Any
 
 import pytest
@@ -22,7 +19,7 @@ from streams.agent.client import SyncSteeringClient
 from streams.agent.compose import REASONBLOCKS_MARKER
 from streams.agent.session import STOPPED_OUTCOME
 from streams.local.worker_process import WorkerProcess
-from tests.integration.kafka_io import read_all
+from tests.integration.conftest import run_summary, steps_of
 
 pytestmark = pytest.mark.integration
 
@@ -37,24 +34,6 @@ LADDER = {"escalate_model_after": 1, "stop_after": 2}
 def cc_worker(adapters_worker: WorkerProcess) -> WorkerProcess:
     """The adapters' shared worker (conftest): every test reads back only its runs."""
     return adapters_worker
-
-
-def run_summary(w: WorkerProcess, run_id: str) -> dict[str, Any]:
-    """The run's `/runs/{id}`, polled until finished (run_finish has no decision)."""
-    summary: dict[str, Any] = {}
-    for _ in range(100):
-        url = f"http://127.0.0.1:{w.settings.web_port}/runs/{run_id}"
-        summary = json.loads(urllib.request.urlopen(url, timeout=10).read())
-        if summary.get("finished"):
-            break
-        time.sleep(0.1)
-    return summary
-
-
-def published(w: WorkerProcess, run_id: str) -> list[dict[str, Any]]:
-    """The run's step events as the worker read them from the steps topic."""
-    events = asyncio.run(read_all(w.settings.bootstrap_servers, w.settings.steps_topic, idle_s=1.0))
-    return [e for e in events if e.get("run_id") == run_id and e["type"] == "step"]
 
 
 def steering(client: SyncSteeringClient, **kw: Any) -> ClaudeAgentSteering:
@@ -104,7 +83,7 @@ def test_a_session_through_the_sdk_publishes_its_tool_calls_as_steps(cc_worker: 
         log = st.step_log
     assert run_id is not None and type(messages[-1]).__name__ == "ResultMessage"
     assert [e.late for e in log] == [False] * 6  # decision 0 and one per tool call, all in time
-    steps = published(cc_worker, run_id)
+    steps = steps_of(cc_worker, run_id)
     assert [(e["step"], e["action"], e.get("agent")) for e in steps] == [
         (1, "Read", None),
         (2, "Grep", "Explore:a4f1c9e2b7d3"),
@@ -187,7 +166,7 @@ def test_through_the_sdk_the_cli_switches_models_and_is_stopped(cc_worker: Worke
     assert cli.models == ["claude-opus-4-5"]  # set_model reached the CLI through the SDK
     assert cli.stopped is not None and cli.stopped.startswith(STOP_PREFIX)
     assert st.run_id is not None
-    steps = published(cc_worker, st.run_id)
+    steps = steps_of(cc_worker, st.run_id)
     models = [e["model_id"] for e in steps]
     assert models[0] == "claude-sonnet-4-5-20250929" and models[-1] == "claude-opus-4-5", models
     assert run_summary(cc_worker, st.run_id)["outcome"] == STOPPED_OUTCOME

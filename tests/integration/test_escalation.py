@@ -3,9 +3,6 @@ nudge -> escalate -> stop when they ignore warnings, and only then (issue 30).""
 
 from __future__ import annotations
 
-import json
-import time
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,7 +11,7 @@ import pytest
 from streams.agent.client import Decision, SyncSteeringClient
 from streams.agent.session import STOPPED_OUTCOME, RunStopped, SteeringSession
 from streams.local.worker_process import WorkerProcess
-from tests.integration.conftest import make_settings, start_worker
+from tests.integration.conftest import make_settings, run_summary, start_worker
 
 pytestmark = pytest.mark.integration
 
@@ -85,18 +82,6 @@ def drive(s: SteeringSession, steps: list[dict[str, Any]]) -> list[tuple[str, st
         steer = s.begin_step()
         seen.append((steer.action, steer.model, s.end_step(**fields)))
     return seen
-
-
-def run_summary(w: WorkerProcess, run_id: str, finished: bool = True) -> dict[str, Any]:
-    """The run's `/runs/{id}` (polled until finished: run_finish has no decision)."""
-    summary: dict[str, Any] = {}
-    for _ in range(100):
-        url = f"http://127.0.0.1:{w.settings.web_port}/runs/{run_id}"
-        summary = json.loads(urllib.request.urlopen(url, timeout=10).read())
-        if summary.get("finished") or not finished:
-            break
-        time.sleep(0.1)
-    return summary
 
 
 def actions(decisions: list[Decision | None]) -> list[str]:

@@ -3,10 +3,6 @@ a scripted model provider) steered through the real broker and worker by `Agents
 
 from __future__ import annotations
 
-import asyncio
-import json
-import time
-import urllib.request
 from typing import Any
 
 import pytest
@@ -18,7 +14,7 @@ from streams.agent.compose import REASONBLOCKS_MARKER
 from streams.agent.openai_agents import AgentsSteering, RunStoppedBySteering
 from streams.agent.session import STOPPED_OUTCOME
 from streams.local.worker_process import WorkerProcess
-from tests.integration.kafka_io import read_all
+from tests.integration.conftest import run_summary, steps_of
 
 pytestmark = pytest.mark.integration
 
@@ -54,25 +50,6 @@ def oai_worker(adapters_worker: WorkerProcess) -> WorkerProcess:
 
 def config(provider: ScriptedProvider) -> RunConfig:
     return RunConfig(model_provider=provider, tracing_disabled=True)
-
-
-def run_summary(w: WorkerProcess, run_id: str) -> dict[str, Any]:
-    """The run's `/runs/{id}`, polled until finished (run_finish has no decision)."""
-    summary: dict[str, Any] = {}
-    for _ in range(100):
-        url = f"http://127.0.0.1:{w.settings.web_port}/runs/{run_id}"
-        summary = json.loads(urllib.request.urlopen(url, timeout=10).read())
-        if summary.get("finished"):
-            break
-        time.sleep(0.1)
-    return summary
-
-
-def steps_of(w: WorkerProcess, run_id: str) -> list[dict[str, Any]]:
-    """The run's step events as the worker read them."""
-    s = w.settings
-    events = asyncio.run(read_all(s.bootstrap_servers, s.steps_topic, idle_s=1.0))
-    return [e for e in events if e["run_id"] == run_id and e["type"] == "step"]
 
 
 def looping(n: int) -> list[dict[str, Any]]:
