@@ -605,15 +605,7 @@ def build_parser() -> argparse.ArgumentParser:
     dlp.add_argument("--json", action="store_true", help="each record as written (one JSON object a line)")
     _add_settings_flags(
         dlp,
-        (
-            "broker",
-            "topic_prefix",
-            "security_protocol",
-            "sasl_mechanism",
-            "sasl_username",
-            "ssl_cafile",
-            "tenant",
-        ),
+        (*KAFKA_FLAGS[:6], "tenant"),  # how to reach the broker, and whose topic to read
     )
     dlp.set_defaults(func=cmd_deadletters)
 
