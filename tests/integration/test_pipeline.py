@@ -272,4 +272,10 @@ def test_simulate_command_drives_agents_against_the_configured_worker(worker):
     assert p.returncode == 0, p.stderr[-2000:]
     lines = p.stdout.splitlines()
     assert sum(" step   3 " in line for line in lines) == 2, p.stdout
-    assert "late" not in p.stdout
+    steps = [line for line in lines if " step " in line]
+    assert steps and not any("late" in line for line in steps), p.stdout  # every decision in time
+    # the per-agent summary closes the output: each agent's 4 calls, none late
+    table = {
+        line.split()[0]: line.split()[1:3] for line in lines if line.startswith(("healthy-", "looping-"))
+    }
+    assert table and all(v == ["4", "0"] for v in table.values()), p.stdout
