@@ -1,14 +1,16 @@
 """The wire contract both sides import: the schema version, the schemas, the decision's rungs
 and the marker that opens a steering injection.
 
-Standard library only, so that the agent side (`streams.agent`, a client-only install) can
-read it without importing the core; the core and the worker import it from here too, so there
-is one source of truth (docs/wire-contract.md).
+Standard library only (and fastjsonschema, imported when a schema is first checked), so that
+the agent side (`streams.agent`, a client-only install) can read it without importing the
+core; the core and the worker import it from here too, so there is one source of truth
+(docs/wire-contract.md).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from importlib import resources
 from typing import Any, Literal, get_args
@@ -36,3 +38,25 @@ def load_schema(name: str) -> dict[str, Any]:
     text = resources.files("streams.schemas").joinpath(f"{name}.schema.json").read_text("utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema
+
+
+# fastjsonschema's generated check lets integral floats through the "integer" type: removed
+# (on our wire an integer field takes integers only).
+_FLOAT_AS_INT = re.compile(r" and not \(isinstance\((\w+), float\) and \1\.is_integer\(\)\)")
+
+
+@cache
+def fast_validator(name: str) -> Any:
+    """A schema compiled to Python (~30x faster than jsonschema): the worker's hot-path yes/no
+    check, and the client's check of a run_start before it is sent. Raises fastjsonschema's
+    `JsonSchemaValueException` (its `message` says what is wrong)."""
+    import fastjsonschema
+
+    code = _FLOAT_AS_INT.sub("", fastjsonschema.compile_to_code(load_schema(name)))
+    if ".is_integer()" in code:  # a fastjsonschema release generates it differently: fail loudly
+        raise RuntimeError(f"could not make {name}'s integer checks exact")
+    func = re.search(r"^def (\w+)\(", code, re.M)
+    assert func is not None
+    namespace: dict[str, Any] = {}
+    exec(compile(code, f"<{name}.schema.json>", "exec"), namespace)
+    return namespace[func.group(1)]

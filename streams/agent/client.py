@@ -23,7 +23,7 @@ from aiokafka.errors import KafkaConnectionError, KafkaError
 
 from ..client_settings import ClientSettings
 from ..contract import ACTIONS as ACTIONS
-from ..contract import SCHEMA_VERSION
+from ..contract import SCHEMA_VERSION, fast_validator
 from ..contract import Action as Action
 from ..kafka import wire
 from ..kafka.security import KafkaAuthError as KafkaAuthError
@@ -254,6 +254,18 @@ def step_event(
 TEXT_SENT = 64_000  # chars of a thought or an observation sent
 INPUT_SENT = 64_000  # chars of a tool input's JSON sent (longer: sent as that text, cut)
 EVENT_BYTES_SENT = 240 * 1024  # below the worker's default limit, with room for the envelope
+
+
+def check_run_start(event: dict[str, Any]) -> None:
+    """A run_start the worker would dead-letter as invalid (a field of the wrong type, too long,
+    unknown where the schema is closed) is refused here, with the schema's reason: the agent
+    would otherwise see every decision of the run come back late, with no error."""
+    from fastjsonschema import JsonSchemaValueException
+
+    try:
+        fast_validator("run_start")({k: v for k, v in event.items() if v is not None})
+    except JsonSchemaValueException as exc:
+        raise ValueError(f"invalid run_start: {exc.message}") from None
 
 
 def _text_len(v: Any) -> int:
@@ -563,6 +575,7 @@ class SteeringClient:
         if run_id in self._runs:
             raise ValueError(f"run {run_id!r} already started by this client")
         validate_run_fields(fields, self.extra_names)
+        check_run_start({"type": "run_start", "schema_version": SCHEMA_VERSION, "run_id": run_id, **fields})
         if self._producer is None:
             raise RuntimeError(NOT_STARTED)
         run = _Run(run_id, wire.partition_for(run_id, self._partitions))

@@ -8,7 +8,6 @@ maximum, so nothing downstream (sums, the encoders) can meet an integer it canno
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -24,6 +23,7 @@ from ..contract import EVENT_TYPES as EVENT_TYPES
 from ..contract import SCHEMA_VERSION as SCHEMA_VERSION
 from ..contract import STEP_MAX as STEP_MAX
 from ..contract import TOKENS_MAX as TOKENS_MAX
+from ..contract import fast_validator as fast_validator
 from ..contract import load_schema as load_schema
 
 
@@ -57,28 +57,12 @@ StrictValidator = validators.extend(
     Draft202012Validator,
     type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", lambda _c, v: type(v) is int),
 )
-# fastjsonschema's generated check lets integral floats through the "integer" type: removed.
-_FLOAT_AS_INT = re.compile(r" and not \(isinstance\((\w+), float\) and \1\.is_integer\(\)\)")
 
 
 @cache
 def validator(name: str) -> Any:
     """Reference validator with exact integers: explains a failure precisely (slow path only)."""
     return StrictValidator(load_schema(name))
-
-
-@cache
-def fast_validator(name: str) -> Any:
-    """The same schema compiled to Python (~30x faster): the hot path's yes/no check, with
-    the same exact integers as the reference validator."""
-    code = _FLOAT_AS_INT.sub("", fastjsonschema.compile_to_code(load_schema(name)))
-    if ".is_integer()" in code:  # a fastjsonschema release generates it differently: fail loudly
-        raise RuntimeError(f"could not make {name}'s integer checks exact")
-    func = re.search(r"^def (\w+)\(", code, re.M)
-    assert func is not None
-    namespace: dict[str, Any] = {}
-    exec(compile(code, f"<{name}.schema.json>", "exec"), namespace)
-    return namespace[func.group(1)]
 
 
 def decode(raw: bytes | str | None, limits: Limits) -> dict[str, Any]:

@@ -32,10 +32,10 @@ WORKER_MODULES = (
     "qdrant_client",
     "tokenizers",
     "jsonschema",
-    "fastjsonschema",
 )
-# ... and what it has: the package and its base dependencies.
-AGENT_MODULES = ("streams", "aiokafka", "orjson", "pydantic_settings")
+# ... and what it has: the package and its base dependencies (fastjsonschema: the client
+# checks a run_start against the wire schema before sending it).
+AGENT_MODULES = ("streams", "aiokafka", "orjson", "pydantic_settings", "fastjsonschema")
 
 AGENT = textwrap.dedent(
     """

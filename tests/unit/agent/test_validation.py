@@ -121,7 +121,26 @@ def test_the_client_refuses_a_bad_run_start_before_sending_it() -> None:
         asyncio.run(c.start_run("r", task_profile="nonexistent"))
     with pytest.raises(ValueError, match="unknown fsm_thresholds parameter"):
         asyncio.run(c.start_run("r", fsm_thresholds={"slow": 0.5}))
+    # what the schema refuses: a field of the wrong type, a text too long
+    with pytest.raises(ValueError, match=r"invalid run_start: data\.token_budget must be"):
+        asyncio.run(c.start_run("r", token_budget="lots"))
+    with pytest.raises(ValueError, match=r"invalid run_start: data\.model must be"):
+        asyncio.run(c.start_run("r", model="m" * 10_000))
     assert "r" not in c._runs  # the run id stays free for a corrected start
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"token_budget": "lots"}, {"token_budget": 1.0}, {"model": "m" * 10_000}, {"e_traces_enabled": "yes"}],
+)
+def test_what_the_client_refuses_by_schema_the_worker_dead_letters(fields: dict[str, Any]) -> None:
+    """The client's schema check is the worker's: the same schema, the same exact integers."""
+    from streams.agent.client import check_run_start
+
+    with pytest.raises(ValueError, match="invalid run_start"):
+        check_run_start({"type": "run_start", "schema_version": 1, "run_id": "r", **fields})
+    verdict = worker_verdict(fields)
+    assert verdict is not None and verdict[0] == "schema_violation", verdict
 
 
 def worker_verdict(fields: dict[str, Any]) -> tuple[str, str] | None:
