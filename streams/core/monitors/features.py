@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar
 import orjson
 
 from ..scoring.observation import Outcome, digest, read, window
+from .pycode import CELL_ACTIONS, analyse_cell, is_cell
 from .shell import analyse, could_not_run, is_file_path, is_shell_program, normalise_path
 
 TEXT_KEPT = 200  # chars of an action / claim / thought kept in run state
@@ -478,8 +479,12 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
     obs = whole_obs[:max_chars]
     is_error = bool(ev.get("observation_is_error"))
 
-    command = ""
-    if action in SHELL_ACTIONS:
+    command = shown = ""
+    cell = _command(raw_input) if action in CELL_ACTIONS or action in ("python", "python3") else ""
+    cell = cell if is_cell(action, cell) else ""
+    if cell:
+        pass  # a Python cell: read below, by `pycode`, not as a command line
+    elif action in SHELL_ACTIONS:
         command = _command(raw_input)
         if is_shell_program(label or "") and is_file_path(command.split(" ", 1)[0]) and "\n" not in command:
             command = f"{label} {command}"  # `python` with input `fix.py`: the program's arguments
@@ -489,8 +494,10 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
     modifies = verifies = reads = submits = False
     changed: tuple[str, ...] = ()
     ops: tuple[tuple[str, ...], ...] = ()
-    if command:
-        facts = analyse(command)
+    if command or cell:
+        facts = analyse(command) if command else analyse_cell(cell)
+        if cell and facts.runs:  # a cell is named by the commands it runs, as a person would
+            command = shown = " && ".join(facts.runs)
         verifies, modifies, reads, submits = facts.verifies, facts.modifies, facts.reads, facts.submits
         ops = tuple(tuple(x[:PATH_KEPT] for x in op) for op in facts.ops[:20])
         paths = tuple(dict.fromkeys([*facts.modify_paths, *facts.verify_paths, *facts.read_paths]))[:4]
@@ -529,7 +536,7 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
         )
     )
     condenses = action in CONDENSE_ACTIONS
-    act_text = f"{label}: {itext}"[:TEXT_KEPT] if label else ""
+    act_text = f"{label}: {shown or itext}"[:TEXT_KEPT] if label else ""
     # Every path is cut here, once: the monitors keep them in the run state, and a producer's
     # 250 KB "path" must not make a state the changelog cannot hold.
     paths = _cut_paths(paths)

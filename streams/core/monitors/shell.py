@@ -271,6 +271,7 @@ class CommandFacts:
     modify_paths: tuple[str, ...] = ()
     read_paths: tuple[str, ...] = ()
     ops: tuple[Op, ...] = ()
+    runs: tuple[str, ...] = ()  # the command lines a Python cell runs (`pycode`)
 
 
 WORD = re.compile(r"""(?:'[^']*'|"(?:\\.|[^"\\])*"|[^\s'"]+)+""")
