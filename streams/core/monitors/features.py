@@ -284,6 +284,8 @@ class StepFeatures:
     empty: bool  # no thought and no action: an empty model response
     agent: str = ""  # who spoke or acted (multi-agent systems); "" for a single agent
     takes_lead: bool = False  # the step says its agent leads the run from now on (a hand-off)
+    by_user: bool = False  # the speaker is the user or its proxy (who set the task): never the lead
+    note: bool = False  # the speaker's label marks an internal note ("Orchestrator (thought)")
     message: bool = False  # no tool ran: a message to the user or to other agents
     changed: tuple[str, ...] = ()  # files this step modified
     could_not_run: bool = False  # a verification attempt whose program or script was missing
@@ -337,8 +339,9 @@ class StepFeatures:
 
     @lazy
     def coordination(self) -> bool:
-        """Speaker routing, ledger/status updates, fact surveys and plans, "TERMINATE"."""
-        return self.message and (is_coordination(self.thought) or is_planning(self.thought))
+        """Speaker routing, ledger/status updates, fact surveys and plans, "TERMINATE", an
+        agent's internal note."""
+        return self.message and (self.note or is_coordination(self.thought) or is_planning(self.thought))
 
 
 EXCEPTION_LINE = re.compile(r"\b\w*(Error|Exception|Fault)\b:?|^E\s|\berror:", re.IGNORECASE)
@@ -448,6 +451,27 @@ def is_coordination(text: str) -> bool:
     )
 
 
+# A speaker's label may qualify the agent: "Orchestrator (thought)", "Orchestrator (-> WebSurfer)",
+# "Orchestrator (final answer)" (Magentic-One's roles). The agent is the name before it; the
+# qualifier may say the message is an internal note or the run's final answer.
+QUALIFIED = re.compile(r"^([^()]*?\S)\s*\(([^()]{1,60})\)$")
+NOTE_ROLE = re.compile(r"^(thought|thinking|inner|internal|reasoning|plan|planning|ledger)\b", re.IGNORECASE)
+FINAL_ROLE = re.compile(r"^final[ _-]?answer$", re.IGNORECASE)
+# The user, or the agent that stands in for it: it set the task, it never leads the work.
+USER_SPEAKER = re.compile(
+    r"^(human|user|users?[ _-]?proxy(?:[ _-]?agent)?|admin|initializer)$", re.IGNORECASE
+)
+
+
+def speaker(label: str) -> tuple[str, str]:
+    """(agent, role) of a speaker's label: role "note", "final" or ""."""
+    m = QUALIFIED.match(label[: NAME_KEPT * 2]) if label.endswith(")") else None
+    if m is None:
+        return label, ""
+    role = m[2].strip()
+    return m[1], "note" if NOTE_ROLE.match(role) else "final" if FINAL_ROLE.match(role) else ""
+
+
 def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
     thought = ev.get("thought") or ""
     if not isinstance(thought, str):
@@ -471,6 +495,7 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
         # A multi-agent transcript without the `agent` field: the speaker's name in `action`,
         # no input, no result. It is a message, not a tool call.
         agent, label, action = label, None, None
+    agent, role = speaker(agent)
     whole_input = input_text(raw_input)
     itext = whole_input[:max_chars]
     whole_obs = raw_obs or ""
@@ -530,7 +555,8 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
         or (
             message
             and (
-                (bool(FINAL_ANSWER.match(thought)) and not is_coordination(thought))
+                role == "final"
+                or (bool(FINAL_ANSWER.match(thought)) and not is_coordination(thought))
                 or bool(TERMINATES.search(thought[-40:]))
             )
         )
@@ -560,6 +586,8 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
         empty=not thought.strip() and action is None,
         agent=agent[:NAME_KEPT],
         takes_lead=bool(agent) and ev.get("lead") is True,
+        by_user=bool(USER_SPEAKER.match(agent)),
+        note=role == "note",
         message=message,
         changed=changed,
         could_not_run=not_run,

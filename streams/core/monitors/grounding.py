@@ -34,7 +34,8 @@ OBS_HEAD = 16_000  # ... and of a longer one, its start ...
 OBS_TAIL = 4_000  # ... and its end (a result printed last)
 CLAIM_HEAD = 1500  # chars of a message read for its facts from its start ...
 CLAIM_TAIL = 700  # ... and from its end (where a conclusion sits)
-SHORT_ANSWER = 80  # an explicit answer this short is one fact: all its words
+SHORT_ANSWER = 80  # an explicit answer this short is one fact: all its words ...
+SHORT_ANSWER_WORDS = 8  # ... if it is no sentence of more words
 MAX_FACTS = 8
 FACT_CHARS = 60
 
@@ -309,6 +310,23 @@ def _highlighted(text: str) -> list[str]:
     values = [" ".join(v.strip(" .,;:'\"").split()) for v in out]
     # a path or a link is where something is, not a value the answer states
     return [v for v in values if v and len(v.split()) <= 5 and "/" not in v and "\\" not in v]
+
+
+# A message that renders a tool's output (a browsing agent's page, a terminal's exit code and
+# output), in the words tools print: in a chat of messages it is the tool output, not a claim.
+RENDERED = re.compile(
+    r"^(?:Address: \S+://|Viewport position:|Here is a screenshot of |The web browser is open to |"
+    r"The following text is visible in the viewport|Automatic OCR of the page screenshot|"
+    r"exit ?code: -?\d|The script ran(?:, then exited)?|Its output was:|Execution logs:|Code output:|"
+    r"Observed output of cmd|STDOUT:|URL Source: \S+://)",
+    re.MULTILINE | re.IGNORECASE,
+)
+RENDERED_HEAD = 1500  # chars of a message searched for it
+
+
+def renders_output(message: str) -> bool:
+    """The message shows a tool's output (see RENDERED)."""
+    return bool(RENDERED.search(message[:RENDERED_HEAD]))
 
 
 def code_of(message: str, limit: int = 2000) -> str:

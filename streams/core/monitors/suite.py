@@ -154,7 +154,7 @@ def evaluate(
     ctx = Context(task, found)
     new = MonitorState(ms) if ms else MonitorState.initial(suite)
     lead = ms.get(LEAD) or ""
-    if f.agent and (not lead or (f.takes_lead and f.agent != lead)):
+    if f.agent and not f.by_user and (not lead or (f.takes_lead and f.agent != lead)):
         lead = new[LEAD] = f.agent
     for m in plan.order:
         if off and m.name in off:

@@ -262,7 +262,7 @@ def _answer(st: VerificationState, f: StepFeatures, task: str | None) -> tuple[V
         tool_seen = f.action is not None and bool(f.observation)
         return (st.evolve(edited=True) if f.modifies else st.evolve(blind=True) if tool_seen else st), NOTHING
     agents = st.agents
-    if f.agent and f.agent not in agents and len(agents) < 2:
+    if f.agent and not f.by_user and f.agent not in agents and len(agents) < 2:
         agents = [*agents, f.agent]
     chat = len(agents) > 1 or st.messages
     tool_output = f.action is not None and bool(f.observation) and not f.finishes
@@ -275,7 +275,17 @@ def _answer(st: VerificationState, f: StepFeatures, task: str | None) -> tuple[V
         and not f.coordination
         and "```" not in f.thought  # an agent answering with code of its own is not the executor
     )
-    output, call = (f.thought, st.asked_code) if reply else (f.observation, f.input)
+    # Another agent's message that shows a tool's output (a browsing agent's page): tool output.
+    rendered = (
+        f.message
+        and not reply
+        and bool(f.agent)
+        and f.agent != (agents[0] if agents else "")
+        and grounding.renders_output(f.thought)
+    )
+    output, call = (
+        (f.thought, st.asked_code) if reply else (f.thought, "") if rendered else (f.observation, f.input)
+    )
     asked = grounding.code_of(f.thought) if f.message and not reply else ""
     new = st.evolve(
         agents=agents,
@@ -283,8 +293,8 @@ def _answer(st: VerificationState, f: StepFeatures, task: str | None) -> tuple[V
         asked_code=asked,
         asked_by=f.agent if asked else "",
     )
-    tool_output = tool_output or reply
-    top = not f.agent or f.agent == agents[0]
+    tool_output = tool_output or reply or rendered
+    top = not f.agent or (bool(agents) and f.agent == agents[0])
     ends = f.finishes and (top or (f.message and bool(TERMINATES.search(f.thought[-40:]))))
     # what the step states: its explicit answer when it ends the run, else a result message
     stated: str | None = None
@@ -293,14 +303,19 @@ def _answer(st: VerificationState, f: StepFeatures, task: str | None) -> tuple[V
         stated, explicit = _explicit_answer(f), True
     if (
         stated is None
-        and not reply
+        and not (reply or rendered)
         and f.thought.strip()
         and not f.coordination
         and not grounding.quotes_task(f.thought, task)
     ):
         stated, explicit = f.thought, False
     if stated is not None:
-        short = explicit and len(stated.strip()) <= grounding.SHORT_ANSWER
+        # a short answer is one fact; a sentence ("X was first found in 2018.") is read for its facts
+        short = (
+            explicit
+            and len(stated.strip()) <= grounding.SHORT_ANSWER
+            and len(stated.split()) <= grounding.SHORT_ANSWER_WORDS
+        )
         found_facts = grounding.facts(stated, task, short)
         if found_facts or (explicit and stated.strip()):
             checked = [x for x in found_facts if grounding.confirmed(x, None, new.evidence, new.evidence_old)]

@@ -225,3 +225,76 @@ def test_looking_up_different_ids_with_one_tool_is_not_a_reworded_loop(sem):
     for order in ("#W4597054", "#W4836353", "#W7773202", "#W9300146"):
         run.feed(step("", "get_order_details", {"order_id": order}, '{"status": "delivered", "items": []}'))
     assert not run.fired_anywhere(LOOP)
+
+
+# Magentic-One-shaped chats: the user asks, the orchestrator plans in notes, instructs its
+# agents ("Orchestrator (-> WebSurfer)"), a browsing agent reports the page it sees, and the
+# orchestrator gives the final answer ("Orchestrator (final answer)").
+M1_TASK = (
+    "According to the USGS, in what year was the clownfish first found as a nonnative species in the US?"
+)
+
+
+def _page(action: str, title: str, text: str) -> str:
+    return (
+        f"{action}\n\nHere is a screenshot of [{title}](https://nas.er.usgs.gov/queries/FactSheet.aspx). "
+        "The viewport shows 31% of the webpage, and is positioned at the top of the page.\n"
+        f"Automatic OCR of the page screenshot has detected the following text:\n\n{text}"
+    )
+
+
+def _m1_chat(sem, page_text: str, answer: str) -> Run:
+    run = Run(sem, task=M1_TASK, profile="qa")
+    for agent, text in (
+        ("human", M1_TASK),
+        (
+            "Orchestrator (thought)",
+            "Initial plan:\n\nWe are working to address the following user request: ...",
+        ),
+        (
+            "Orchestrator (-> WebSurfer)",
+            "Please open the USGS fact sheet for the clownfish (Amphiprion ocellaris).",
+        ),
+        (
+            "WebSurfer",
+            _page("I clicked 'clown anemonefish - Species Profile'.", "Species Profile", page_text),
+        ),
+        ("Orchestrator (thought)", "Request satisfied."),
+        ("Orchestrator (final answer)", answer),
+    ):
+        run.feed({**step(text), "agent": agent})
+    return run
+
+
+def test_a_chat_answer_that_no_page_shows_is_flagged_at_the_orchestrators_final_answer(sem):
+    run = _m1_chat(
+        sem,
+        "Nonindigenous Occurrences: the first record is from Florida.",
+        "The clownfish was first found as a nonnative species in the US in 2018.",
+    )
+    last = run.results[-1]
+    assert last.final and SKIP in last.fired
+    assert "`2018`" in (last.text or "") and "No tool produced any output" not in (last.text or "")
+
+
+def test_a_chat_answer_the_browsing_agents_page_shows_is_not_flagged(sem):
+    run = _m1_chat(
+        sem,
+        "Nonindigenous Occurrences: the first record, from Florida, dates from 2018.",
+        "The clownfish was first found as a nonnative species in the US in 2018.",
+    )
+    assert run.results[-1].final and not run.fired_anywhere(SKIP)
+
+
+def test_the_user_who_asked_never_leads_and_a_qualified_speaker_is_its_agent():
+    from streams.core.monitors.features import extract, speaker
+
+    assert speaker("Orchestrator (-> WebSurfer)") == ("Orchestrator", "")
+    assert speaker("Orchestrator (thought)") == ("Orchestrator", "note")
+    assert speaker("Orchestrator (final answer)") == ("Orchestrator", "final")
+    assert speaker("Coder") == ("Coder", "")
+    note = extract(
+        {"step": 2, "agent": "Orchestrator (thought)", "thought": "We are stuck; try the archive."}, 8000
+    )
+    assert note.agent == "Orchestrator" and note.coordination
+    assert extract({"step": 1, "agent": "user_proxy", "thought": "Solve it."}, 8000).by_user
