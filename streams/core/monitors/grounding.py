@@ -324,6 +324,19 @@ RENDERED = re.compile(
 RENDERED_HEAD = 1500  # chars of a message searched for it
 
 
+# ... of those, the ones that show a page (what a browsing agent saw).
+PAGE_RENDERED = re.compile(
+    r"^(?:Address: \S+://|Viewport position:|Here is a screenshot of |The web browser is open to |"
+    r"The following text is visible in the viewport|Automatic OCR of the page screenshot|URL Source: \S+://)",
+    re.MULTILINE | re.IGNORECASE,
+)
+
+
+def renders_page(message: str) -> bool:
+    """The message shows a page a browsing agent saw (see PAGE_RENDERED)."""
+    return bool(PAGE_RENDERED.search(message[:RENDERED_HEAD]))
+
+
 def renders_output(message: str) -> bool:
     """The message shows a tool's output (see RENDERED)."""
     return bool(RENDERED.search(message[:RENDERED_HEAD]))

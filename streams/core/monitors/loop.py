@@ -26,6 +26,7 @@ from typing import Any
 
 from ..scan import leftmost, names
 from ..scoring.observation import window
+from . import grounding
 from .base import NOTHING, Context, Finding, Monitor, quote
 from .features import StepFeatures, short_hash, sketch_similarity
 from .semantics import Semantics
@@ -42,6 +43,7 @@ NEAR_SAME = 0.75  # ... above which a failing rerun's result is nearly the one b
 EDITS_SAID = 3  # edits between unchanged reruns before the text is about the edits
 RERUNS_SAID = 4  # ... and runs of the check with that one result (3 rounds of edits, no change)
 
+PAGE_LINES_MIN = 3  # content lines of a page before two pages can be called the same
 MESSAGE_CHARS = 160  # of a message step kept to compare with the same agent's next messages
 REWORDED_MESSAGE = 0.85  # static-model cosine of two messages that say the same thing
 # What a message adds: numbers, quoted or code strings, links, file names (`\b[\w-]+\.[a-z]{2,4}\b`,
@@ -103,6 +105,8 @@ PLACE_LABEL = re.compile(
     r"(?:address|url|location|current page|page url)\s*+:\s*+(\S[^\n]{0,200})", re.IGNORECASE
 )
 LINK = re.compile(r"\b(?:https?|file)://[^\s\"'<>)\]]++")
+# A page view's position line ("The viewport shows 31% of the webpage, and is positioned ...").
+VIEWPORT = re.compile(r"the viewport shows\b", re.IGNORECASE)
 PLACE_LINES = 3  # lines of a result's head where it names its page
 PLACE_CHARS = 600
 
@@ -286,6 +290,20 @@ def _result_lines(f: StepFeatures) -> list[tuple[str, int]]:
             and not STATUS_LINE.match(t)
             and not (said and said in t and len(t) <= len(said) + ECHO_LINE_EXTRA)
         ):
+            out.append((t, _line_hash(t)))
+    return out
+
+
+def _page_lines(f: StepFeatures) -> list[tuple[str, int]]:
+    """A browsing agent's message that shows a page, as a result: its lines after the first
+    (what it did: "I typed 'q' into the search bar"), without the lines that frame every page
+    (the screenshot's title and link, the viewport's position, the OCR heading)."""
+    if not (f.message and f.agent and grounding.renders_page(f.thought)):
+        return []
+    out = []
+    for ln in f.thought[: grounding.OBS_READ].splitlines()[1:]:
+        t = ln.strip()
+        if t and not (grounding.RENDERED.match(t) or LINK.search(t) or VIEWPORT.match(t)):
             out.append((t, _line_hash(t)))
     return out
 
@@ -766,6 +784,23 @@ def reissued(w: Window, sem: Semantics) -> Finding | None:
     )
 
 
+def _reports(e: Entry) -> bool:
+    """A message that shows a tool's output (a page, a terminal's exit code): a report, whose
+    repetition is the same result again whatever was asked, not a request."""
+    return bool(e.lines) or grounding.renders_output(e.message)
+
+
+def _answers(w: Window, agent: str, since: int) -> set[Any]:
+    """What the other agents of a chat said or got after step `since`, one key per distinct
+    answer: a message repeated while the answers to it change (paging through a document) is
+    progress, not a loop."""
+    return {
+        e.obs if e.action else (tuple(e.lines) or e.thought)
+        for e in w.entries
+        if e.step > since and e.agent != agent
+    }
+
+
 def same_message(w: Window, sem: Semantics) -> Finding | None:
     """3. The same message, no tool call between."""
     cur = w.cur
@@ -776,6 +811,17 @@ def same_message(w: Window, sem: Semantics) -> Finding | None:
     score = 0.85 if n >= 3 else 0.35 if n == 2 else 0.0
     if not score:
         return None
+    # In a chat, what the other agents answered in between: "scroll down" sent again while
+    # each answer shows a new part of the page is paging, not a loop.
+    answers = _answers(w, cur.agent, mine[-n].step) if not _reports(cur) else set()
+    if len(answers) >= 2:
+        return None
+    if answers:
+        return Finding(
+            score,
+            f"{cur.agent} has sent the same message {n} times and got the same answer each time. "
+            "Sending it again will bring that answer again: use it, or ask for something else.",
+        )
     return Finding(
         score,
         (f"{cur.agent} has" if cur.agent else "You have")
@@ -952,6 +998,28 @@ def search_streak(w: Window, sem: Semantics) -> Finding | None:
     )
 
 
+def same_page(w: Window, sem: Semantics) -> Finding | None:
+    """11. A browsing agent showing the same page content again (chats of messages: the
+    orchestrator re-words its request, the agent searches again and the same results come
+    back, or it lands on the same page). Pages it scrolls through or new results are progress."""
+    cur = w.cur
+    if cur.action or not (cur.message and len(cur.lines) >= PAGE_LINES_MIN):
+        return None
+    peers = [e for e in w.before if e.agent == cur.agent and not e.action and e.message and e.lines]
+    same = [e for e in peers if w.overlap(e, cur) >= NEAR_SAME]
+    n = 1 + len(same)
+    if n < 3:
+        return None
+    steps = ", ".join(str(e.step) for e in same[-3:])
+    return Finding(
+        0.85 if n >= 4 else 0.7,
+        f"{cur.agent} has shown the same page content {n} times (steps {steps} and now: "
+        f'"{quote(cur.message, 60)}"): another visit or search of that kind brings the same text. '
+        "Use what the page shows, move on to its next page or a result it lists, or try a "
+        "different source instead of another rewording.",
+    )
+
+
 def reworded_message(w: Window, sem: Semantics) -> Finding | None:
     """9. The same agent re-issuing a reworded message that brings nothing new (multi-agent
     chats: an orchestrator re-sending the instruction that keeps failing)."""
@@ -968,7 +1036,7 @@ def reworded_message(w: Window, sem: Semantics) -> Finding | None:
     seen = {h for e in members for h in e.facts}
     new_facts = [h for h in cur.facts if h not in seen]
     n = 1 + len(members)
-    if n < 3 or new_facts:
+    if n < 3 or new_facts or (not _reports(cur) and len(_answers(w, cur.agent, members[0].step)) >= 2):
         return None
     who = f"{cur.agent} has" if cur.agent else "You have"
     quoted = ", ".join(f'"{quote(e.message, 60)}"' for e in [*members[-2:], cur])
@@ -1030,13 +1098,14 @@ RULES: tuple[Rule, ...] = (
     condensations,
     reworded_action,
     search_streak,
+    same_page,
     reworded_message,
     cycle,
 )
 
 
 def evaluate(st: LoopState, f: StepFeatures, ctx: Context, sem: Semantics) -> tuple[LoopState, Finding]:
-    lines = _result_lines(f) if f.action else []
+    lines = _result_lines(f) if f.action else _page_lines(f)
     cur = Entry.of(f, frame_of(st.frames, f.action), lines)
     kept = st.window[-(WINDOW - 1) :]
     frames = _learn(st.frames, f, cur.obs, lines)

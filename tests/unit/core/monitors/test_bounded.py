@@ -92,7 +92,9 @@ def test_work_and_state_size_are_bounded_up_to_5000_steps(sem, seed):
             sizes[i] = _state_bytes(run)
         run.results.clear()  # the harness's own memory, not the run state's
     assert max(work) <= 60, "per-step comparisons are capped by the bounded windows"
-    assert max(work[4000:]) <= max(work[:1000]) + 5
+    # flat: the last thousand steps cost what the first thousand did (means: one step's
+    # maximum depends on which random steps the window happens to hold)
+    assert sum(work[4000:]) / 1000 <= sum(work[:1000]) / 1000 * 1.2 + 1
     assert sizes[5000] <= sizes[1000] * 1.15 + 512
     assert sizes[5000] < 40_000
 

@@ -298,3 +298,56 @@ def test_the_user_who_asked_never_leads_and_a_qualified_speaker_is_its_agent():
     )
     assert note.agent == "Orchestrator" and note.coordination
     assert extract({"step": 1, "agent": "user_proxy", "thought": "Solve it."}, 8000).by_user
+
+
+HICCUP = "Can Hiccup Supply Enough Fish to Maintain a Dragon's Diet?"
+RESULTS = (
+    "About 2,340 results\nJournal of Interdisciplinary Science Topics - University of Leicester\n"
+    f"journals.le.ac.uk\n{HICCUP} ... Toothless ... the fish ...\nRelated searches: dragon diet"
+)
+
+
+def _search_page(query: str, results: str) -> str:
+    return (
+        f"I typed '{query}' into '0 characters out of 2000'.\n\nHere is a screenshot of [{query} - Search]"
+        f"(https://www.bing.com/search?q={query.replace(' ', '+')}). The viewport shows 40% of the webpage, "
+        "and is positioned at the top of the page.\nAutomatic OCR of the page screenshot has detected the "
+        f"following text:\n\n{results}"
+    )
+
+
+def test_a_browsing_agent_bringing_back_the_same_results_to_reworded_requests_is_a_loop(sem):
+    run = Run(sem, task=f"What was the volume in m^3 of the fish bag in the paper '{HICCUP}'?")
+    asks = [
+        f"Please search for the paper '{HICCUP}' and find the fish bag volume.",
+        "Search again for the Leicester paper about Hiccup and look for the volume of the fish bag.",
+        "Please try another search for the Hiccup paper and report the fish bag volume.",
+    ]
+    queries = [
+        "Hiccup Supply Enough Fish Dragon",
+        "Leicester Hiccup fish bag volume",
+        "Hiccup dragon diet paper pdf",
+    ]
+    for ask, query in zip(asks, queries, strict=True):
+        run.feed({**step(ask), "agent": "Orchestrator (-> WebSurfer)"})
+        run.feed({**step(_search_page(query, RESULTS)), "agent": "WebSurfer"})
+    last = run.results[-1]
+    assert LOOP in last.fired
+    assert "WebSurfer has shown the same page content 3 times" in (last.text or "")
+
+
+def test_a_browsing_agent_scrolling_through_new_text_or_finding_new_results_is_not_a_loop(sem):
+    run = Run(sem, task="How many studio albums did Mercedes Sosa publish between 2000 and 2009?")
+    sections = [
+        "Early life\nSosa was born in San Miguel de Tucumán\nto a family of French descent\nher father worked",
+        "Career\nIn 1950, at age fifteen, she won a singing competition\norganised by a local radio\nand a contract",
+        "Nueva canción\nSosa and her first husband\nfounded a movement\nof Latin American folk songs",
+        "Discography\nStudio albums\nCorazón Libre (2005)\nCantora 1 (2009)",
+    ]
+    for k, text in enumerate(sections):
+        run.feed(
+            {**step("Please scroll down to the Discography section."), "agent": "Orchestrator (-> WebSurfer)"}
+        )
+        page = _search_page(f"Mercedes Sosa page {k}", text).replace("I typed", "I scrolled down; I typed")
+        run.feed({**step(page), "agent": "WebSurfer"})
+    assert not run.fired_anywhere(LOOP)
