@@ -37,6 +37,7 @@ CLAIM_TAIL = 700  # ... and from its end (where a conclusion sits)
 SHORT_ANSWER = 80  # an explicit answer this short is one fact: all its words ...
 SHORT_ANSWER_WORDS = 8  # ... if it is no sentence of more words
 MAX_FACTS = 8
+MAX_BLOCKS = 8  # code blocks of one message read
 FACT_CHARS = 60
 
 # Numbers as values (`950,000`, `1.445`, `3.1.3.1`), not digits inside a path, a URL, an id
@@ -348,14 +349,30 @@ def code_of(message: str, limit: int = 2000) -> str:
     not a request to run anything."""
     if "```" not in message:
         return ""
+    return "\n".join(part for part, _body in code_blocks(message, limit))[:limit]
+
+
+def code_blocks(message: str, limit: int = 2000, tagged: bool = False) -> list[tuple[str, str]]:
+    """The fenced blocks of a message that hold code (see `code_of`): (the fence's text, the
+    code without its language tag), the first MAX_BLOCKS; `tagged`: only those tagged with a
+    language an executor runs (an untagged fence may hold a poem that reads as code)."""
+    if "```" not in message:
+        return []
     blocks = []
     for part in message.split("```")[1::2]:
         head, nl, body = part.partition("\n")
         lang = head.strip() if nl and LANG_TAG.fullmatch(head.strip()) else ""
         body = body if lang or (nl and not head.strip()) else part
-        if is_code(lang, body[:limit]):
-            blocks.append(part)
-    return "\n".join(blocks)[:limit]
+        if (lang.lower() in CODE_LANGS or not tagged) and is_code(lang, body[:limit]):
+            blocks.append((part, body))
+            if len(blocks) >= MAX_BLOCKS:
+                break
+    return blocks
+
+
+def code_key(body: str) -> str:
+    """A code block's fingerprint, whitespace aside: the same code shown again has the same."""
+    return f"{zlib.crc32(' '.join(body.split()).encode('utf-8', 'replace')):08x}"
 
 
 def is_code(lang: str, body: str) -> bool:

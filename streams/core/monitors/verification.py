@@ -91,6 +91,12 @@ class VerificationState:
     asked_code: str = ""
     asked_by: str = ""
     reported: list[str] = field(default_factory=list)  # unchecked facts already said
+    # The latest message with code that no step has run since (no tool output after it): the
+    # step and the code's first line. A chat that ends there ends on code nothing executed.
+    code_step: int | None = None
+    code_head: str = ""
+    code_pending: list[str] = field(default_factory=list)  # its blocks' `code_key`s
+    ran_code: list[str] = field(default_factory=list)  # keys of code that output came after
 
     def evolve(self, **changes: Any) -> VerificationState:
         """This state with `changes` (`core.evolve`: ~1 us, not `dataclasses.replace`'s ~20 us)."""
@@ -274,6 +280,9 @@ def _answer(st: VerificationState, f: StepFeatures, task: str | None) -> tuple[V
         and f.agent != st.asked_by
         and not f.coordination
         and "```" not in f.thought  # an agent answering with code of its own is not the executor
+        # an executor prints output (`exitcode: 0`, "Its output was:"); a reviewer's comment
+        # on the code is no run of it
+        and grounding.renders_output(f.thought)
     )
     # Another agent's message that shows a tool's output (a browsing agent's page): tool output.
     rendered = (
@@ -294,6 +303,25 @@ def _answer(st: VerificationState, f: StepFeatures, task: str | None) -> tuple[V
         asked_by=f.agent if asked else "",
     )
     tool_output = tool_output or reply or rendered
+    if tool_output and (new.code_step is not None or f.action):
+        # what ran: the code asked for before, or the code this tool step was given
+        keys = list(new.code_pending)
+        if f.action and f.input:
+            keys += [grounding.code_key(b) for _p, b in grounding.code_blocks(f.input)] or [
+                grounding.code_key(f.input)
+            ]
+        ran = [*new.ran_code, *(k for k in dict.fromkeys(keys) if k not in new.ran_code)][-RAN_KEPT:]
+        new = new.evolve(code_step=None, code_head="", code_pending=[], ran_code=ran)
+    if asked:
+        # code shown again as it already ran (a final listing of the tested script) is not new
+        fresh = [
+            (grounding.code_key(body), body) for _p, body in grounding.code_blocks(f.thought, tagged=True)
+        ]
+        fresh = [(k, body) for k, body in fresh if k not in new.ran_code]
+        if fresh:
+            new = new.evolve(
+                code_step=f.step, code_head=_first_line(fresh[0][1]), code_pending=[k for k, _ in fresh]
+            )
     top = not f.agent or (bool(agents) and f.agent == agents[0])
     ends = f.finishes and (top or (f.message and bool(TERMINATES.search(f.thought[-40:]))))
     # what the step states: its explicit answer when it ends the run, else a result message
@@ -344,6 +372,14 @@ def _answer(st: VerificationState, f: StepFeatures, task: str | None) -> tuple[V
                 claim_checked=confirmed,
             )
     unchecked = _unchecked(new)
+    if ends and chat and new.code_step is not None and not unchecked:
+        who = "the code you wrote" if new.code_step == f.step else f"the code written at step {new.code_step}"
+        return new, Finding(
+            0.9,
+            f"You are ending the run, but {who} (`{new.code_head}`) never ran: no step executed or "
+            "tested it. Run it (or its tests) and check the output before finishing, or say in the "
+            "answer that it is untested.",
+        )
     if not chat or not unchecked:
         return new.evolve(answer_step=None) if new.answer_step is not None else new, NOTHING
     facts_text = ", ".join(f"`{grounding.plain(x)}`" for x in unchecked[:4])
@@ -377,6 +413,18 @@ def _answer(st: VerificationState, f: StepFeatures, task: str | None) -> tuple[V
             "confirmed; it goes on, so check that against a source now.",
         )
     return new, NOTHING
+
+
+RAN_KEPT = 16  # keys of code that ran, kept
+
+
+def _first_line(code: str) -> str:
+    """The code's first line that is not a comment, cut: what names it in the text."""
+    for ln in code.splitlines():
+        t = ln.strip()
+        if t and not t.startswith(("#", "//")):
+            return quote(t, 60)
+    return quote(code.strip(), 60)
 
 
 def _explicit_answer(f: StepFeatures) -> str | None:

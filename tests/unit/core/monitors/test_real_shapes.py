@@ -351,3 +351,33 @@ def test_a_browsing_agent_scrolling_through_new_text_or_finding_new_results_is_n
         page = _search_page(f"Mercedes Sosa page {k}", text).replace("I typed", "I scrolled down; I typed")
         run.feed({**step(page), "agent": "WebSurfer"})
     assert not run.fired_anywhere(LOOP)
+
+
+GAME = "```python\n# main.py\nimport random\n\ndef roll():\n    return random.randint(1, 6)\n\nprint(roll())\n```"
+
+
+def test_a_chat_that_ends_on_code_nothing_ran_is_flagged(sem):
+    run = Run(sem, task="Write a dice game in Python.")
+    run.feed({**step(f"Here is the game:\n{GAME}"), "agent": "Programmer"})
+    run.feed({**step("The code looks fine to me. No further comments."), "agent": "Code_Reviewer"})
+    res = run.feed({**step("The game is done. TERMINATE"), "agent": "Programmer"})
+    assert SKIP in res.fired and "`import random`" in (res.text or "") and "never ran" in (res.text or "")
+
+
+def test_a_chat_that_ends_on_code_that_ran_or_on_a_listing_of_it_is_not_flagged(sem):
+    run = Run(sem, task="Write a dice game in Python.")
+    run.feed({**step(f"Here is the game:\n{GAME}"), "agent": "Programmer"})
+    run.feed({**step("exitcode: 0 (execution succeeded)\nCode output: 4"), "agent": "Computer_terminal"})
+    run.feed({**step(f"It works. The final code:\n{GAME}"), "agent": "Programmer"})
+    run.feed({**step("TERMINATE"), "agent": "Code_Reviewer"})
+    assert not run.fired_anywhere(SKIP)
+
+
+def test_a_quoted_text_in_an_untagged_fence_is_no_code_that_should_have_run(sem):
+    run = Run(sem, task="Which stanza of the poem has indented lines?")
+    poem = "```\nI have not ever seen my father's grave.\n  and becomes less\nuntil there is nothing left\n```"
+    run.feed({**step(f"Here is the poem:\n{poem}"), "agent": "Poetry_Expert"})
+    run.feed({**step("exitcode: 0 (execution succeeded)\nCode output: stanza 3"), "agent": "Computer_terminal"})
+    run.feed({**step(f"Quoting it again:\n{poem}"), "agent": "Literature_Expert"})
+    res = run.feed({**step("Stanza 3 has the indented lines. TERMINATE"), "agent": "Poetry_Expert"})
+    assert "never ran" not in (res.text or "")
