@@ -285,6 +285,7 @@ class StepFeatures:
     agent: str = ""  # who spoke or acted (multi-agent systems); "" for a single agent
     takes_lead: bool = False  # the step says its agent leads the run from now on (a hand-off)
     by_user: bool = False  # the speaker is the user or its proxy (who set the task): never the lead
+    cell: bool = False  # the input is a Python cell (`pycode`)
     note: bool = False  # the speaker's label marks an internal note ("Orchestrator (thought)")
     message: bool = False  # no tool ran: a message to the user or to other agents
     changed: tuple[str, ...] = ()  # files this step modified
@@ -524,6 +525,7 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
         if cell and facts.runs:  # a cell is named by the commands it runs, as a person would
             command = shown = " && ".join(facts.runs)
         verifies, modifies, reads, submits = facts.verifies, facts.modifies, facts.reads, facts.submits
+        submits = submits and not (cell and is_error)  # a cell that failed stopped before its end
         ops = tuple(tuple(x[:PATH_KEPT] for x in op) for op in facts.ops[:20])
         paths = tuple(dict.fromkeys([*facts.modify_paths, *facts.verify_paths, *facts.read_paths]))[:4]
         changed = facts.modify_paths
@@ -587,6 +589,7 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
         agent=agent[:NAME_KEPT],
         takes_lead=bool(agent) and ev.get("lead") is True,
         by_user=bool(USER_SPEAKER.match(agent)),
+        cell=bool(cell),
         note=role == "note",
         message=message,
         changed=changed,

@@ -79,6 +79,7 @@ EDIT_CALL = re.compile(
     r"write_file|replace_in_file|str_replace)\("
 )
 READ_CALL = re.compile(r"(?<![\w.])(open_file|view_file|read_file|search_file|search_dir|find_file)\(")
+FINAL_CALL = re.compile(r"^final_answer\(")
 # Outputs, not code: a cell saving its data or notes changes nothing to verify.
 DATA_FILE = re.compile(
     r"\.(csv|tsv|txt|log|json|jsonl|html?|xml|md|rst|png|jpe?g|gif|svg|pdf|xlsx?|docx?|pptx?|zip|"
@@ -106,6 +107,9 @@ def analyse_cell(code: str) -> CommandFacts:
 def _analyse(code: str) -> CommandFacts:
     raw = code.splitlines()[:CODE_LINES]
     body = [ln.strip() for ln in raw if ln.strip() and not ln.lstrip().startswith("#")]
+    # `final_answer(x)` at the top level ends the run (in a branch it may not run; a cell that
+    # fails stops before it: `features` checks that)
+    ends = any(FINAL_CALL.match(ln) for ln in raw)
     if body and CELL_MAGIC.match(body[0]):
         script = "\n".join(body[1:])
         return dataclasses.replace(analyse(script), runs=(script[:RUN_KEPT],))
@@ -124,7 +128,7 @@ def _analyse(code: str) -> CommandFacts:
         verifies=any(f.verifies for f in parts),
         modifies=any(f.modifies for f in parts),
         reads=any(f.reads for f in parts),
-        submits=any(f.submits for f in parts),
+        submits=ends or any(f.submits for f in parts),
         verify_paths=uniq([p for f in parts for p in f.verify_paths]),
         modify_paths=uniq([p for f in parts for p in f.modify_paths]),
         read_paths=uniq([p for f in parts for p in f.read_paths]),
@@ -251,4 +255,15 @@ def _command_arg(ln: str, at: int, names: dict[str, str]) -> str:
     return names.get(name[0], "") if name else ""
 
 
-__all__ = ["CELL_ACTIONS", "Op", "analyse_cell", "is_cell"]
+def final_argument(code: str) -> str | None:
+    """The literal a cell's top-level `final_answer(...)` gives, or None (an expression)."""
+    for ln in reversed(code[:CODE_CHARS].splitlines()[:CODE_LINES]):
+        if FINAL_CALL.match(ln):
+            m = ARG.match(ln, _skip_spaces(ln, len("final_answer(")))
+            if m and m[3] is None and ln[m.end() :].strip().startswith(")"):
+                return m[1] if m[1] is not None else m[2]
+            return None
+    return None
+
+
+__all__ = ["CELL_ACTIONS", "Op", "analyse_cell", "final_argument", "is_cell"]

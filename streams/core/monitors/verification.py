@@ -34,6 +34,7 @@ from ..evolve import evolve
 from . import grounding
 from .base import NOTHING, Context, Finding, Monitor, quote
 from .features import TERMINATES, StepFeatures
+from .pycode import final_argument
 from .semantics import Semantics
 from .shell import is_backup
 
@@ -271,7 +272,8 @@ def _answer(st: VerificationState, f: StepFeatures, task: str | None) -> tuple[V
     if f.agent and not f.by_user and f.agent not in agents and len(agents) < 2:
         agents = [*agents, f.agent]
     chat = len(agents) > 1 or st.messages
-    tool_output = f.action is not None and bool(f.observation) and not f.finishes
+    # a finishing step's output is no evidence, but for a cell that computed what it answers
+    tool_output = f.action is not None and bool(f.observation) and (not f.finishes or f.cell)
     # A message answering another agent's code (an executor's reply) is that code's output.
     reply = (
         f.message
@@ -430,6 +432,12 @@ def _first_line(code: str) -> str:
 def _explicit_answer(f: StepFeatures) -> str | None:
     """The answer a finishing step gives: its input (`final_answer`, `finish`), the text after
     "FINAL ANSWER:", or a terminating message's own text; None when it gives none."""
+    if f.cell:  # `final_answer(x)`: the literal, else the value the cell printed last
+        given = final_argument(f.input)
+        if given is not None:
+            return given
+        tail = f.observation.strip().rsplit("Last output from code snippet:", 1)[-1].strip()
+        return tail.splitlines()[-1] if tail else None
     if not f.message and f.input and f.input not in ("{}", "null"):
         return f.input
     text = TERMINATES.sub("", f.thought.strip())

@@ -96,15 +96,33 @@ def test_saving_data_or_notes_or_reading_files_is_no_change_to_verify():
     assert not facts.modifies and not facts.verifies and facts.reads
 
 
-def test_a_final_answer_call_in_a_cell_does_not_end_the_run():
-    # A cell's `final_answer(x)` may sit in a branch or after a line that fails, and its answer is
-    # an expression the cell computed: the run ends on the framework's own final step instead.
-    assert not analyse_cell("answer = 42\nfinal_answer(answer)").submits
-    f = extract(
-        {"step": 3, "action": "python_interpreter", "action_input": "final_answer(3)", "observation": "3"},
+def test_only_a_top_level_final_answer_call_submits():
+    assert analyse_cell("answer = 42\nfinal_answer(answer)").submits
+    assert not analyse_cell("if found:\n    final_answer(x)\nprint('no')").submits
+
+
+def test_a_final_answer_cell_that_failed_finishes_nothing():
+    cell = "count = len(slides)\nfinal_answer(count)"
+    ok = extract({"step": 3, "action": "python_interpreter", "action_input": cell, "observation": "3"}, 8000)
+    failed = extract(
+        {
+            "step": 3,
+            "action": "python_interpreter",
+            "action_input": cell,
+            "observation": "AgentExecutionError: NameError: name 'slides' is not defined",
+            "observation_is_error": True,
+        },
         8000,
     )
-    assert not f.finishes
+    assert ok.finishes and not failed.finishes
+
+
+def test_the_answer_of_a_final_cell_is_its_literal_or_the_value_it_printed_last():
+    from streams.core.monitors.pycode import final_argument
+
+    assert final_argument('x = 1\nfinal_answer("Guava")') == "Guava"
+    assert final_argument("final_answer(count)") is None
+    assert final_argument('final_answer("a" + b)') is None
 
 
 @pytest.mark.parametrize(
@@ -159,17 +177,38 @@ def test_an_unchanged_check_cell_rerun_without_edits_is_still_a_loop(sem):
     assert "same input (python /testbed/reproduce.py) 4 times" in (run.results[-1].text or "")
 
 
-def test_an_edit_in_code_with_no_check_since_is_flagged_at_the_finish(sem):
+def test_an_edit_in_code_with_no_check_since_is_flagged_at_the_final_answer_cell(sem):
     run = Run(sem, task="Fix: the HTML writer ignores the formats argument")
     run.feed(cell(REPRO, ERR_OUT))
     run.feed(cell(READ_REPLACE_WRITE.format(old="a", new="b"), "Execution logs:\nedited"))
-    res = run.feed(step("Done.", "final_answer", {"answer": "Fixed the writer."}, None))
+    res = run.feed(
+        cell("final_answer('Fixed the writer.')", "Last output from code snippet:\nFixed the writer.")
+    )
     assert "verification_skip" in res.fired and "`/testbed/astropy/io/ascii/html.py`" in (res.text or "")
 
 
-def test_an_edit_in_code_checked_by_a_cell_is_not_flagged_at_the_finish(sem):
+def test_an_edit_in_code_checked_by_a_cell_is_not_flagged_at_the_final_answer_cell(sem):
     run = Run(sem, task="Fix: the HTML writer ignores the formats argument")
     run.feed(cell(READ_REPLACE_WRITE.format(old="a", new="b"), "Execution logs:\nedited"))
     run.feed(cell("!python -m pytest astropy/io/ascii/tests/test_html.py -q", "12 passed"))
-    res = run.feed(step("Done.", "final_answer", {"answer": "Fixed the writer."}, None))
+    res = run.feed(
+        cell("final_answer('Fixed the writer.')", "Last output from code snippet:\nFixed the writer.")
+    )
     assert "verification_skip" not in res.fired
+
+
+def test_a_manager_cell_answering_what_it_computed_is_confirmed_by_its_own_output(sem):
+    run = Run(sem, task="How many slides mention crustaceans?", profile="qa")
+    run.feed({**step("Plan: read the file and count.", None), "agent": "manager"})
+    code = "slides = read_pptx('deck.pptx')\ncount = sum('crustacean' in s.lower() for s in slides)\nfinal_answer(count)"
+    res = run.feed({**cell(code, "Execution logs:\n\nLast output from code snippet:\n4"), "agent": "manager"})
+    assert res.final and "verification_skip" not in res.fired
+
+
+def test_a_manager_cell_answering_a_literal_nothing_produced_is_flagged(sem):
+    run = Run(sem, task="What are the EC numbers of the two chemicals?", profile="qa")
+    run.feed({**step("Plan: answer.", None), "agent": "manager"})
+    out = "Execution logs:\n\nLast output from code snippet:\n3.1.3.1;1.11.1.7"
+    res = run.feed({**cell('final_answer("3.1.3.1;1.11.1.7")', out), "agent": "manager"})
+    assert res.final and "verification_skip" in res.fired
+    assert "only printed back its own call's text" in (res.text or "")

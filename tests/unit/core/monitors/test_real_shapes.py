@@ -375,9 +375,13 @@ def test_a_chat_that_ends_on_code_that_ran_or_on_a_listing_of_it_is_not_flagged(
 
 def test_a_quoted_text_in_an_untagged_fence_is_no_code_that_should_have_run(sem):
     run = Run(sem, task="Which stanza of the poem has indented lines?")
-    poem = "```\nI have not ever seen my father's grave.\n  and becomes less\nuntil there is nothing left\n```"
+    poem = (
+        "```\nI have not ever seen my father's grave.\n  and becomes less\nuntil there is nothing left\n```"
+    )
     run.feed({**step(f"Here is the poem:\n{poem}"), "agent": "Poetry_Expert"})
-    run.feed({**step("exitcode: 0 (execution succeeded)\nCode output: stanza 3"), "agent": "Computer_terminal"})
+    run.feed(
+        {**step("exitcode: 0 (execution succeeded)\nCode output: stanza 3"), "agent": "Computer_terminal"}
+    )
     run.feed({**step(f"Quoting it again:\n{poem}"), "agent": "Literature_Expert"})
     res = run.feed({**step("Stanza 3 has the indented lines. TERMINATE"), "agent": "Poetry_Expert"})
     assert "never ran" not in (res.text or "")
