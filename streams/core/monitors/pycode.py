@@ -17,7 +17,7 @@ import dataclasses
 import functools
 import re
 
-from .shell import CommandFacts, Op, analyse, is_file_path, normalise_path
+from .shell import CommandFacts, Op, analyse, combine, is_file_path, normalise_path
 
 CODE_CHARS = 8000  # of a cell read
 CODE_LINES = 200  # of its lines read
@@ -121,20 +121,8 @@ def _analyse(code: str) -> CommandFacts:
         if m:
             names[m[1]] = m[2] if m[2] is not None else m[3] or ""
 
-    def uniq(xs: list[str]) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(x for x in xs if x))[:4]
-
-    return CommandFacts(
-        verifies=any(f.verifies for f in parts),
-        modifies=any(f.modifies for f in parts),
-        reads=any(f.reads for f in parts),
-        submits=ends or any(f.submits for f in parts),
-        verify_paths=uniq([p for f in parts for p in f.verify_paths]),
-        modify_paths=uniq([p for f in parts for p in f.modify_paths]),
-        read_paths=uniq([p for f in parts for p in f.read_paths]),
-        ops=tuple(op for f in parts for op in f.ops)[:20],
-        runs=tuple(dict.fromkeys(r for f in parts for r in f.runs))[:4],
-    )
+    facts = combine(parts)
+    return dataclasses.replace(facts, submits=True) if ends else facts
 
 
 def _line(ln: str, names: dict[str, str]) -> list[CommandFacts]:

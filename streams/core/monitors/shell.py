@@ -471,20 +471,27 @@ def _analyse(text: str) -> CommandFacts:
     # a heredoc's body is data, not commands: keep its opening line (where it goes) only
     text = strip_heredocs(text)
     segs = [s for s in split_segments(text) if s.strip() and not s.strip().startswith("#")]
-    facts = [_segment(s) for s in segs[:20]]
+    return combine([_segment(s) for s in segs[:20]])
+
+
+def combine(parts: list[CommandFacts]) -> CommandFacts:
+    """The facts of parts run in order (a line's segments, a cell's lines): any part verifying
+    makes the whole verify, and so on; `ops` keep their order, paths and commands their first
+    four."""
 
     def uniq(xs: list[str]) -> tuple[str, ...]:
         return tuple(dict.fromkeys(x for x in xs if x))[:4]
 
     return CommandFacts(
-        verifies=any(f.verifies for f in facts),
-        modifies=any(f.modifies for f in facts),
-        reads=any(f.reads for f in facts),
-        submits=any(f.submits for f in facts),
-        verify_paths=uniq([p for f in facts for p in f.verify_paths]),
-        modify_paths=uniq([p for f in facts for p in f.modify_paths]),
-        read_paths=uniq([p for f in facts for p in f.read_paths]),
-        ops=tuple(op for f in facts for op in f.ops),
+        verifies=any(f.verifies for f in parts),
+        modifies=any(f.modifies for f in parts),
+        reads=any(f.reads for f in parts),
+        submits=any(f.submits for f in parts),
+        verify_paths=uniq([p for f in parts for p in f.verify_paths]),
+        modify_paths=uniq([p for f in parts for p in f.modify_paths]),
+        read_paths=uniq([p for f in parts for p in f.read_paths]),
+        ops=tuple(op for f in parts for op in f.ops)[:20],
+        runs=uniq([r for f in parts for r in f.runs]),
     )
 
 
