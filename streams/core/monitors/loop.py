@@ -791,13 +791,14 @@ def _reports(e: Entry) -> bool:
 
 
 def _answers(w: Window, agent: str, since: int) -> set[Any]:
-    """What the other agents of a chat said or got after step `since`, one key per distinct
-    answer: a message repeated while the answers to it change (paging through a document) is
-    progress, not a loop."""
+    """What the other agents of a chat got after step `since` (their tool results, the pages
+    and outputs they showed), one key per distinct result: a message repeated while those
+    change (paging through a document) is progress, not a loop. Their prose does not count:
+    agents re-discussing a step in new words is the repetition itself."""
     return {
         e.obs if e.action else (tuple(e.lines) or e.thought)
         for e in w.entries
-        if e.step > since and e.agent != agent
+        if e.step > since and e.agent != agent and (e.action or _reports(e))
     }
 
 

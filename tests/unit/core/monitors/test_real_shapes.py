@@ -385,3 +385,17 @@ def test_a_quoted_text_in_an_untagged_fence_is_no_code_that_should_have_run(sem)
     run.feed({**step(f"Quoting it again:\n{poem}"), "agent": "Literature_Expert"})
     res = run.feed({**step("Stanza 3 has the indented lines. TERMINATE"), "agent": "Poetry_Expert"})
     assert "never ran" not in (res.text or "")
+
+
+def test_agents_re_discussing_a_step_in_new_words_do_not_excuse_a_repeated_message(sem):
+    run = Run(sem, task="Find the visitor count in the museum's 2019 annual report.")
+    replies = [
+        "I think we should look at the report again before we answer.",
+        "Agreed, the report is where the number is; let us check it.",
+        "Yes, checking the annual report seems like the right next step.",
+    ]
+    for reply in replies:
+        run.feed({**step("Please check the 2019 annual report for the visitor count."), "agent": "Planner"})
+        run.feed({**step(reply), "agent": "Analyst"})
+    run.feed({**step("Please check the 2019 annual report for the visitor count."), "agent": "Planner"})
+    assert run.fired_anywhere(LOOP)
