@@ -2,8 +2,9 @@
 
 Everything that decides what an input comes to lives here or in the core, once: eviction
 records are judged here (`core.retention.judge`, plus the expiry check when the pipeline has a
-clock to check it with), the per-org run cap is applied and counted here, in the partition's
-event order, and the engine does the rest. The adapters only do their I/O around it: the
+clock to check it with), an input read from another partition than its run's is refused here
+(`wrong_partition`; replay of a file knows no partitions and skips the check), the per-org run
+cap is applied and counted here, in the partition's event order, and the engine does the rest. The adapters only do their I/O around it: the
 worker's processor answers E-traces asynchronously, sends the decision before it calls
 `store` (a crash in between re-sends the same decision rather than losing it), acks and
 counts; replay answers synchronously (`run`) over a dict-backed run store.
@@ -108,11 +109,30 @@ class Evicted:
     @property
     def forged(self) -> bool:
         """Refused before it was judged against the run (not keyed, not signed, another
-        tenant's run): no request the worker made."""
-        return self.rejection is not None and self.rejection.detail in _FORGED
+        tenant's run, another partition): no request the worker made."""
+        rej = self.rejection
+        return rej is not None and (rej.detail in _FORGED or rej.reason == WRONG_PARTITION)
 
 
 _FORGED = frozenset({NOT_KEYED, BAD_SIGNATURE, ANOTHER_TENANTS_RUN})
+WRONG_PARTITION = "wrong_partition"
+
+
+def wrong_partition(run_id: str, partition: int | None, held: RunsHeld) -> str | None:
+    """Why an input read from `partition` is refused: its run lives on another one. A run's
+    state, its share of the per-org cap and its evictions all belong to its key's partition
+    (Kafka's default partitioner over RB_PARTITIONS); a copy produced to another partition
+    would open a second state there, beyond the cap, the tenant check and the eviction sweep.
+    None: the right partition, or no partition known (replay of a file)."""
+    if partition is None:
+        return None
+    owner = held.partition_of(run_id)
+    if partition == owner:
+        return None
+    return (
+        f"read from partition {partition} of {held.partitions}, but its run_id hashes to partition "
+        f"{owner}: produce keyed by run_id with Kafka's default partitioner (never a chosen partition)"
+    )
 
 
 class Pipeline:
@@ -131,16 +151,23 @@ class Pipeline:
         key: object = NO_KEY,
         tenant: str | None = None,
         source: dict[str, Any] | None = None,
+        partition: int | None = None,
     ) -> Outcome | Evicted:
         """Evict, or cap and step: what the input does before any E-trace is answered.
+        `partition`: the Kafka partition it was read from (None: unknown, replay of a file);
+        an input on another partition than its run's is refused `wrong_partition`.
         Never raises (a failure is an internal_error refusal, stage evaluate)."""
         req = parse_evict(raw)
         if req is not None:
-            return self._evict(req, raw, now, key, tenant, source)
+            return self._evict(req, raw, now, key, tenant, source, partition)
         read = self.engine.read(raw, now, key=key, tenant=tenant)
         if isinstance(read, Refused):
             return read
         try:
+            misrouted = wrong_partition(read.run_id, partition, self.runs.held)
+            if misrouted is not None:  # before the lookup: that partition's store is not the run's
+                rej = Rejected(WRONG_PARTITION, misrouted, read.run_id, read.step)
+                return Refused(rej, raw, now, read.event_type)
             prior = self.runs.lookup(read.run_id)
             if read.event_type == "run_start" and prior is None:
                 full = self.runs.held.refusal(read.org, read.run_id)
@@ -190,9 +217,10 @@ class Pipeline:
         key: object = NO_KEY,
         tenant: str | None = None,
         source: dict[str, Any] | None = None,
+        partition: int | None = None,
     ) -> Sealed | Evicted:
         """The whole pipeline, synchronously (replay)."""
-        out = self.take(raw, now, key=key, tenant=tenant, source=source)
+        out = self.take(raw, now, key=key, tenant=tenant, source=source, partition=partition)
         if isinstance(out, Evicted):
             return out
         plan = out.effects.answer_now if isinstance(out, Decided) else None
@@ -208,10 +236,14 @@ class Pipeline:
         key: object,
         tenant: str | None,
         source: dict[str, Any] | None,
+        partition: int | None,
     ) -> Evicted:
         """Apply an eviction record in order with its run's events, or refuse it."""
         if key is not NO_KEY and key != req.run_id.encode("utf-8"):
             return self._refuse(req, NOT_KEYED, raw, now, source)
+        misrouted = wrong_partition(req.run_id, partition, self.runs.held)
+        if misrouted is not None:  # the sweep sends to the run's partition: no worker wrote this
+            return self._refuse(req, misrouted, raw, now, source, WRONG_PARTITION)
         try:
             st = self.runs.lookup(req.run_id)
         except Exception as exc:  # a state the table cannot give back: this record's failure only
@@ -245,9 +277,15 @@ class Pipeline:
         return Evicted(req.run_id, applied=reason)
 
     def _refuse(
-        self, req: EvictRequest, why: str, raw: Raw, now: float, source: dict[str, Any] | None
+        self,
+        req: EvictRequest,
+        why: str,
+        raw: Raw,
+        now: float,
+        source: dict[str, Any] | None,
+        reason: str = "invalid_control",
     ) -> Evicted:
-        rej = Rejected("invalid_control", why, req.run_id)
+        rej = Rejected(reason, why, req.run_id)
         return Evicted(
             req.run_id, rejection=rej, deadletter=deadletter_record(raw, rej, self.engine.limits, now, source)
         )

@@ -55,12 +55,17 @@ class Replayer:
         return self.runs.held
 
     def feed(
-        self, raw: Raw, key: object = NO_KEY, tenant: str | None = None
+        self, raw: Raw, key: object = NO_KEY, tenant: str | None = None, partition: int | None = None
     ) -> tuple[DecisionRecord | None, dict[str, Any] | None]:
         """One input -> (decision or None, dead-letter record or None). `key`: the message key,
         when replaying records read from Kafka (checked as the worker checks it). `tenant`: the
-        tenant whose topic the input came from (multi-tenant mode, as the worker takes it)."""
-        out = self.pipeline.run(raw, self.clock(), self.retriever.answer_now, key=key, tenant=tenant)
+        tenant whose topic the input came from (multi-tenant mode, as the worker takes it).
+        `partition`: the partition it was read from, when known (checked as the worker checks
+        it: `wrong_partition`); a file's lines have none, and are taken as the client produces
+        them, on their key's partition."""
+        out = self.pipeline.run(
+            raw, self.clock(), self.retriever.answer_now, key=key, tenant=tenant, partition=partition
+        )
         if isinstance(out, Evicted):
             return None, out.deadletter
         return out.decision, out.deadletter

@@ -157,8 +157,14 @@ class RunsHeld:
         self.max_runs_per_org = max_runs_per_org
         self.per_partition = -(-max_runs_per_org // max(1, partitions)) if max_runs_per_org > 0 else 0
         self._partition_of = partition_of
+        self.partitions = max(1, partitions)
         self._runs: dict[str, tuple[int, str]] = {}  # run_id -> (partition, org)
         self._counts: Counter[tuple[int, str]] = Counter()
+
+    def partition_of(self, run_id: str) -> int:
+        """The partition that owns a run: its key's partition, where its state lives and its
+        share of the cap is counted (an event read from another partition is refused)."""
+        return self._partition_of(run_id)
 
     def refusal(self, org: str, run_id: str) -> str | None:
         """Why a new run of `org` is refused (its partition's share is full), or None."""

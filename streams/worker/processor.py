@@ -211,7 +211,12 @@ class Processor:
         msg = event.message
         self.processed[msg.tp] = msg.offset
         taken = self.pipeline.take(
-            event.value, job.now, key=event.key, tenant=job.tenant, source=_source(msg)
+            event.value,
+            job.now,
+            key=event.key,
+            tenant=job.tenant,
+            source=_source(msg),
+            partition=msg.partition,  # a run's events must be on its key's partition
         )
         if isinstance(taken, Evicted):
             job.stage, job.run_id = "evict", taken.run_id

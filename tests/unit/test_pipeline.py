@@ -10,7 +10,9 @@ import pytest
 from streams.core.engine import Decided, Engine, Refused, Sealed
 from streams.core.events import Limits
 from streams.core.retention import BAD_SIGNATURE, RunsHeld, evict_request, version
+from streams.kafka import wire
 from streams.pipeline import Evicted, EvictionRule, MemoryRuns, Pipeline
+from streams.replay import Replayer
 from tests.factories import b, run_finish, run_start, step
 from tests.models import semantics
 
@@ -136,3 +138,24 @@ def test_an_eviction_whose_run_cannot_be_read_is_an_internal_error_not_an_except
     out = p.take(evict_request("r", (1, False, 0, None), "k"), 1.0, key=b"r")
     assert isinstance(out, Evicted) and out.rejection is not None and out.rejection.reason == "internal_error"
     assert out.deadletter is not None and out.deadletter["detail"] == "evict: OSError: disk gone"
+
+
+def test_replay_checks_a_partition_it_is_given_as_the_worker_does_and_takes_a_file_as_routed() -> None:
+    """Worker and replay run this same check: given the partition an input was read from
+    (the worker always, replay of Kafka records) a misrouted input is `wrong_partition`;
+    a file's lines carry none and are decided as if produced keyed by run_id."""
+
+    def partition_of(rid: str) -> int:
+        return wire.partition_for(rid, 4)
+
+    raw = b(run_start("r"))
+    with_partition = Replayer(sem=SEM, partitions=4)
+    decision, dead = with_partition.feed(raw, key=b"r", partition=(partition_of("r") + 1) % 4)
+    assert decision is None and dead is not None and dead["reason"] == "wrong_partition"
+    assert with_partition.states == {} and len(with_partition.held) == 0
+    decision, dead = with_partition.feed(raw, key=b"r", partition=partition_of("r"))
+    assert decision is not None and dead is None
+    from_file, _ = Replayer(sem=SEM, partitions=4).feed(raw)
+    assert from_file is not None and orjson.dumps(
+        {k: v for k, v in from_file.items() if k != "processed_ts"}
+    ) == orjson.dumps({k: v for k, v in decision.items() if k != "processed_ts"})

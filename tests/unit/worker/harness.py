@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from aiokafka.partitioner import murmur2
 
 from streams.core.etraces import Answer, Query
 from streams.core.events import Limits
@@ -92,12 +93,23 @@ class Rig:
     deadletters: list[dict[str, Any]] = field(default_factory=list)
     steps_sent: list[tuple[bytes, bytes, int]] = field(default_factory=list)
     offset: int = 0
+    partitions: int = PARTITIONS
 
-    async def feed(self, ev: dict[str, Any] | bytes, key: bytes | None = None, partition: int = 0) -> None:
+    async def feed(
+        self,
+        ev: dict[str, Any] | bytes,
+        key: bytes | None = None,
+        partition: int | None = None,
+        topic: str = "steps",
+    ) -> None:
+        """Process one record. `partition`: default the key's (Kafka's default partitioner),
+        where a producer keyed by run_id puts it; 0 without a key."""
         raw = ev if isinstance(ev, bytes) else orjson.dumps(ev)
         if key is None and isinstance(ev, dict):
             key = str(ev["run_id"]).encode()
-        msg = Msg("steps", partition, self.offset)
+        if partition is None:
+            partition = key_partition(key, self.partitions)
+        msg = Msg(topic, partition, self.offset)
         self.offset += 1
         await self.processor.process(Ev(key, raw, msg), self.stream)
 
@@ -109,6 +121,11 @@ class Rig:
         return [d["step"] for d in self.decisions if d["run_id"] == run_id]
 
 
+def key_partition(key: bytes | None, partitions: int = PARTITIONS) -> int:
+    """The partition Kafka's default partitioner gives a key (0 for none)."""
+    return 0 if key is None else int(murmur2(key) & 0x7FFFFFFF) % partitions
+
+
 def rig(
     sem: Semantics,
     store: Any = None,
@@ -118,15 +135,18 @@ def rig(
     prefetch: Callable[[Sequence[str]], None] | None = None,
     control_key: str = "k",
     policy: Policy | None = None,
+    tenant_of: Callable[[str], str | None] | None = None,
+    partitions: int = PARTITIONS,
 ) -> Rig:
+    """`partitions`: of the steps topic (1: every run on partition 0, one offset sequence)."""
     table: dict[bytes, bytes] = {}
     metrics = Metrics()
     now = [1000.0]
 
     def partition_of(run_id: str) -> int:
-        return wire.partition_for(run_id, PARTITIONS)
+        return wire.partition_for(run_id, partitions)
 
-    runs = RunTable(table, 0, partition_of, PARTITIONS)
+    runs = RunTable(table, 0, partition_of, partitions)
     sent: list[tuple[bytes, bytes, int]] = []
 
     async def send_step(key: bytes, value: bytes, partition: int) -> None:
@@ -163,5 +183,18 @@ def rig(
         clock=lambda: now[0],
         prefetch_embeddings=prefetch,
         policy=policy,
+        **({"tenant_of": tenant_of} if tenant_of is not None else {}),
     )
-    return Rig(processor, table, runs, retention, metrics, Stream(), now, decisions, deadletters, sent)
+    return Rig(
+        processor,
+        table,
+        runs,
+        retention,
+        metrics,
+        Stream(),
+        now,
+        decisions,
+        deadletters,
+        sent,
+        partitions=partitions,
+    )

@@ -14,7 +14,7 @@ from tests.unit.worker.harness import GatedStore, rig
 def test_a_runs_events_wait_behind_its_pending_etrace_event_while_other_runs_proceed(sem: Semantics) -> None:
     async def go() -> None:
         store = GatedStore(hold=1)
-        r = rig(sem, store)
+        r = rig(sem, store, partitions=1)  # one partition: one offset order
         await r.feed(run_start("slow"))  # offset 0: its E3 query (the first) waits on the gate
         await r.feed(step("slow", 1))  # offset 1: queued behind it
         await r.feed(run_start("fast"))  # offsets 2, 3: another run, not held back
@@ -38,7 +38,7 @@ def test_a_runs_events_wait_behind_its_pending_etrace_event_while_other_runs_pro
 def test_acks_are_released_only_as_a_contiguous_prefix_of_offsets(sem: Semantics) -> None:
     async def go() -> None:
         store = GatedStore(hold=1)
-        r = rig(sem, store)
+        r = rig(sem, store, partitions=1)  # one partition: one offset order
         await r.feed(run_start("a"))  # 0: waits
         await r.feed(b"not json", key=b"x")  # 1: dead-lettered inline
         await r.feed(step("nobody", 1))  # 2: unknown run, dead-lettered inline
@@ -196,7 +196,7 @@ def test_a_dead_letter_is_logged_at_warning_with_its_run_and_reason_and_a_flood_
 ) -> None:
     from streams.worker import processor
 
-    r = rig(sem)
+    r = rig(sem, partitions=1)
 
     async def feed() -> None:
         await r.feed(run_start("bad-run", fsm_thresholds={"slow_treshold": 0.5}))
