@@ -118,6 +118,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     s = _settings(args)
     s.check_web_exposure()  # before the broker is asked anything
+    s.check_decision_key()  # multi-tenant mode signs its decisions
     policy = load_policy(s)  # a bad plugin stops the worker here, before it joins the group
     s.data_path.mkdir(parents=True, exist_ok=True)
     lock = _lock_data_dir(s.data_path)  # held (open) for the worker's lifetime

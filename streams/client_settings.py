@@ -357,7 +357,13 @@ class KafkaSettings(_Base):
 class ClientSettings(KafkaSettings):
     """The agent side: the broker, plus how long an agent waits for a decision."""
 
+    SECRETS: ClassVar[tuple[str, ...]] = (*KafkaSettings.SECRETS, "decision_key")
+
     client_deadline_ms: int = Field(250, ge=1)
+    # the key workers sign decisions with (HMAC-SHA256, streams.kafka.signing): when set, the
+    # client drops a decision whose signature is missing or wrong (anyone who can write the
+    # steering topic could otherwise steer the agent). Required on workers with RB_TENANTS.
+    decision_key: SecretStr = SecretStr("")
     # scorer, fsm_transition and task_profile names the workers have beyond the built-in ones
     # (plugins, RB_MONITOR_PROFILES), comma-separated: the client refuses other names before
     # sending a run_start (the worker would dead-letter it); `*`: any name (the worker checks)

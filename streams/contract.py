@@ -52,7 +52,10 @@ def fast_validator(name: str) -> Any:
     `JsonSchemaValueException` (its `message` says what is wrong)."""
     import fastjsonschema
 
-    code = _FLOAT_AS_INT.sub("", fastjsonschema.compile_to_code(load_schema(name)))
+    # without `$id`: the schemas' ids are relative names, against which fastjsonschema cannot
+    # resolve a local `#/$defs/...` reference (the decision schema's)
+    schema = {k: v for k, v in load_schema(name).items() if k != "$id"}
+    code = _FLOAT_AS_INT.sub("", fastjsonschema.compile_to_code(schema))
     if ".is_integer()" in code:  # a fastjsonschema release generates it differently: fail loudly
         raise RuntimeError(f"could not make {name}'s integer checks exact")
     func = re.search(r"^def (\w+)\(", code, re.M)

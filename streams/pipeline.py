@@ -105,13 +105,14 @@ class Evicted:
     applied: str | None = None
     rejection: Rejected | None = None
     deadletter: dict[str, Any] | None = None
+    foreign: bool = False  # on another tenant's topic than the run's: ignored, said as for no run
 
     @property
     def forged(self) -> bool:
         """Refused before it was judged against the run (not keyed, not signed, another
         tenant's run, another partition): no request the worker made."""
         rej = self.rejection
-        return rej is not None and (rej.detail in _FORGED or rej.reason == WRONG_PARTITION)
+        return self.foreign or (rej is not None and (rej.detail in _FORGED or rej.reason == WRONG_PARTITION))
 
 
 _FORGED = frozenset({NOT_KEYED, BAD_SIGNATURE, ANOTHER_TENANTS_RUN})
@@ -253,12 +254,16 @@ class Pipeline:
                 rejection=rej,
                 deadletter=deadletter_record(raw, rej, self.engine.limits, now, source),
             )
-        refused = evict_refusal(st, tenant)
-        if refused is not None:
-            return self._refuse(req, refused, raw, now, source)
+        foreign = evict_refusal(st, tenant) is not None
+        if foreign:
+            # Another tenant's run reads as no run at all (no probing of run ids): an unsigned
+            # record is refused for its signature and a signed one left, as for an unused id.
+            st = None
         applies, refused = judge(req, st, self.evictions.control_key)
         if refused is not None:
             return self._refuse(req, refused, raw, now, source)
+        if foreign:
+            return Evicted(req.run_id, foreign=True)
         if not applies or st is None:
             return Evicted(req.run_id)  # stale: evicted already, or moved on since it was asked
         reason = "finished" if st.finished else "idle"

@@ -59,6 +59,7 @@ class Settings(ClientSettings):
         "qdrant_api_key",
         "web_token",
         "control_key",
+        "decision_key",
     )
 
     partitions: int = Field(8, ge=1)
@@ -187,6 +188,19 @@ class Settings(ClientSettings):
                 "RB_ETRACE_TIMEOUT_MS: must be below the client deadline (RB_CLIENT_DEADLINE_MS)"
             )
         return self
+
+    def check_decision_key(self) -> bool:
+        """Whether decisions are signed (RB_DECISION_KEY). Required in multi-tenant mode: a
+        tenant's steering topic would otherwise trust whoever can write it. Checked when a
+        worker starts (replay, simulate and config sign nothing)."""
+        if self.decision_key.get_secret_value():
+            return True
+        if self.tenant_names:
+            raise SettingsError(
+                "RB_DECISION_KEY: required with RB_TENANTS (the key the worker signs decisions "
+                "with and the tenants' agents check them with; e.g. openssl rand -hex 32)"
+            )
+        return False
 
     def check_web_exposure(self) -> None:
         """Refuse to serve the worker's web port anonymously beyond this machine: /runs shows

@@ -14,9 +14,9 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError, KafkaError
@@ -25,9 +25,10 @@ from ..client_settings import ClientSettings
 from ..contract import ACTIONS as ACTIONS
 from ..contract import SCHEMA_VERSION, fast_validator
 from ..contract import Action as Action
-from ..kafka import wire
+from ..kafka import signing, wire
 from ..kafka.security import KafkaAuthError as KafkaAuthError
 from ..kafka.security import client_kwargs, diagnose
+from ..logsafe import safe_for_log
 from .validation import validate_run_fields
 
 log = logging.getLogger(__name__)
@@ -247,6 +248,11 @@ def step_event(
     return fit(event)
 
 
+# The largest steering record the client reads (a decision is a few KB; its texts are cut by
+# the worker): a bigger one is dropped unparsed, whoever wrote it.
+DECISION_MAX_BYTES = 128 * 1024
+DROP_LOG_EVERY_S = 60.0  # one log line per minute at most about dropped steering records
+
 # A step the worker refuses as too large (RB_MAX_EVENT_BYTES, 256 KiB by default) is
 # dead-lettered, and the run's next step is then out of order: one long model response would
 # end the run's steering. So the client cuts a step to fit, keeping the head of each text: the
@@ -370,6 +376,13 @@ class SteeringClient:
         self.duplicate_decisions = 0
         self.unasked_decisions = 0  # steering records for our runs that answer no step we sent
         self.failed_sends = 0  # events the producer gave up on (broker away past its timeout)
+        # steering records for our runs dropped unused: signature missing or wrong (with a
+        # decision key), and too large, not JSON or not a valid decision
+        self.unsigned_decisions = 0
+        self.invalid_decisions = 0
+        self._decision_key = s.decision_key.get_secret_value()
+        self._drop_logged_at = -DROP_LOG_EVERY_S
+        self._drops_unlogged = 0
         self._quiet = False  # holds KAFKA_LOG_QUIET (between start and stop)
 
     # -- lifecycle ----------------------------------------------------------
@@ -386,6 +399,7 @@ class SteeringClient:
             raise
 
     async def _start(self) -> None:
+        fast_validator("decision")  # compiled now (tens of ms), not within decision 0's deadline
         auth = client_kwargs(self.settings)
         self._producer = AIOKafkaProducer(
             bootstrap_servers=self.bootstrap_servers,
@@ -475,9 +489,63 @@ class SteeringClient:
             for records in batches.values():
                 for rec in records:
                     try:
-                        self._deliver(wire.loads(rec.value), now, rec.key)
+                        self._receive(rec.value, rec.key, rec.headers, now)
                     except Exception:
                         log.exception("bad decision record at offset %s", rec.offset)
+
+    def _receive(
+        self,
+        value: bytes | None,
+        record_key: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]] | None,
+        now: float,
+    ) -> None:
+        """A steering record is checked before it can steer: at most DECISION_MAX_BYTES, JSON,
+        signed with RB_DECISION_KEY (when set), valid against the decision schema; otherwise it
+        is dropped, counted and logged (rate-limited). Records for runs this client did not
+        start are skipped unchecked (another process's, on a shared partition)."""
+        if value is None or len(value) > DECISION_MAX_BYTES:
+            self._drop("invalid", f"larger than {DECISION_MAX_BYTES} bytes" if value else "empty")
+            return
+        try:
+            data = wire.loads(value)
+        except ValueError:
+            self._drop("invalid", "not JSON")
+            return
+        if not isinstance(data, dict) or data.get("run_id") not in self._runs:
+            return
+        if self._decision_key and not signing.verify(
+            self._decision_key, record_key, value, signing.signature_of(headers)
+        ):
+            self._drop("unsigned", "signature missing or wrong (RB_DECISION_KEY)")
+            return
+        try:
+            fast_validator("decision")(data)
+        except Exception as exc:  # fastjsonschema's JsonSchemaValueException
+            self._drop("invalid", f"not a valid decision ({safe_for_log(getattr(exc, 'message', exc), 120)})")
+            return
+        self._deliver(data, now, record_key)
+
+    def _drop(self, kind: Literal["unsigned", "invalid"], why: str) -> None:
+        """Count a dropped steering record; log one line per DROP_LOG_EVERY_S at most."""
+        if kind == "unsigned":
+            self.unsigned_decisions += 1
+        else:
+            self.invalid_decisions += 1
+        now = time.monotonic()
+        if now - self._drop_logged_at < DROP_LOG_EVERY_S:
+            self._drops_unlogged += 1
+            return
+        more = (
+            f" ({self._drops_unlogged} more dropped since the last such line)" if self._drops_unlogged else ""
+        )
+        self._drop_logged_at, self._drops_unlogged = now, 0
+        log.warning(
+            "dropped a steering record on %s: %s; the agent goes on unsteered for that step%s",
+            self.steering_topic,
+            why,
+            more,
+        )
 
     def _deliver(self, data: dict[str, Any], now: float, record_key: bytes | None = None) -> None:
         run = self._runs.get(data.get("run_id", ""))
@@ -740,6 +808,16 @@ class SyncSteeringClient:
     def failed_sends(self) -> int:
         """Events the producer gave up on (the broker away past its timeout)."""
         return self._client.failed_sends
+
+    @property
+    def unsigned_decisions(self) -> int:
+        """Records for our runs dropped: signature missing or wrong (RB_DECISION_KEY set)."""
+        return self._client.unsigned_decisions
+
+    @property
+    def invalid_decisions(self) -> int:
+        """Records for our runs dropped: too large, not JSON or not a valid decision."""
+        return self._client.invalid_decisions
 
     @property
     def quieted_kafka_logs(self) -> int:

@@ -286,7 +286,11 @@ class Engine:
     def _step(self, prior: TraceState | None, inc: Incoming, now: float) -> Outcome:
         run_id, ev = inc.run_id, inc.event
         if inc.tenant is not None and prior is not None and prior.config.org_id != inc.tenant:
-            raise Rejected("org_mismatch", ANOTHER_TENANTS_RUN, run_id, inc.step)
+            if inc.event_type == "run_start":  # starting it would take the id: refused, and said
+                raise Rejected("org_mismatch", ANOTHER_TENANTS_RUN, run_id, inc.step)
+            # A step or finish reads another tenant's run as no run at all: the very answer an
+            # unused id gets (unknown_run), so a tenant cannot probe which run ids exist.
+            prior = None
         if inc.event_type == "run_start":
             if prior is not None:
                 conflict = config_conflict(prior, ev, self.policy)

@@ -8,6 +8,7 @@ maximum, so nothing downstream (sums, the encoders) can meet an integer it canno
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -65,6 +66,25 @@ def validator(name: str) -> Any:
     return StrictValidator(load_schema(name))
 
 
+# An event too large to parse still names its run: the client writes `type`, `schema_version`,
+# `run_id` and `step` first, so they are looked for (bounded patterns) in its head only.
+_HEAD_BYTES = 2048
+_HEAD_RUN_ID = re.compile(rb'"run_id"\s*:\s*"([^"\\\x00-\x1f]{1,256})"')
+_HEAD_STEP = re.compile(rb'"step"\s*:\s*([0-9]{1,10})(?![0-9.eE])')
+
+
+def _head_ids(raw: bytes) -> tuple[str | None, int | None]:
+    """The run id and step an oversize event names in its first _HEAD_BYTES (None: not there,
+    escaped, or not an integer in range): its dead-letter keeps them, and so `deadletters
+    --run` and the run's owner find it."""
+    head = raw[:_HEAD_BYTES]
+    m = _HEAD_RUN_ID.search(head)
+    run_id = m.group(1).decode("utf-8", "replace") if m else None
+    n = _HEAD_STEP.search(head)
+    step = int(n.group(1)) if n and int(n.group(1)) <= STEP_MAX else None
+    return run_id, step
+
+
 def decode(raw: bytes | str | None, limits: Limits) -> dict[str, Any]:
     """Bytes -> validated event dict, or Rejected."""
     if raw is None:
@@ -72,7 +92,8 @@ def decode(raw: bytes | str | None, limits: Limits) -> dict[str, Any]:
     if isinstance(raw, str):
         raw = raw.encode("utf-8", "surrogatepass")
     if len(raw) > limits.max_event_bytes:
-        raise Rejected("too_large", f"{len(raw)} bytes > limit {limits.max_event_bytes}")
+        run_id, step = _head_ids(raw)
+        raise Rejected("too_large", f"{len(raw)} bytes > limit {limits.max_event_bytes}", run_id, step)
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

@@ -61,6 +61,12 @@ class Worker:
                 s.web_host,
                 s.web_port,
             )
+        if not s.check_decision_key():  # multi-tenant mode without a key: refused there
+            log.warning(
+                "RB_DECISION_KEY is not set: decisions go out unsigned, so any process that can "
+                "write %s can steer every agent (set it on workers and agents: docs/production.md)",
+                s.steering_topic,
+            )
         self.metrics = metrics
         self.retriever = retriever
         if s.processing_guarantee == "exactly_once":

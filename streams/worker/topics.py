@@ -14,6 +14,7 @@ import faust
 
 from ..core.state import TraceState
 from ..kafka import wire
+from ..kafka.signing import SIGNATURE_HEADER, sign
 from ..settings import Settings
 from .retention import SendStep
 
@@ -39,6 +40,7 @@ class Topics:
         self.steps = topic(*steps)
         self.steps_names = frozenset(steps)
         self.steering = topic(s.steering_topic)
+        self._decision_key = s.decision_key.get_secret_value()
         self.deadletter = topic(s.deadletter_topic)
 
     def tenant_of(self, topic: str) -> str | None:
@@ -54,8 +56,10 @@ class Topics:
         return wire.partition_for(run_id, self.steps_partitions)
 
     async def send_decision(self, key: bytes, value: bytes, partition: int, *, tenant: str | None) -> None:
+        """Signed in a header when RB_DECISION_KEY is set: the value stays replay's bytes."""
         topic = self.steering if tenant is None else self._steering_by_tenant[tenant]
-        await topic.send(key=key, value=value, partition=partition)
+        headers = [(SIGNATURE_HEADER, sign(self._decision_key, key, value))] if self._decision_key else None
+        await topic.send(key=key, value=value, partition=partition, headers=headers)
 
     async def send_deadletter(self, key: bytes | None, value: bytes, *, tenant: str | None) -> None:
         topic = self.deadletter if tenant is None else self._deadletter_by_tenant[tenant]

@@ -24,6 +24,7 @@ from tests.integration.kafka_io import read_all
 
 PORT = int(os.environ.get("RB_TEST_KAFKA_PORT", "19092"))
 STARTER = REPO / "patterns" / "starter.jsonl"
+DECISION_KEY = "decision-key-for-tests"
 
 
 @pytest.fixture(scope="session")
@@ -96,7 +97,8 @@ def adapters_worker(broker: str, tmp_path_factory: pytest.TempPathFactory) -> It
     """One worker shared by the framework adapters' modules (a start costs ~10 s): every test
     makes its own runs and reads back only those."""
     tmp = tmp_path_factory.mktemp("adapters")
-    w = start_worker(make_settings(broker, tmp, client_deadline_ms=15000), tmp)
+    # signed decisions (RB_DECISION_KEY): the adapters' clients, made from these settings, check them
+    w = start_worker(make_settings(broker, tmp, client_deadline_ms=15000, decision_key=DECISION_KEY), tmp)
     yield w
     w.stop()
     assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)

@@ -3,8 +3,8 @@ an ACL): tenants are proven by Kafka, not by the event.
 
 `rb-streams tenants add` creates each tenant's topics and ACLs. Tenant alice cannot write bob's
 steps or read bob's steering; an event of alice's that claims bob's org, or names bob's run, is
-dead-lettered `org_mismatch` into alice's own dead-letter topic and never reaches bob's run or
-prompts; a flood of claimed orgs cannot get past the per-org cap, and bob keeps his runs.
+dead-lettered into alice's own dead-letter topic (a claim `org_mismatch`, a step into bob's run
+`unknown_run`, as for an id nobody uses) and never reaches bob's run or prompts; a flood of claimed orgs cannot get past the per-org cap, and bob keeps his runs.
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ def served(
         app_id="mt-worker",
         tenants="alice,bob",
         control_key="tenant-test-key",
+        decision_key="tenant-decision-key",  # required with RB_TENANTS; the tenants' clients check it
         max_runs_per_org=MAX_RUNS_PER_ORG,
     )
     env = dict(os.environ, **{Settings.env_name(k): str(v) for k, v in admin.as_dict().items()})
@@ -222,7 +223,14 @@ def test_claims_of_another_org_and_steps_into_another_tenants_run_are_refused_an
             await produce(
                 alice, "mt.alice.steps", b"bob-victim-1", ev("run_finish", "bob-victim-1", outcome="failure")
             )
-            dead = await read(alice, "mt.alice.deadletter", want=5)
+            # a step for an id nobody uses: its answer must not differ (no probing of run ids)
+            await produce(
+                alice,
+                "mt.alice.steps",
+                b"never-used-7c1",
+                ev("step", "never-used-7c1", step=2, thought="x", action="search"),
+            )
+            dead = await read(alice, "mt.alice.deadletter", want=6)
             # bob's own next steps are answered as steps 2 and 3, not duplicates, not "run_finished"
             later = [
                 await c.step("bob-victim-1", k, thought="check the session code", action="read_file")
@@ -235,9 +243,16 @@ def test_claims_of_another_org_and_steps_into_another_tenants_run_are_refused_an
     for d in later:
         assert injected not in str(d.data)  # nothing alice wrote reaches bob's prompt
     reasons = sorted(d["reason"] for d in dead)
-    assert reasons == ["org_mismatch"] * 5, dead
+    assert reasons == ["org_mismatch"] + ["unknown_run"] * 5, dead
     claim = next(d for d in dead if d["run_id"] == "alice-claims-bob")
     assert "claims org_id 'bob'" in claim["detail"]
+
+    def shape(d: dict[str, Any]) -> tuple[str, str]:
+        return d["reason"], d["detail"].replace(repr(d["run_id"]), "<id>")
+
+    taken = next(d for d in dead if d["run_id"] == "bob-victim-1" and d.get("step") == 2)
+    unused = next(d for d in dead if d["run_id"] == "never-used-7c1")
+    assert shape(taken) == shape(unused)  # bob's live run answers as an unused id does
     for d in dead:
         assert "fix the login bug" not in orjson.dumps(d).decode()  # nothing of bob's run leaks back
 
@@ -255,7 +270,7 @@ def test_the_per_org_cap_holds_against_a_flood_of_claimed_orgs_and_the_other_ten
             )
         for i in range(3 * MAX_RUNS_PER_ORG):  # her own org: the cap
             await produce(alice, "mt.alice.steps", f"cap-{i}".encode(), ev("run_start", f"cap-{i}"))
-        dead = await read(alice, "mt.alice.deadletter", want=5 + 40 + 2 * MAX_RUNS_PER_ORG)
+        dead = await read(alice, "mt.alice.deadletter", want=6 + 40 + 2 * MAX_RUNS_PER_ORG)
         async with SteeringClient(bob, deadline_ms=10_000) as c:
             got = [await c.start_run(f"bob-after-flood-{i}") for i in range(3)]
         return dead, [d.step if d else None for d in got]

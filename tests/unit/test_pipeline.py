@@ -106,7 +106,7 @@ def test_a_store_that_cannot_read_a_run_fails_that_event_only() -> None:
     assert out.rejection.detail == "evaluate: OSError: disk gone"
 
 
-def test_an_eviction_on_another_tenants_topic_is_refused_as_forged() -> None:
+def test_an_eviction_on_another_tenants_topic_is_ignored_as_forged_and_answered_as_for_no_run() -> None:
     p = pipeline()
     started = p.run(b(run_start("t")), 1.0, lambda plan: [], tenant="acme")
     assert isinstance(started, Sealed) and started.opens_run
@@ -114,7 +114,10 @@ def test_an_eviction_on_another_tenants_topic_is_refused_as_forged() -> None:
     assert st is not None
     out = p.run(evict_request("t", version(st), "k"), 2.0, lambda plan: [], key=b"t", tenant="evil")
     assert isinstance(out, Evicted) and out.forged and out.applied is None
+    assert out.rejection is None  # nothing said: what a signed record for an unused id gets
     assert p.runs.lookup("t") is not None  # and the worker's sweep keeps its backoff (not settled)
+    unused = p.run(evict_request("u", version(st), "k"), 2.0, lambda plan: [], key=b"u", tenant="evil")
+    assert isinstance(unused, Evicted) and unused.rejection is None and unused.applied is None
 
 
 def test_a_new_run_that_is_never_stored_is_released_from_its_orgs_count() -> None:

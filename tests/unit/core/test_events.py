@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -117,3 +118,18 @@ def test_a_deeply_nested_violation_is_explained_without_recursion():
     with pytest.raises(Rejected) as err:
         decode(raw, Limits())
     assert err.value.reason == "schema_violation" and "tokens" in err.value.detail
+
+
+def test_a_too_large_event_keeps_the_run_id_and_step_its_head_names():
+    """Its dead-letter (and the dead-letter's key) names the run, so `deadletters --run` finds it."""
+    big = orjson.dumps(
+        {"type": "step", "schema_version": 1, "run_id": "r-7", "step": 3, "thought": "x" * 300_000}
+    )
+    with pytest.raises(Rejected) as exc:
+        decode(big, Limits())
+    assert (exc.value.reason, exc.value.run_id, exc.value.step) == ("too_large", "r-7", 3)
+    # nothing to go on (or only inside a text, escaped): no run id rather than a wrong one
+    for raw in (b"x" * 300_000, orjson.dumps({"thought": '"run_id":"victim"' + "x" * 300_000})):
+        with pytest.raises(Rejected) as exc:
+            decode(raw, Limits())
+        assert exc.value.reason == "too_large" and exc.value.run_id is None

@@ -5,6 +5,7 @@ from typing import Any
 
 from streams.core.state import RunConfig, TraceState
 from streams.kafka import wire
+from streams.kafka.signing import SIGNATURE_HEADER, sign
 from streams.settings import Settings
 from streams.worker.topics import Topics
 
@@ -37,7 +38,7 @@ def test_one_tenant_mode_sends_to_the_shared_topics() -> None:
 
     asyncio.run(go())
     assert app.sent == [
-        ("rb.steering", {"key": b"r", "value": b"d", "partition": 2}),
+        ("rb.steering", {"key": b"r", "value": b"d", "partition": 2, "headers": None}),  # no key: unsigned
         ("rb.deadletter", {"key": None, "value": b"x"}),
         ("rb.steps", {"key": b"r", "value": b"e", "partition": 3}),
     ]
@@ -47,7 +48,7 @@ def test_one_tenant_mode_sends_to_the_shared_topics() -> None:
 
 def test_each_tenant_is_answered_on_its_own_topics() -> None:
     app = FakeApp()
-    s = Settings.from_env({}, tenants="acme,globex", control_key="k")
+    s = Settings.from_env({}, tenants="acme,globex", control_key="k", decision_key="dk")
     topics = Topics(app, s, 4)  # type: ignore[arg-type]
     runs = {
         "a": TraceState("a", RunConfig(org_id="globex")),
@@ -64,7 +65,15 @@ def test_each_tenant_is_answered_on_its_own_topics() -> None:
 
     asyncio.run(go())
     assert app.sent == [
-        ("rb.globex.steering", {"key": b"a", "value": b"d", "partition": 1}),
+        (
+            "rb.globex.steering",
+            {
+                "key": b"a",
+                "value": b"d",
+                "partition": 1,
+                "headers": [(SIGNATURE_HEADER, sign("dk", b"a", b"d"))],
+            },
+        ),
         ("rb.acme.deadletter", {"key": b"a", "value": b"x"}),
         ("rb.globex.steps", {"key": b"a", "value": b"e", "partition": 1}),
     ]
