@@ -124,15 +124,15 @@ def main() -> int:
             }
         )
         for k, (model_id, msgs) in enumerate(sc.calls, 1):
-            blocks = msgs[0].content
-            extra = [b["text"] for b in blocks[1:]] if isinstance(blocks, list) else []
+            last = msgs[-1].content  # the steering message ends the call (the prompt before it is unchanged)
+            extra = [last] if isinstance(last, str) and last.startswith("[REASONBLOCKS]") else []
             entry = steering.step_log[k - 1]
             print(
                 f"call {k:>2}  model {model_id:<18} state {entry.fsm_state or '-':<6} fired {','.join(entry.monitors_fired) or '-'}"
             )
             for text in extra:
                 lines = text.splitlines()
-                print(f"          system += {lines[0]} {' '.join(lines[1:])[:150]}...")
+                print(f"          messages += {lines[0]} {' '.join(lines[1:])[:150]}...")
         print(f"\nfinal answer: {out['messages'][-1].content}")
         print(f"history: {len(out['messages'])} messages, none of them rewritten or injected")
     return 0

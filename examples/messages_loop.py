@@ -4,8 +4,9 @@
 
 `call_model` stands in for `anthropic.Anthropic().messages.create(**request)`: it answers
 from a script, so no API key is needed, but the request it gets is exactly what the real
-API would get: `system` as content blocks (the base prompt with cache_control, plus the
-[REASONBLOCKS] block when steering injects) and the routed `model`.
+API would get: the caller's `system` and history unchanged (the provider's cached prefix), the
+[REASONBLOCKS] block at the end of the last user turn when steering injects, and the routed
+`model`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from examples._local import local_stack
 from streams.agent.client import SyncSteeringClient
+from streams.agent.compose import REASONBLOCKS_MARKER as MARKER
 from streams.agent.session import SteeringSession
 
 BASE = "You are a support agent that answers questions from the product documentation."
@@ -63,10 +65,11 @@ def main() -> int:
                 request = steer.request(
                     {"model": session.model, "max_tokens": 1024, "system": BASE, "messages": messages}
                 )
-                extra = [b["text"].splitlines()[1][:110] for b in request["system"][1:]]
-                print(
-                    f"call {k}: model {request['model']:<18} system blocks {len(request['system'])} {extra or ''}"
-                )
+                # the steering block ends the last user turn; system and history are as sent
+                last = request["messages"][-1]["content"]
+                blocks = last if isinstance(last, list) else []
+                extra = [b["text"].splitlines()[1][:110] for b in blocks if b["text"].startswith(MARKER)]
+                print(f"call {k}: model {request['model']:<18} steering blocks {len(extra)} {extra or ''}")
                 resp = call_model(request, k)
                 messages = [*messages, {"role": "assistant", "content": resp["text"]}]
                 observation = SCRIPT[k - 1][3]

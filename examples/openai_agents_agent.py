@@ -6,10 +6,10 @@ Real `Runner`, real `Agent`s and function tools (on a temporary directory), ever
 the local Kafka broker and an rb-streams worker; the model is scripted (the SDK's own
 `agents.testing.ScriptedModel` behind a model provider), so no API key is needed. A triage
 agent hands the task to a coding agent, which keeps re-running a failing check: the loop
-monitor fires, a `[REASONBLOCKS]` block is added to its next instructions, and when it runs the
+monitor fires, a `[REASONBLOCKS]` message ends its next model input, and when it runs the
 same check again anyway (an ignored warning) the run is escalated to `model_routing["SLOW"]`.
 It then reads the file, fixes it, and the check passes. Printed per model call: the agent, the
-model that served it, the decision's rung and what the instructions gained.
+model that served it, the decision's rung and the steering message its input ended with.
 
 With `--stop` a single coding agent never listens, and the run's policy has `stop_after: 2`:
 the second ignored warning ends the run before its next model call (`Runner.run` raises
@@ -30,6 +30,7 @@ from agents import Agent, FunctionTool, RunConfig, RunHooks, function_tool
 from examples._local import local_stack
 from examples.openai_scripted import ScriptedProvider, reply, say
 from streams.agent.client import SyncSteeringClient
+from streams.agent.compose import REASONBLOCKS_MARKER as MARKER
 from streams.agent.openai_agents import AgentsSteering
 from streams.agent.session import RunStopped
 
@@ -125,9 +126,12 @@ def main() -> int:
         print(
             f"call {k + 1:>2}  {speakers.agents[k]:<7} model {call.model:<8} {entry.action:<9} fired {fired}"
         )
-        extra = (call.call.system_instructions or "").split("\n\n", 1)[1:]
-        for text in extra:
-            print(f"          instructions += {' '.join(text.split())[:150]}...")
+        last = list(call.call.input)[-1:]
+        extra = [
+            i["content"] for i in last if isinstance(i, dict) and str(i.get("content")).startswith(MARKER)
+        ]
+        for text in extra:  # the steering message after the input (the cached prefix is unchanged)
+            print(f"          input += {' '.join(text.split())[:150]}...")
     print(f"\n{answer}", file=sys.stderr if code else sys.stdout)
     return code
 

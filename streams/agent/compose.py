@@ -1,12 +1,23 @@
-"""Compose the system prompt for an agent's next model call from a steering decision.
+"""Compose an agent's next model call from a steering decision, keeping the prompt cache.
 
-Agent side only: no I/O, no Kafka. The steering injection goes in its own *uncached* block
-after the base system prompt, and the base prompt carries `cache_control: ephemeral`, so the
-provider's prompt cache keeps hitting on the (unchanging) base prompt while the (changing)
-injection never invalidates it. Providers that do not know `cache_control` ignore it.
+Agent side only: no I/O, no Kafka. Providers cache prompts by prefix (tools, system, then the
+messages in order), so where the steering text goes decides what it costs:
 
-Nothing here mutates its inputs: every function returns new containers, and message-history
-entries are passed through as the same objects, untouched.
+- `placement="end"` (the default): the `[REASONBLOCKS]` text goes after everything the agent
+  sent. Anthropic shape: a text block appended to the last user turn (after its tool_result
+  blocks, which must come first). OpenAI chat shape: a trailing `user` message (valid after
+  `tool` messages, and what OpenAI-compatible servers accept anywhere). The system prompt,
+  the history and the caller's `cache_control` breakpoints are left exactly as sent, so the
+  cached prefix is never changed: only the steering text itself is read uncached.
+- `placement="system"` (the seeds' placement): the text is a block after the base system
+  prompt, which gets `cache_control: ephemeral`. The base prompt still hits the cache, but
+  the history after it does not: every call where the block appears, changes or goes away
+  re-writes the whole history at the cache-write price. COST.md states what that costs on
+  real runs.
+
+Nothing here mutates its inputs: every function returns new containers; message-history
+entries are passed through as the same objects, except the one message the steering text is
+appended to, which is a shallow copy.
 """
 
 from __future__ import annotations
@@ -18,11 +29,16 @@ from typing import Any, Literal, Protocol
 from ..contract import REASONBLOCKS_MARKER
 
 __all__ = [
+    "PLACEMENTS",
     "REASONBLOCKS_MARKER",
+    "Placement",
+    "anthropic_messages",
     "anthropic_request",
     "anthropic_system",
+    "check_placement",
     "injection_of",
     "model_of",
+    "openai_messages",
     "openai_system_message",
     "plain_system",
     "with_system",
@@ -30,6 +46,13 @@ __all__ = [
 
 Block = dict[str, Any]
 Base = str | Sequence[Mapping[str, Any]]
+Placement = Literal["end", "system"]
+PLACEMENTS: tuple[Placement, ...] = ("end", "system")
+# The role of the trailing steering message in the OpenAI shapes: valid after `tool` messages
+# and after a user message, and accepted mid-conversation by every OpenAI-compatible server
+# (a late `system` message is not: some chat templates reject it, some gateways move it into
+# the system prompt, which would change the cached prefix).
+END_ROLE = "user"
 
 
 class _HasData(Protocol):
@@ -72,6 +95,13 @@ def injection_of(decision: DecisionLike) -> str | None:
     if not isinstance(text, str) or not text.strip():
         return None
     return text
+
+
+def check_placement(placement: str) -> Placement:
+    """`placement` if it is one we know, else a ValueError that names the choices."""
+    if placement not in PLACEMENTS:
+        raise ValueError(f"placement must be 'end' or 'system', got {placement!r}")
+    return placement
 
 
 def model_of(decision: DecisionLike) -> str | None:
@@ -158,46 +188,140 @@ def with_system(
     decision: DecisionLike,
     base: Base | None = None,
     provider: Literal["openai", "plain"] = "openai",
+    *,
+    placement: Placement = "end",
 ) -> list[Any]:
-    """A new OpenAI-style message list with the leading system message composed for this call.
+    """A new OpenAI-style message list for this call: the system message, then the history.
 
-    The base prompt is the content of the leading system message if there is one, otherwise
-    `base`. All other entries are the very same objects, in the same order, unmodified, so
-    the conversation history (and the provider's cached prefix of it) stays as it was.
-    `provider="plain"` emits the system content as a single string for OpenAI-compatible
-    servers that reject content parts. If there is nothing at all to put in the system
-    message, none is emitted.
+    The base prompt is the leading system (or developer) message if there is one, otherwise
+    `base`, put first as a system message. `placement="end"` (default): that system message
+    is the caller's very object (a `base` is put in as given; `provider="plain"` flattens it to
+    one string) and the steering text is a trailing `user` message (`openai_messages`).
+    `placement="system"`: the system message is composed (cached base content part, then the
+    injection part; one string with `provider="plain"`, for OpenAI-compatible servers that
+    reject content parts). The history entries are the very same objects, in the same order,
+    unmodified. If there is nothing at all to put in the system message, none is emitted.
     """
     if provider not in ("openai", "plain"):
         raise ValueError(f"unknown provider {provider!r}; expected 'openai' or 'plain'")
+    placement = check_placement(placement)
     history: list[Any] = list(messages)
+    if placement == "end":
+        if history and history[0].get("role") in ("system", "developer"):
+            return openai_messages(history, decision)
+        head: list[Any] = []
+        content: Any = _text_of(base) if provider == "plain" else base
+        if content:
+            head = [{"role": "system", "content": content if isinstance(content, str) else list(content)}]
+        return [*head, *openai_messages(history, decision)]
     role = "system"
     if history and history[0].get("role") in ("system", "developer"):
         role = history[0]["role"]
         base = history[0].get("content")
         history = history[1:]
-    content: str | list[Block]
+    composed: str | list[Block]
     if provider == "plain":
-        content = plain_system(_text_of(base), decision)
+        composed = plain_system(_text_of(base), decision)
     else:
-        content = _compose_blocks(base, decision)
-    if not content:
+        composed = _compose_blocks(base, decision)
+    if not composed:
         return history
-    return [{"role": role, "content": content}, *history]
+    return [{"role": role, "content": composed}, *history]
 
 
-def anthropic_request(request: Mapping[str, Any], decision: DecisionLike) -> dict[str, Any]:
-    """A new Anthropic request with the system prompt composed and the model routed.
+def _content_blocks(content: Any) -> list[Any]:
+    """A message's content as a list of blocks (same block objects; a string is one text block,
+    which is what the API reads it as, so the prompt the provider caches is the same)."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    if isinstance(content, Sequence):
+        return list(content)
+    return []
 
-    `messages` is passed through as the same (unmodified) object; the model is replaced
-    only when the decision routes to one, so a late decision keeps the caller's model.
+
+def _drop_stale_tail(blocks: list[Any]) -> list[Any]:
+    """Without the injection blocks at the end (a request composed twice never stacks them)."""
+    while blocks and isinstance(blocks[-1], Mapping) and _is_injection_block(blocks[-1]):
+        blocks = blocks[:-1]
+    return blocks
+
+
+def anthropic_messages(messages: Sequence[Mapping[str, Any]], decision: DecisionLike) -> list[Any]:
+    """A new Anthropic `messages` list with the steering text as a text block at the end of the
+    last user turn (after its tool_result blocks and after any block carrying the caller's
+    `cache_control`, so the breakpoint still caches the whole history).
+
+    Every other message is the very same object; the last user turn is a shallow copy with a
+    new content list. After a trailing assistant message (a prefill) the block goes to the user
+    turn before it. Without any user turn, a user turn holding the text is appended. A request
+    composed before has its steering block replaced (or, with nothing to inject, removed).
     """
+    history: list[Any] = list(messages)
+    injection = injection_of(decision)
+    last = next((i for i in range(len(history) - 1, -1, -1) if history[i].get("role") == "user"), None)
+    if last is None:
+        if injection is not None:
+            history.append({"role": "user", "content": [{"type": "text", "text": injection}]})
+        return history
+    content = history[last].get("content")
+    blocks = _drop_stale_tail(_content_blocks(content))
+    stale = isinstance(content, list) and len(blocks) < len(content)
+    if injection is None and not stale:
+        return history
+    turn = dict(history[last])
+    turn["content"] = blocks if injection is None else [*blocks, {"type": "text", "text": injection}]
+    history[last] = turn
+    return history
+
+
+def openai_messages(messages: Sequence[Mapping[str, Any]], decision: DecisionLike) -> list[Any]:
+    """A new OpenAI chat `messages` list with the steering text as a trailing `user` message.
+
+    Every entry of `messages` is the very same object, in order, so the prefix the provider
+    cached (OpenAI caches automatically) is unchanged. Nothing to inject: a copy of the list.
+    """
+    history: list[Any] = list(messages)
+    while history and _is_end_message(history[-1]):  # composed before: replace, never stack
+        history.pop()
+    injection = injection_of(decision)
+    if injection is not None:
+        history.append({"role": END_ROLE, "content": injection})
+    return history
+
+
+def _is_end_message(message: Any) -> bool:
+    if not isinstance(message, Mapping) or message.get("role") != END_ROLE:
+        return False
+    content = message.get("content")
+    return isinstance(content, str) and content.startswith(REASONBLOCKS_MARKER)
+
+
+def anthropic_request(
+    request: Mapping[str, Any], decision: DecisionLike, *, placement: Placement = "end"
+) -> dict[str, Any]:
+    """A new Anthropic request with the steering text placed and the model routed.
+
+    `placement="end"` (default): `messages` gets the text at the end of its last user turn
+    (`anthropic_messages`); `system`, `tools` and every other key are passed through as the
+    same objects. `placement="system"`: the system prompt is composed (`anthropic_system`) and
+    `messages` is passed through as the same object. The model is replaced only when the
+    decision routes to one, so a late decision keeps the caller's model.
+    """
+    placement = check_placement(placement)
     out = dict(request)
-    system = _compose_blocks(request.get("system"), decision)
-    if system:
-        out["system"] = system
+    if placement == "end":
+        messages = request.get("messages") or []
+        composed = anthropic_messages(messages, decision)
+        if any(a is not b for a, b in zip(composed, messages, strict=False)) or len(composed) != len(
+            messages
+        ):
+            out["messages"] = composed
     else:
-        out.pop("system", None)
+        system = _compose_blocks(request.get("system"), decision)
+        if system:
+            out["system"] = system
+        else:
+            out.pop("system", None)
     model = model_of(decision)
     if model is not None:
         out["model"] = model

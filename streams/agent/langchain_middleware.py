@@ -18,9 +18,11 @@ finished when the agent ends.
 Steps. Before every model call but the first (in `before_model`), the previous step (the last
 AI message as thought, its tool calls as action, the tool messages after it as observation,
 token usage) is published and its decision awaited within the client's deadline; the call then goes to the
-routed model (`init_chat_model` ids, cached per id) with the composed system message (base
-prompt with `cache_control`, plus a separate uncached `[REASONBLOCKS]` block only when
-injecting). A step with several tool calls reports them all: `action` is their names joined
+routed model (`init_chat_model` ids, cached per id) with, only when injecting, the
+`[REASONBLOCKS]` text as a `HumanMessage` after the request's last message (`placement="end"`,
+the default: the system prompt and the history the provider cached are sent unchanged; with
+`placement="system"` it is a block after the base system prompt, which costs the history's
+cache, see COST.md). A step with several tool calls reports them all: `action` is their names joined
 with "+", `action_input` the list of {"name", "args"}. The message history is never modified.
 A failed model call does not end the run: retry and fallback middleware call again, and the
 repeated call reuses its steering instead of publishing a step twice. run_finish goes out when
@@ -136,7 +138,7 @@ class _Live:
 _BLOCK: ContextVar[list[str] | None] = ContextVar("rb_langchain_block", default=None)
 
 
-OPTIONS = ("model", "model_routing", "model_factory", "run_id_prefix", "runs", "thread_idle_s")
+OPTIONS = ("model", "model_routing", "model_factory", "run_id_prefix", "runs", "thread_idle_s", "placement")
 
 
 class SteeringMiddleware(LastRun, AgentMiddleware[SteeringState, Any, Any]):
@@ -154,6 +156,7 @@ class SteeringMiddleware(LastRun, AgentMiddleware[SteeringState, Any, Any]):
         run_id_prefix: str = "lc",
         runs: Literal["thread", "invocation"] = "thread",
         thread_idle_s: float = 3600.0,
+        placement: compose.Placement = "end",
         **run_fields: Any,
     ) -> None:
         super().__init__()
@@ -170,6 +173,7 @@ class SteeringMiddleware(LastRun, AgentMiddleware[SteeringState, Any, Any]):
         self.run_id_prefix = run_id_prefix
         self.runs = runs
         self.thread_idle_s = thread_idle_s
+        self.placement = compose.check_placement(placement)
         self._factory = model_factory
         self._models: dict[str, BaseChatModel] = {}
         self._lock = threading.Lock()
@@ -462,6 +466,14 @@ class SteeringMiddleware(LastRun, AgentMiddleware[SteeringState, Any, Any]):
         routed = compose.model_of(steer.decision)
         if routed:
             overrides["model"] = self._model(routed)
+        injection = compose.injection_of(steer.decision)
+        if self.placement == "end":
+            # After the last message (a tool result, the user's turn): the system prompt and the
+            # history stay byte for byte what the provider cached. Chat models merge it into the
+            # last user turn (Anthropic: after the tool_result blocks).
+            if injection is not None:
+                overrides["messages"] = [*request.messages, HumanMessage(content=injection)]
+            return request.override(**overrides) if overrides else request
         base: Any = request.system_message.content if request.system_message is not None else ""
         blocks = compose.anthropic_system(base, steer.decision)
         if blocks:

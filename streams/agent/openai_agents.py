@@ -24,9 +24,13 @@ input), `tokens` from the response's `Usage`, `model_id` the model that served i
 the SDK agent's name when the run is multi-agent (its starting agent has hand-offs, or
 `agent_names=True`: every step then names its agent, so the worker knows which one leads). Its
 decision is awaited within the client's deadline and steers this call: the `[REASONBLOCKS]`
-block is appended to the instructions (`compose.plain_system`: the SDK takes instructions as one
-string; the unchanged base stays the prompt's prefix, which OpenAI caches), and the routed model
-serves it. The input items are never changed. The last response (the final output) is not
+text goes in as a trailing user message after the input items (`placement="end"`, the default:
+the instructions and the items the provider cached are sent unchanged; the SDK does not keep
+the message in the run's items, though a server-managed conversation, `conversation_id` or
+`previous_response_id`, stores it as sent), and the routed model serves it. With
+`placement="system"` it is appended to the instructions (`compose.plain_system`), which
+changes the prompt before the whole input: the history's cache is lost (see COST.md). The
+input items are never changed. The last response (the final output) is not
 published: no call follows it.
 
 Routing. `run_config()` wraps the run's `ModelProvider`: every model the SDK asks it for is a
@@ -304,9 +308,17 @@ class SteeredRun(RunHooks[Any]):
                 self.run_id, d.step if d is not None else steer.step, stop_reason(d), steer.action_reason
             )
         base = data.model_data.instructions
-        if compose.injection_of(steer.decision) is not None:
-            base = compose.plain_system(base or "", steer.decision)
-        return ModelInputData(input=data.model_data.input, instructions=base)
+        injection = compose.injection_of(steer.decision)
+        if injection is None:
+            return ModelInputData(input=data.model_data.input, instructions=base)
+        if self._owner.placement == "end":
+            # a trailing user message: the instructions and the input items the provider cached
+            # are sent as they are (the same item objects, which the SDK tracks)
+            items = [*data.model_data.input, {"role": compose.END_ROLE, "content": injection}]
+            return ModelInputData(input=items, instructions=base)  # type: ignore[arg-type]
+        return ModelInputData(
+            input=data.model_data.input, instructions=compose.plain_system(base or "", steer.decision)
+        )
 
     async def _steering(self, data: CallModelData[Any]) -> Steering:
         """This call's steering: decision 0 for the first call; else the decision to the step
@@ -472,7 +484,7 @@ class _RoutedModel(Model):
 # -- the entry point ----------------------------------------------------------------------------
 
 
-OPTIONS = ("model", "model_routing", "model_factory", "agent_names", "run_id_prefix")
+OPTIONS = ("model", "model_routing", "model_factory", "agent_names", "run_id_prefix", "placement")
 
 
 class AgentsSteering(LastRun):
@@ -481,7 +493,8 @@ class AgentsSteering(LastRun):
     `model`: the run's default model id (default: the starting agent's, else the SDK's);
     `model_routing`: FSM state -> model id; `model_factory`: model id -> `Model` for routed
     calls (default: the run's model provider); `agent_names`: name the agent on every step
-    (default: when the starting agent has hand-offs); other keywords are run fields
+    (default: when the starting agent has hand-offs); `placement`: where the steering text
+    goes, "end" (a trailing user message, keeps the prompt cache) or "system"; other keywords are run fields
     (`org_id`, `escalation`, `monitors_off`, ...), checked here."""
 
     def __init__(
@@ -493,6 +506,7 @@ class AgentsSteering(LastRun):
         model_factory: Callable[[str], Model] | None = None,
         agent_names: bool | None = None,
         run_id_prefix: str = "oai",
+        placement: compose.Placement = "end",
         **run_fields: Any,
     ) -> None:
         check_run_field_names("AgentsSteering", run_fields, OPTIONS)
@@ -503,6 +517,7 @@ class AgentsSteering(LastRun):
         self.model_factory = model_factory
         self.agent_names = agent_names
         self.run_id_prefix = run_id_prefix
+        self.placement = compose.check_placement(placement)
         self.run_fields = run_fields
         self._last: SteeredRun | None = None
 

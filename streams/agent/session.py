@@ -74,6 +74,8 @@ class Steering:
     step: int  # the model call this applies to (1 = first call)
     decision: Decision | None
     default_model: str | None
+    # where the steering text goes: "end" keeps the prompt cache (see streams.agent.compose)
+    placement: compose.Placement = "end"
 
     @property
     def model(self) -> str | None:
@@ -106,12 +108,14 @@ class Steering:
         return compose.plain_system(base, self.decision)
 
     def request(self, anthropic_request: dict[str, Any]) -> dict[str, Any]:
-        """An Anthropic-style request with the system composed and the model routed."""
-        return compose.anthropic_request(anthropic_request, self.decision)
+        """An Anthropic-style request with the steering text placed (by default at the end of
+        the last user turn, so the cached prefix is unchanged) and the model routed."""
+        return compose.anthropic_request(anthropic_request, self.decision, placement=self.placement)
 
     def messages(self, messages: list[dict[str, Any]], base: str | None = None) -> list[dict[str, Any]]:
-        """An OpenAI-style message list with the system message composed (history untouched)."""
-        return compose.with_system(messages, self.decision, base=base)
+        """An OpenAI-style message list with the steering text placed (by default a trailing
+        user message; history untouched)."""
+        return compose.with_system(messages, self.decision, base=base, placement=self.placement)
 
 
 class SteeringSession:
@@ -124,12 +128,14 @@ class SteeringSession:
         *,
         model: str | None = None,
         on_stop: Literal["raise", "return"] = "raise",
+        placement: compose.Placement = "end",
         **run_fields: Any,
     ) -> None:
         if on_stop not in ("raise", "return"):
             raise ValueError(f"on_stop must be 'raise' or 'return', got {on_stop!r}")
         self.client = client
         self.on_stop = on_stop
+        self.placement = compose.check_placement(placement)
         self.run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
         self.model = model
         self.run_fields = {k: v for k, v in run_fields.items() if v is not None}
@@ -223,7 +229,7 @@ class SteeringSession:
             raise RuntimeError("start() the session before its first step")
         if self._step > self._ended:
             raise RuntimeError(f"end_step() for call {self._step} before beginning another")
-        steer = Steering(self._step + 1, self._pending, self.model)
+        steer = Steering(self._step + 1, self._pending, self.model, self.placement)
         if steer.action == "stop":
             self._stopped = True
             if self.on_stop == "raise":

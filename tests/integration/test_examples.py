@@ -47,13 +47,13 @@ def run(module: str, worker: WorkerProcess, *args: str, code: int = 0) -> subpro
 def test_langchain_example_shows_routing_and_injections(shared: WorkerProcess) -> None:
     out = run("examples.langchain_agent", shared).stdout
     assert "model claude-haiku-4-5" in out  # routed once the run turned FAST
-    assert "system += [REASONBLOCKS] You have run `run_check` with the same input" in out
+    assert "messages += [REASONBLOCKS] You have run `run_check` with the same input" in out
     assert "final answer: The check passes" in out
 
 
 def test_messages_loop_example_is_steered(shared: WorkerProcess) -> None:
     out = run("examples.messages_loop", shared).stdout
-    assert "call 5: model claude-sonnet-4-5  system blocks 2" in out
+    assert "call 5: model claude-sonnet-4-5  steering blocks 1" in out
     assert "fired ['semantic_loop'] injected ['monitor']" in out
 
 
@@ -80,6 +80,6 @@ def test_otel_example_monitors_an_instrumented_smolagents_run(shared: WorkerProc
 def test_openai_agents_example_hands_off_injects_and_escalates(shared: WorkerProcess) -> None:
     out = run("examples.openai_agents_agent", shared).stdout
     assert "call  1  Triage  model gpt-4.1" in out and "Coder   model gpt-4.1  nudge" in out
-    assert "instructions += [REASONBLOCKS] Coder has run `run_check` with the same input" in out
+    assert "input += [REASONBLOCKS] Coder has run `run_check` with the same input" in out
     assert "Coder   model o3       escalate" in out  # the ignored warning: model_routing["SLOW"]
     assert "final answer (Coder): The check passes" in out

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.messages import AIMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.tools import tool
 
 from examples.scripted_model import Script, ScriptedModel
@@ -70,11 +70,17 @@ def agent_for(client: SyncSteeringClient, script: Script, tools: list[Any]) -> t
     return create_agent(model, tools, system_prompt=BASE, middleware=[mw]), mw
 
 
-def system_blocks(msgs: list[Any]) -> list[dict[str, Any]]:
-    assert isinstance(msgs[0], SystemMessage)
-    content = msgs[0].content
-    assert isinstance(content, list)
-    return content  # type: ignore[return-value]
+def steering_text(msgs: list[Any]) -> str | None:
+    """The steering text a call got: its trailing HumanMessage when that starts with the marker."""
+    last = msgs[-1]
+    if isinstance(last, HumanMessage) and isinstance(last.content, str) and last.content.startswith(MARKER):
+        return last.content
+    return None
+
+
+def own_messages(msgs: list[Any]) -> list[Any]:
+    """What the call got of the agent's own prompt and history (without the steering message)."""
+    return msgs[:-1] if steering_text(msgs) is not None else msgs
 
 
 def test_a_looping_agent_gets_a_loop_injection_in_its_next_system_message(lc_worker: WorkerProcess) -> None:
@@ -93,26 +99,26 @@ def test_a_looping_agent_gets_a_loop_injection_in_its_next_system_message(lc_wor
         )
         log = mw.step_log
         run_id = mw.run_id
-    # every call: the base prompt is the first block and keeps cache_control
+    # every call: the system message is the agent's own prompt, unchanged (the cached prefix)
     for _, msgs in script.calls:
-        blocks = system_blocks(msgs)
-        assert blocks[0] == {"type": "text", "text": BASE, "cache_control": {"type": "ephemeral"}}
-    injected = [
-        (k, system_blocks(m)) for k, (_, m) in enumerate(script.calls, 1) if len(system_blocks(m)) > 1
-    ]
-    loop_calls = [(k, b) for k, b in injected if "run_tests" in b[1]["text"] and "same" in b[1]["text"]]
-    assert loop_calls, [b[1]["text"][:200] for _, b in injected]
-    k, blocks = loop_calls[0]
-    assert blocks[1]["text"].startswith(MARKER) and "cache_control" not in blocks[1]
+        assert isinstance(msgs[0], SystemMessage) and msgs[0].content == BASE
+    injected = [(k, t) for k, (_, m) in enumerate(script.calls, 1) if (t := steering_text(m)) is not None]
+    loop_calls = [(k, t) for k, t in injected if "run_tests" in t and "same" in t]
+    assert loop_calls, [t[:200] for _, t in injected]
+    k, _ = loop_calls[0]
     assert "semantic_loop" in log[k - 1].monitors_fired and "monitor" in log[k - 1].injection_sources
-    # call 1 got the universal rules (E3) from decision 0
-    assert system_blocks(script.calls[0][1])[1]["text"].startswith(MARKER)
-    # the history is the agent's own: no injected text ever enters it, nothing is rewritten
+    # call 1 got the universal rules (E3) from decision 0, after the user's message
+    assert steering_text(script.calls[0][1]) is not None
+    # the history is the agent's own: no injected text ever enters it, nothing is rewritten, and
+    # each call's prompt up to its steering message is the start of the next call's prompt
     history = out["messages"]
     assert not any(MARKER in str(m.content) for m in history)
     for _, msgs in script.calls:
-        seen = msgs[1:]
+        seen = own_messages(msgs)[1:]
         assert [m.id for m in seen] == [m.id for m in history[: len(seen)]]
+    for (_, before), (_, after) in zip(script.calls, script.calls[1:], strict=False):
+        cached = [m.model_dump_json() for m in own_messages(before)]
+        assert [m.model_dump_json() for m in after[: len(cached)]] == cached
     finish = [
         d
         for d in asyncio.run(
@@ -154,7 +160,7 @@ def test_a_late_decision_leaves_the_call_unsteered_and_is_recorded(lc_worker: Wo
     assert [e.late for e in log] == [True, True] and not any(e.steered for e in log)
     for model_id, msgs in script.calls:
         assert model_id == "claude-sonnet-4-5"
-        assert system_blocks(msgs) == [{"type": "text", "text": BASE, "cache_control": {"type": "ephemeral"}}]
+        assert msgs[0].content == BASE and steering_text(msgs) is None
 
 
 def test_async_use_and_a_failing_run_is_finished_with_the_exception_type(lc_worker: WorkerProcess) -> None:

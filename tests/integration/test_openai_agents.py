@@ -126,14 +126,16 @@ def test_a_looping_agent_gets_the_block_in_its_next_instructions_and_the_routed_
         log = steering.step_log
     calls = provider.calls
     assert len(calls) == 8 and not any(e.late for e in log), log
-    # decision k steers call k+1: a loop warning lands in that call's instructions, after the base
+    # decision k steers call k+1: a loop warning is that call's last input item (a user message
+    # after the tool result), and the instructions stay the agent's own on every call
     warned = [k for k, e in enumerate(log) if "semantic_loop" in e.monitors_fired]
     assert warned, [e.monitors_fired for e in log]
     k = warned[0]
-    instructions = calls[k].call.system_instructions or ""
-    assert instructions.startswith(CODER + "\n\n" + REASONBLOCKS_MARKER), instructions
-    assert "run_tests" in instructions
-    assert calls[0].call.system_instructions == CODER  # nothing to inject before the loop
+    last = list(calls[k].call.input)[-1]
+    assert isinstance(last, dict) and last["role"] == "user", last
+    assert last["content"].startswith(REASONBLOCKS_MARKER) and "run_tests" in last["content"]
+    assert {c.call.system_instructions for c in calls} == {CODER}
+    assert REASONBLOCKS_MARKER not in str(calls[0].call.input)  # nothing to inject before the loop
     # the warning was ignored (the same call again): escalated to model_routing["SLOW"], and
     # decision k's model served call k+1 (calls[k]) and every call after it
     routed = [k for k, e in enumerate(log) if e.model_id == "o3"]

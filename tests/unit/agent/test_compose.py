@@ -169,11 +169,11 @@ def _history():
     ]
 
 
-def test_with_system_keeps_history_objects_identical_and_in_order():
+def test_with_system_system_placement_keeps_history_objects_identical_and_in_order():
     messages = _history()
     snapshot = copy.deepcopy(messages)
     ids = [id(m) for m in messages]
-    out = with_system(messages, decision())
+    out = with_system(messages, decision(), placement="system")
     assert out is not messages
     assert messages == snapshot
     assert [id(m) for m in messages] == ids
@@ -184,9 +184,9 @@ def test_with_system_keeps_history_objects_identical_and_in_order():
     assert out[0] is not messages[0]
 
 
-def test_with_system_uses_base_when_history_has_no_system_message():
+def test_with_system_system_placement_uses_base_when_history_has_no_system_message():
     messages = _history()[1:]
-    out = with_system(messages, decision(), base=BASE)
+    out = with_system(messages, decision(), base=BASE, placement="system")
     assert out[0] == openai_system_message(BASE, decision())
     assert all(n is o for n, o in zip(out[1:], messages, strict=True))
     assert len(messages) == 3
@@ -199,19 +199,19 @@ def test_with_system_without_base_or_injection_adds_nothing():
     assert out is not messages
 
 
-def test_with_system_late_decision_keeps_base_only():
-    out = with_system(_history(), None)
+def test_with_system_system_placement_late_decision_keeps_base_only():
+    out = with_system(_history(), None, placement="system")
     assert out[0]["content"] == [{"type": "text", "text": BASE, "cache_control": EPHEMERAL}]
 
 
-def test_with_system_recomposition_does_not_stack_injections():
-    once = with_system(_history(), decision())
-    twice = with_system(once, decision(injection=f"{REASONBLOCKS_MARKER}\n- later"))
+def test_with_system_system_placement_recomposition_does_not_stack_injections():
+    once = with_system(_history(), decision(), placement="system")
+    twice = with_system(once, decision(injection=f"{REASONBLOCKS_MARKER}\n- later"), placement="system")
     assert [p["text"] for p in twice[0]["content"]] == [BASE, f"{REASONBLOCKS_MARKER}\n- later"]
 
 
-def test_with_system_plain_provider_emits_string_content():
-    out = with_system(_history(), decision(), provider="plain")
+def test_with_system_system_placement_plain_provider_emits_string_content():
+    out = with_system(_history(), decision(), provider="plain", placement="system")
     assert out[0] == {"role": "system", "content": f"{BASE}\n\n{INJECTION}"}
 
 
@@ -248,10 +248,10 @@ def _request():
     }
 
 
-def test_anthropic_request_routes_model_and_leaves_messages_untouched():
+def test_anthropic_request_system_placement_routes_model_and_leaves_messages_untouched():
     req = _request()
     snapshot = copy.deepcopy(req)
-    out = anthropic_request(req, decision(model="claude-haiku-4-5"))
+    out = anthropic_request(req, decision(model="claude-haiku-4-5"), placement="system")
     assert req == snapshot
     assert out is not req
     assert out["model"] == "claude-haiku-4-5"
@@ -266,17 +266,19 @@ def test_anthropic_request_keeps_model_when_not_routed():
     assert out["model"] == "claude-sonnet-4-5"
 
 
-def test_anthropic_request_late_decision_is_unsteered():
-    out = anthropic_request(_request(), None)
+def test_anthropic_request_system_placement_late_decision_is_unsteered():
+    out = anthropic_request(_request(), None, placement="system")
     assert out["model"] == "claude-sonnet-4-5"
     assert out["system"] == [{"type": "text", "text": BASE, "cache_control": EPHEMERAL}]
 
 
-def test_anthropic_request_without_system_or_injection_has_no_system_key():
+def test_anthropic_request_system_placement_without_system_or_injection_has_no_system_key():
     req = _request()
     del req["system"]
-    assert "system" not in anthropic_request(req, None)
-    assert anthropic_request(req, decision())["system"] == [{"type": "text", "text": INJECTION}]
+    assert "system" not in anthropic_request(req, None, placement="system")
+    assert anthropic_request(req, decision(), placement="system")["system"] == [
+        {"type": "text", "text": INJECTION}
+    ]
 
 
 def test_decision_object_with_data_works_everywhere():
@@ -285,4 +287,5 @@ def test_decision_object_with_data_works_everywhere():
     assert anthropic_system(BASE, d) == anthropic_system(BASE, d.data)
     assert plain_system(BASE, d) == f"{BASE}\n\n{INJECTION}"
     assert anthropic_request(_request(), d)["model"] == "claude-haiku-4-5"
-    assert with_system(_history(), d)[0] == openai_system_message(BASE, d.data)
+    assert with_system(_history(), d, placement="system")[0] == openai_system_message(BASE, d.data)
+    assert with_system(_history(), d)[-1] == {"role": "user", "content": INJECTION}

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 
 from examples.scripted_model import Script, ScriptedModel
@@ -149,3 +149,50 @@ def test_a_stopped_thread_is_finished_and_its_next_turn_is_a_new_run() -> None:
 def test_the_middleware_refuses_bad_run_options_at_construction() -> None:
     with pytest.raises(ValueError, match="monitors_off: unknown monitor"):
         SteeringMiddleware(FakeClient(), monitors_off=["nope"])  # type: ignore[arg-type]
+
+
+# -- where the steering text goes -------------------------------------------------------------
+
+
+INJECTION = "[REASONBLOCKS]\nYou ran `run_tests` 3 times with the same result: read the failure first."
+
+
+def test_the_steering_text_follows_the_last_message_and_the_prompt_before_it_is_unchanged() -> None:
+    client = FakeClient(
+        lambda k: decision(k, inject=True, injection_text=INJECTION) if k == 2 else decision(k)
+    )
+    script = looping(3)
+    agent, _ = agent_for(client, script)
+    out = ask(agent)
+    calls = [msgs for _, msgs in script.calls]
+    steered = calls[2]  # decision 2 steers call 3
+    assert isinstance(steered[-1], HumanMessage) and steered[-1].content == INJECTION
+    assert isinstance(steered[-2], ToolMessage)  # after the tool result: the last user turn
+    # the system prompt is the agent's own on every call, and no other call has the text
+    assert all(isinstance(m[0], SystemMessage) and m[0].content == "Be careful." for m in calls)
+    assert not any("[REASONBLOCKS]" in str(x.content) for i, m in enumerate(calls) if i != 2 for x in m)
+    # call 3 up to its steering message is the start of call 4 (the provider's cached prefix)
+    cached = [m.model_dump_json() for m in steered[:-1]]
+    assert [m.model_dump_json() for m in calls[3][: len(cached)]] == cached
+    assert not any("[REASONBLOCKS]" in str(m.content) for m in out["messages"])  # history untouched
+
+
+def test_system_placement_puts_the_text_after_the_base_system_prompt() -> None:
+    client = FakeClient(
+        lambda k: decision(k, inject=True, injection_text=INJECTION) if k == 2 else decision(k)
+    )
+    script = looping(3)
+    agent, _ = agent_for(client, script, placement="system")
+    ask(agent)
+    system = script.calls[2][1][0]
+    assert isinstance(system, SystemMessage)
+    assert system.content == [
+        {"type": "text", "text": "Be careful.", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": INJECTION},
+    ]
+    assert not isinstance(script.calls[2][1][-1], HumanMessage)
+
+
+def test_an_unknown_placement_is_refused_at_construction() -> None:
+    with pytest.raises(ValueError, match="placement"):
+        agent_for(FakeClient(), looping(1), placement="middle")

@@ -5,6 +5,7 @@ what each step carries and what each decision does to the next model call."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -182,7 +183,7 @@ def test_an_agent_given_a_model_object_reports_that_models_name() -> None:
 # -- what a decision does to the next call ----------------------------------------------------
 
 
-def test_a_decision_composes_the_next_instructions_and_routes_the_next_call() -> None:
+def test_a_decision_ends_the_next_calls_input_and_routes_the_next_call() -> None:
     provider = ScriptedProvider(looping(3))
     client = FakeClient(
         lambda k: decision(k, inject=True, injection_text=INJECTION, model="o3") if k == 2 else decision(k)
@@ -190,11 +191,36 @@ def test_a_decision_composes_the_next_instructions_and_routes_the_next_call() ->
     run(AgentsSteering(client, model_routing={"SLOW": "o3"}), coder(), provider)  # type: ignore[arg-type]
     calls = provider.calls
     assert [c.model for c in calls] == ["gpt-4.1", "gpt-4.1", "o3", "gpt-4.1"]
+    # the instructions never change: the steering text is a trailing user message of call 3 only
+    assert {c.call.system_instructions for c in calls} == {"Fix the bug."}
+    steered = list(calls[2].call.input)
+    assert steered[-1] == {"role": "user", "content": INJECTION}
+    # the input before it is the SDK's own, in order, and it never enters the conversation:
+    # call 4's input starts with call 3's input minus the steering message (the cached prefix)
+    assert not any(REASONBLOCKS_MARKER in str(c.call.input) for i, c in enumerate(calls) if i != 2)
+    assert [_dump(i) for i in calls[3].call.input][: len(steered) - 1] == [_dump(i) for i in steered[:-1]]
+    assert steps(client)[2]["model_id"] == "o3"  # the step reports the model that served it
+
+
+def test_system_placement_appends_to_the_instructions_and_leaves_the_input() -> None:
+    provider = ScriptedProvider(looping(3))
+    client = FakeClient(
+        lambda k: decision(k, inject=True, injection_text=INJECTION) if k == 2 else decision(k)
+    )
+    run(AgentsSteering(client, placement="system"), coder(), provider)  # type: ignore[arg-type]
+    calls = provider.calls
     assert calls[2].call.system_instructions == f"Fix the bug.\n\n{INJECTION}"
     assert {c.call.system_instructions for i, c in enumerate(calls) if i != 2} == {"Fix the bug."}
-    # the input items are the SDK's own: the injection never enters the conversation
     assert not any(REASONBLOCKS_MARKER in str(c.call.input) for c in calls)
-    assert steps(client)[2]["model_id"] == "o3"  # the step reports the model that served it
+
+
+def test_an_unknown_placement_is_refused_when_the_steering_is_built() -> None:
+    with pytest.raises(ValueError, match="placement"):
+        AgentsSteering(FakeClient(), placement="middle")  # type: ignore[arg-type]
+
+
+def _dump(item: Any) -> str:
+    return json.dumps(item if isinstance(item, dict) else item.model_dump(exclude_none=True), sort_keys=True)
 
 
 def test_a_late_decision_leaves_the_call_unsteered() -> None:
@@ -296,8 +322,9 @@ def test_the_callers_hooks_and_input_filter_still_run() -> None:
     cfg = RunConfig(model_provider=provider, tracing_disabled=True, call_model_input_filter=trim)
     AgentsSteering(client).run_sync(coder(), "Fix it.", hooks=Hooks(), run_config=cfg)  # type: ignore[arg-type]
     assert seen == ["llm_end Coder", "tool_end run_tests", "llm_end Coder"]
-    # the caller's filter first, the steering block after what it returned
-    assert [c.call.system_instructions for c in provider.calls] == ["Trimmed.", f"Trimmed.\n\n{INJECTION}"]
+    # the caller's filter first, the steering message after what it returned
+    assert [c.call.system_instructions for c in provider.calls] == ["Trimmed.", "Trimmed."]
+    assert list(provider.calls[1].call.input)[-1] == {"role": "user", "content": INJECTION}
     # the tool's result left the model's input, yet the step has it (from on_tool_end)
     assert all(i.get("type") != "function_call_output" for i in provider.calls[1].call.input)
     assert steps(client)[0]["observation"] == FAILING
