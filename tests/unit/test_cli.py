@@ -82,6 +82,19 @@ def test_a_command_with_no_broker_to_reach_is_one_line_and_exit_1_within_seconds
     assert len(err) == 1 and "cannot reach the broker at 127.0.0.1:" in err[0] and "RB_BROKER" in err[0]
 
 
+def test_a_multi_tenant_worker_without_a_decision_key_refuses_to_start_with_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Its tenants' steering topics would trust whoever can write them (docs/production.md)."""
+    monkeypatch.setenv("RB_BROKER", f"127.0.0.1:{free_port()}")
+    monkeypatch.setenv("RB_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("RB_TENANTS", "acme")
+    monkeypatch.setenv("RB_CONTROL_KEY", "k")
+    assert main(["worker"]) == 2  # before the broker is asked anything
+    line = one_line(capsys.readouterr().err)
+    assert line.startswith("rb-streams: invalid configuration: RB_DECISION_KEY: required with RB_TENANTS")
+
+
 @pytest.mark.parametrize("broker", ["bad:value", "localhost"])
 def test_a_broker_that_is_no_host_port_is_one_line_and_exit_2(
     broker: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch

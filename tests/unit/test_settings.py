@@ -373,3 +373,15 @@ def test_tenants_are_validated_and_need_a_control_key():
             Settings.from_env({}, tenants=bad, control_key="k")
     with pytest.raises(SettingsError, match="RB_CONTROL_KEY: required with RB_TENANTS"):
         Settings.from_env({}, tenants="acme")
+
+
+def test_the_decision_key_is_a_secret_shared_by_client_and_worker_and_required_with_tenants():
+    from streams.settings import ClientSettings
+
+    c = ClientSettings.from_env({"RB_DECISION_KEY": "dk"})
+    assert c.secret(c.decision_key) == "dk" and c.as_dict(mask_secrets=True)["decision_key"] == "****"
+    assert "decision_key" in Settings.SECRETS and "decision_key" in ClientSettings.SECRETS
+    assert Settings.from_env({"RB_DECISION_KEY": "dk"}).check_decision_key() is True
+    assert Settings.from_env({}).check_decision_key() is False  # single-tenant: a warning at start
+    with pytest.raises(SettingsError, match="RB_DECISION_KEY: required with RB_TENANTS"):
+        Settings.from_env({}, tenants="acme", control_key="k").check_decision_key()
