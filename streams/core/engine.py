@@ -111,12 +111,15 @@ class Decided(_Answering):
 
 @dataclass(frozen=True, slots=True)
 class Duplicate(_Answering):
-    """A re-sent run_start, step or run_finish: counted in the state, nothing sent."""
+    """A re-sent run_start, step or run_finish: counted in the state. A copy of the step the
+    state last decided (or of the run_start, before any step) `resend`s that decision's bytes
+    as first sent: the first copy may have been lost with a crash (see `_resend`)."""
 
     incoming: Incoming
     prior: TraceState
     state: TraceState
     now: float
+    resend: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,23 +260,33 @@ class Engine:
         limits = self.limits
         if isinstance(outcome, Refused):
             return _sealed_refusal(outcome, limits, source)
-        state_bytes = outcome.state.encode()
-        if len(state_bytes) > limits.max_state_bytes:
-            raise OversizeError(f"run state would be {len(state_bytes)} bytes > cap {limits.max_state_bytes}")
         inc = outcome.incoming
-        head = (inc.run_id, inc.event_type, inc.step, outcome.now, outcome.prior, outcome.state, state_bytes)
-        if isinstance(outcome, Duplicate):
-            return Sealed(*head, duplicate=True)
-        if isinstance(outcome, Finished):
+        if not isinstance(outcome, Decided):
+            st, state_bytes = outcome.state, _capped_state(outcome.state, limits)
+            head = (inc.run_id, inc.event_type, inc.step, outcome.now, outcome.prior, st, state_bytes)
+            if isinstance(outcome, Duplicate):
+                if outcome.resend is None:
+                    return Sealed(*head, duplicate=True)
+                resent: DecisionRecord = orjson.loads(outcome.resend)
+                return Sealed(*head, decision=resent, decision_bytes=outcome.resend, duplicate=True)
             return Sealed(*head, finishes_run=True)
         decision_bytes = orjson.dumps(outcome.decision)
         if len(decision_bytes) > limits.max_decision_bytes:
             raise OversizeError(
                 f"decision would be {len(decision_bytes)} bytes > cap {limits.max_decision_bytes}"
             )
+        # The state keeps the decision as sent, so a redelivered copy of the step re-sends it.
+        state = outcome.state.evolve(last_decision=decision_bytes.decode("utf-8"))
+        state_bytes = _capped_state(state, limits)
         effects = outcome.effects
         return Sealed(  # in one call: `replace` would run __init__ twice (~15 us a decision)
-            *head,
+            inc.run_id,
+            inc.event_type,
+            inc.step,
+            outcome.now,
+            outcome.prior,
+            state,
+            state_bytes,
             decision=outcome.decision,
             decision_bytes=decision_bytes,
             transition=outcome.transition,
@@ -297,7 +310,11 @@ class Engine:
                 if conflict is not None:
                     raise conflict
                 return Duplicate(
-                    inc, prior, _touched(prior.evolve(duplicates=prior.duplicates + 1), now), now
+                    inc,
+                    prior,
+                    _touched(prior.evolve(duplicates=prior.duplicates + 1), now),
+                    now,
+                    _resend(prior, 0) if prior.last_step == 0 else None,
                 )
             return start_run(inc, now, self.limits, self.policy)
         if prior is None:
@@ -310,6 +327,33 @@ class Engine:
 def _touched(st: TraceState, now: float) -> TraceState:
     """`st` stamped with the processing time: retention's clock."""
     return st.evolve(updated_ts=now)
+
+
+def _capped_state(st: TraceState, limits: Limits) -> bytes:
+    state_bytes = st.encode()
+    if len(state_bytes) > limits.max_state_bytes:
+        raise OversizeError(f"run state would be {len(state_bytes)} bytes > cap {limits.max_state_bytes}")
+    return state_bytes
+
+
+def _resend(st: TraceState, step: int) -> bytes | None:
+    """The bytes of the decision `st` holds for `step`, as first sent (None: it holds another
+    step's, or none).
+
+    A worker stores a run's new state in its local table right after sending the decision;
+    both reach Kafka later, from the producer's buffer. Killed in between, a worker restarted
+    on the same data directory finds the state already moved to the step while neither the
+    decision nor the event's offset commit reached the broker: the redelivered event is a
+    copy of the state's last step, and without this its decision would be lost. Re-sent
+    byte for byte, so where the first copy did go out the agent's client drops the second
+    as a duplicate."""
+    text = st.last_decision
+    if text is None:
+        return None
+    raw = text.encode("utf-8")
+    if orjson.loads(raw).get("step") != step:
+        return None  # the step's decision failed (internal_error: `consumed`) after this one
+    return raw
 
 
 def _sealed_refusal(out: Refused, limits: Limits, source: dict[str, Any] | None) -> Sealed:
@@ -579,10 +623,11 @@ def apply_step(
 ) -> Outcome:
     run_id, ev = st.run_id, inc.event
     step = ev["step"]
-    if st.finished:
+    resend = _resend(st, step) if step == st.last_step else None
+    if st.finished and resend is None:
         raise Rejected("run_finished", f"run finished with outcome {st.outcome!r}", run_id, step)
     if step <= st.last_step:
-        return Duplicate(inc, st, _touched(st.evolve(duplicates=st.duplicates + 1), now), now)
+        return Duplicate(inc, st, _touched(st.evolve(duplicates=st.duplicates + 1), now), now, resend)
     if step != st.last_step + 1:
         raise Rejected("out_of_order", f"expected step {st.last_step + 1}, got {step}", run_id, step)
 

@@ -115,6 +115,12 @@ class TraceState:
     started_ts: float | None = None
     last_event_ts: float | None = None
     updated_ts: float | None = None  # worker time of the last event applied: retention's clock
+    # The last decision the run produced, as sent (its JSON text: `.encode()` gives the bytes
+    # back exactly). A redelivered copy of that step (or of the run_start) re-sends it: the
+    # worker may have stored this state locally while the decision was still in the producer's
+    # buffer at a crash, and a restart on the same store would otherwise answer nothing.
+    # Bounded by the decision cap. States written before this field decode with None.
+    last_decision: str | None = None
 
     def evolve(self, **changes: Any) -> TraceState:
         """This state with `changes` (`core.evolve`: ~1 us, not `dataclasses.replace`'s ~20 us)."""

@@ -216,10 +216,11 @@ def test_bad_input_is_dead_lettered_and_valid_runs_continue(worker):
             d1 = await c.step("good", 1, thought="first")
             for value, key in bad:
                 await c.send_raw(value, key=key)
-            # duplicate of step 1: ignored, no second decision
+            # a copy of step 1, the run's last: its decision re-sent as is, which the client drops
             await c.send_raw(b(step("good", 1)), key=b"good")
             d2 = await c.step("good", 2, thought="second")
             assert d1 is not None and d2 is not None and (d1.step, d2.step) == (1, 2)
+            assert c.duplicate_decisions == 1  # read before step 2's, from the same partition
             return bad
 
     asyncio.run(scenario())
@@ -247,10 +248,11 @@ def test_bad_input_is_dead_lettered_and_valid_runs_continue(worker):
 
     decisions = [
         d
-        for d in asyncio.run(read_all(s.bootstrap_servers, s.steering_topic, expect=3))
+        for d in asyncio.run(read_all(s.bootstrap_servers, s.steering_topic, expect=4))
         if d["run_id"] == "good"
     ]
-    assert [d["step"] for d in decisions] == [0, 1, 2]
+    assert [d["step"] for d in decisions] == [0, 1, 1, 2]
+    assert {**decisions[1], "offset": 0} == {**decisions[2], "offset": 0}  # processed_ts too
 
 
 def test_simulate_command_drives_agents_against_the_configured_worker(worker):

@@ -78,12 +78,13 @@ def test_a_replayed_signed_eviction_is_judged_by_replay_as_the_worker_judged_it(
         again = b(run_start("r", ts=1_700_000_500.0))
         await feed(again)  # the id starts again
         await feed(evict)  # the first request, replayed
-        await feed(again)  # the agent's retry of its run_start: a duplicate
+        await feed(again)  # the agent's retry of its run_start: a copy, decision 0 re-sent as is
         await feed(b(step("r", 1)))
         return r.decisions, r.deadletters
 
     decisions, deadletters = asyncio.run(worker())
-    assert [d["step"] for d in decisions] == [0, 0, 1]
+    assert [d["step"] for d in decisions] == [0, 0, 0, 1]
+    assert decisions[2] == decisions[1]
     assert [d["reason"] for d in deadletters] == ["invalid_control"]
 
     src = tmp_path / "steps.jsonl"
@@ -100,7 +101,7 @@ def test_a_replayed_signed_eviction_is_judged_by_replay_as_the_worker_judged_it(
             partitions=PARTITIONS,
             control_key="k",
         )
-    assert counts == (3, 1)
+    assert counts == (4, 1)
     strip = lambda d: {k: v for k, v in d.items() if k != "processed_ts"}  # noqa: E731
     replayed = [strip(orjson.loads(x)) for x in out.getvalue().splitlines()]
     assert replayed == [strip(d) for d in decisions]

@@ -100,7 +100,7 @@ def test_tokens_and_budget_accumulate():
     assert d["tokens_used"] == 500 and d["budget_used"] == 0.5 and d["token_budget"] == 1000
 
 
-def test_duplicate_step_gives_no_second_decision_and_is_counted():
+def test_a_copy_of_an_older_step_gives_no_second_decision_and_is_counted():
     s, _ = started()
     s.feed(step("r", 1))
     s.feed(step("r", 2))
@@ -109,7 +109,7 @@ def test_duplicate_step_gives_no_second_decision_and_is_counted():
     assert s["r"].duplicates == 1 and s["r"].last_step == 2
 
 
-def test_duplicate_run_start_is_ignored():
+def test_a_copy_of_the_run_start_after_a_step_is_ignored():
     s, _ = started()
     s.feed(step("r", 1, difficulty=0.9))
     res = s.feed(run_start("r"))
@@ -267,17 +267,22 @@ def test_run_state_size_and_window_stay_bounded_at_5000_steps():
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(st.sampled_from(["ok", "dup", "gap", "junk"]), max_size=60))
-def test_any_mix_of_inputs_yields_exactly_one_decision_per_accepted_step(ops):
+@given(st.lists(st.sampled_from(["ok", "dup", "old", "gap", "junk"]), max_size=60))
+def test_any_mix_of_inputs_yields_one_decision_per_accepted_step_and_only_identical_resends(ops):
     s, _ = started()
-    nxt, answered = 1, []
+    nxt, answered, sent = 1, [], {}
     for op in ops:
         if op == "ok":
-            res = s.feed(step("r", nxt, difficulty=0.3))
+            res = s.feed(step("r", nxt, difficulty=0.3), now=float(nxt))
             answered.append(res.decision["step"])
+            sent[nxt] = res.decision_bytes
             nxt += 1
-        elif op == "dup" and nxt > 1:
-            assert s.feed(step("r", nxt - 1)).decision is None
+        elif op == "dup" and nxt > 1:  # the last step again: its decision, byte for byte
+            res = s.feed(step("r", nxt - 1), now=1e6)
+            assert res.duplicate and res.decision_bytes == sent[nxt - 1]
+        elif op == "old" and nxt > 2:  # an older one: answered already, nothing
+            res = s.feed(step("r", nxt - 2), now=1e6)
+            assert res.duplicate and res.decision_bytes is None
         elif op == "gap":
             assert s.feed(step("r", nxt + 2)).rejection.reason == "out_of_order"
         else:
