@@ -14,7 +14,7 @@ import re
 import sys
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, TextIO
@@ -96,22 +96,60 @@ def record_of(key: bytes | None, value: bytes | None, kafka_ts_ms: int) -> Recor
     return Record(float(ts), key, raw, data)
 
 
+def _when(ts: float) -> str:
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+    except (OverflowError, OSError, ValueError):  # a processed_ts no clock can show
+        return "????-??-??T??:??:??Z"
+
+
 def line(rec: Record) -> str:
-    """time  run  reason  step  detail (one line whatever the record holds)."""
-    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(rec.ts))
+    """time  run  reason  step  detail: one line whatever the record holds, every field from
+    the record escaped (`safe_for_log`: no control character or escape sequence reaches the
+    terminal). The run is the record's run_id, else its key."""
+    when = _when(rec.ts)
     if rec.data is None:
         return f"{when}  -  (not a dead-letter record: {len(rec.value)} bytes)"
     step = rec.data.get("step")
     detail = rec.data.get("detail")
+    run = rec.run_id or (rec.key.decode("utf-8", "replace") if rec.key else "-")
     return "  ".join(
         [
             when,
-            safe_for_log(rec.run_id or "-", 64),
-            rec.reason or "?",
-            f"step {step}" if isinstance(step, int) else "-",
+            safe_for_log(run, 64),
+            safe_for_log(rec.reason or "?", 40),
+            f"step {step}" if type(step) is int else "-",
             safe_for_log(detail if isinstance(detail, str) else "", DETAIL_CHARS),
         ]
     )
+
+
+def json_line(rec: Record) -> str:
+    """The record as one line of ASCII JSON: a dead-letter as written (re-encoded, so nothing
+    in it reaches the terminal raw), anything else wrapped as {"not_a_deadletter": ...}."""
+    if rec.data is not None:
+        try:
+            return json.dumps(rec.data, ensure_ascii=True, allow_nan=False)
+        except ValueError:  # NaN or Infinity: not JSON after all
+            pass
+    return json.dumps(
+        {
+            "not_a_deadletter": True,
+            "key": None if rec.key is None else rec.key.decode("utf-8", "replace"),
+            "bytes": len(rec.value),
+            "value": rec.value[:4096].decode("utf-8", "replace"),
+            "ts": rec.ts,
+        },
+        ensure_ascii=True,
+    )
+
+
+def newest(per_partition: Iterable[Iterable[Record]], limit: int) -> list[Record]:
+    """The `limit` newest records across partitions, oldest first (each partition's own tail
+    is enough: the newest N overall are among the newest N of each)."""
+    merged = [(rec.ts, i, j, rec) for i, recs in enumerate(per_partition) for j, rec in enumerate(recs)]
+    merged.sort(key=lambda t: t[:3])
+    return [t[3] for t in merged[-limit:]] if limit > 0 else []
 
 
 def topic_of(s: KafkaSettings, tenant: str = "") -> str:
@@ -143,16 +181,16 @@ async def read(
         ends = await c.end_offsets(tps)
         begins = await c.beginning_offsets(tps)
         await _position(c, tps, q, begins, ends)
-        kept: deque[Record] = deque(maxlen=q.limit)
+        # each partition's last `limit` matches; the newest `limit` of them all are shown
+        kept = {tp: deque[Record](maxlen=q.limit) for tp in tps}
         while await _behind(c, tps, ends):
             for tp, recs in (await c.getmany(timeout_ms=500, max_records=2000)).items():
                 for r in recs:
                     if r.offset < ends[tp]:
                         rec = record_of(r.key, r.value, r.timestamp)
                         if rec.matches(q):
-                            kept.append(rec)
-        # partitions are read one after another: order the tail by time
-        shown = sorted(kept, key=lambda r: r.ts)
+                            kept[tp].append(rec)
+        shown = newest(kept.values(), q.limit)
         for rec in shown:
             emit(rec)
         n = len(shown)
@@ -217,10 +255,10 @@ async def _position(
 
 
 def printer(as_json: bool, out: TextIO = sys.stdout) -> Callable[[Record], None]:
-    """One line per record: the readable line, or with `as_json` the record as written."""
+    """One line per record: the readable line, or with `as_json` the record as JSON."""
 
     def emit(rec: Record) -> None:
-        text = rec.value.decode("utf-8", "replace") if as_json else line(rec)
+        text = json_line(rec) if as_json else line(rec)
         print(text, file=out, flush=True)
 
     return emit

@@ -166,3 +166,46 @@ def test_bad_input_and_no_broker_are_one_line_each(dl_worker: WorkerProcess) -> 
         p = cli(*args)
         assert p.returncode == code, (args, p.stderr)
         assert len(p.stderr.strip().splitlines()) == 1 and said in p.stderr, (args, p.stderr)
+
+
+def test_limit_shows_the_newest_records_across_partitions_escaped(broker: str, tmp_path: Any) -> None:
+    """No worker needed: records produced straight to a dead-letter topic of 3 partitions, the
+    newest ones on the partitions read last and first alike; a hostile one among them."""
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    s = make_settings(broker, tmp_path)
+    topic = s.deadletter_topic
+    base = time.time() - 100
+
+    def rec(ts: float, **kw: Any) -> bytes:
+        return orjson.dumps(
+            {"reason": "unknown_run", "detail": "d", "run_id": f"r{ts:.0f}", "processed_ts": base + ts, **kw}
+        )
+
+    async def main() -> tuple[list[str], list[str]]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=s.bootstrap_servers)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(topic, 3, 1)])
+        finally:
+            await admin.close()
+        p = AIOKafkaProducer(bootstrap_servers=s.bootstrap_servers)
+        await p.start()
+        try:
+            for part, stamps in ((0, (9, 10)), (1, (1, 2, 3, 4, 5)), (2, (6, 11))):
+                for ts in stamps:
+                    await p.send_and_wait(topic, rec(ts), partition=part)
+            await p.send_and_wait(topic, rec(12, reason="\x1b[2J", run_id="\x1b]0;pwned\x07"), partition=1)
+        finally:
+            await p.stop()
+        lines: list[str] = []
+        await dl.read(s, topic, dl.Query(limit=4), lambda r: lines.append(dl.line(r)))
+        as_json: list[str] = []
+        await dl.read(s, topic, dl.Query(limit=2), lambda r: as_json.append(dl.json_line(r)))
+        return lines, as_json
+
+    lines, as_json = asyncio.run(main())
+    assert [x.split("  ")[1] for x in lines] == ["r9", "r10", "r11", "\\x1b]0;pwned\\x07"]
+    assert all(x.isprintable() for x in lines + as_json) and "\\x1b[2J" in lines[-1]
+    assert [json.loads(x)["processed_ts"] - base for x in as_json] == pytest.approx([11, 12])

@@ -66,3 +66,54 @@ def test_filters_match_run_by_id_or_key_and_reason_exactly() -> None:
     assert not rec.matches(dl.Query(run="run-2")) and not rec.matches(dl.Query(reason="invalid_json"))
     keyed = dl.record_of(b"run-3", b"not json", 0)  # no run_id to read: the key names the run
     assert keyed.matches(dl.Query(run="run-3"))
+
+
+HOSTILE = "\x1b[2J\x1b[H\x9b31m forged line\nrb-streams: all good\r\u202e"
+
+
+def test_every_field_of_a_record_is_escaped_on_its_line() -> None:
+    """A dead-letter topic anyone can write (single-tenant mode) cannot clear the screen,
+    colour it or start a forged line."""
+    rec = dl.record_of(
+        HOSTILE.encode(), orjson.dumps({**RECORD, "reason": HOSTILE, "run_id": HOSTILE, "detail": HOSTILE}), 0
+    )
+    text = dl.line(rec)
+    assert text.isprintable() and "\x1b" not in text and "\x9b" not in text and "\n" not in text
+    assert "\\x1b[2J" in text  # shown, escaped
+    keyed = dl.line(dl.record_of(HOSTILE.encode(), orjson.dumps({**RECORD, "run_id": None}), 0))
+    assert keyed.isprintable() and "\\x1b" in keyed  # no run_id: the key names the run, escaped
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        b"\x1b[2J not json at all\n{}",  # not JSON: wrapped
+        b'{"reason": "x", "detail": "\xc2\x9b31m C1 control"}',  # JSON with a raw C1 control
+        b'{\n"reason":\n"multi-line"}',  # JSON over several lines
+        b'{"reason": NaN}',  # what Python reads and strict JSON does not
+        b"[1, 2]",  # JSON, not an object
+    ],
+)
+def test_json_output_is_one_line_of_ascii_json_whatever_was_written(value: bytes) -> None:
+    out = dl.json_line(dl.record_of(b"k\x1b", value, 1_700_000_000_000))
+    assert out.isascii() and out.isprintable() and "\n" not in out
+    parsed = orjson.loads(out)  # strict JSON
+    assert isinstance(parsed, dict)
+    if "not_a_deadletter" in parsed:
+        assert parsed["bytes"] == len(value) and parsed["key"] == "k\x1b"
+
+
+def test_a_dead_letter_is_printed_as_written_in_json() -> None:
+    assert orjson.loads(dl.json_line(dl.record_of(b"run-1", orjson.dumps(RECORD), 0))) == RECORD
+
+
+def test_the_limit_keeps_the_newest_records_across_partitions_oldest_first() -> None:
+    def at(ts: float) -> dl.Record:
+        return dl.record_of(None, orjson.dumps({**RECORD, "processed_ts": ts}), 0)
+
+    old_partition = [at(t) for t in (1, 2, 3, 4)]  # read first, all older
+    new_partition = [at(t) for t in (10, 11)]
+    mixed = [at(t) for t in (5, 12)]
+    got = dl.newest([new_partition, old_partition, mixed], 3)
+    assert [r.ts for r in got] == [10, 11, 12]
+    assert [r.ts for r in dl.newest([old_partition], 10)] == [1, 2, 3, 4]
