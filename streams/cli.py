@@ -600,10 +600,10 @@ def build_parser() -> argparse.ArgumentParser:
     dlp.add_argument("--reason", default=None, help="only this reason (invalid_run_start, unknown_run, ...)")
     dlp.add_argument("--since", default=None, help="only records of the last 30s, 10m, 2h, 1d, ...")
     dlp.add_argument(
-        "--limit", type=_positive_int, default=50, help="the newest N matching records, all partitions (default 50)"
+        "--limit", type=_positive_int, default=50, help="the newest N matches, all partitions (default 50)"
     )
     dlp.add_argument("--follow", "-f", action="store_true", help="then keep printing new ones (Ctrl-C ends)")
-    dlp.add_argument("--json", action="store_true", help="each record as one line of JSON (anything else wrapped)")
+    dlp.add_argument("--json", action="store_true", help="each record as one JSON line (others wrapped)")
     _add_settings_flags(
         dlp,
         (*KAFKA_FLAGS[:6], "tenant"),  # how to reach the broker, and whose topic to read
