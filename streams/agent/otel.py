@@ -86,7 +86,11 @@ __all__ = ["ObservedStep", "SpanMapper", "SteeringSpanProcessor"]
 
 log = logging.getLogger(__name__)
 
-TEXT_CHARS = 16_000  # of a thought, an observation, a task (the worker cuts further)
+TEXT_CHARS = 16_000  # of a thought, an observation, a task, a tool input's JSON (the worker cuts further)
+# The bytes of events waiting for the client (published or queued behind their run's previous
+# one) at most: past it, new events are dropped as past `max_pending`. With every text cut to
+# TEXT_CHARS an event is at most ~64 KB, so a worker that never answers costs this much memory.
+MAX_PENDING_BYTES = 32 * 1024 * 1024
 DOC_CHARS = 500  # of each retrieved document kept in a retrieval's observation
 DOCS_KEPT = 5
 MAX_LIVE_SPANS = 100_000  # spans tracked at once (one that never ends must not grow memory)
@@ -186,7 +190,24 @@ def _int(v: Any) -> int | None:
 def parse_args(value: Any) -> Any:
     """A tool input as the model gave it: JSON text parsed (objects and arrays), else the text.
     A wrapper's dump of its bound arguments ({"args": [], "kwargs": {...}}, as OpenInference's
-    smolagents instrumentation records a tool's input) is unwrapped to the keyword arguments."""
+    smolagents instrumentation records a tool's input) is unwrapped to the keyword arguments.
+    Cut before anything keeps it: an input whose JSON is longer than TEXT_CHARS becomes that
+    text's head (a span's 1 MB input is never held while its event waits for the client)."""
+    return _fit_input(_parse_args(value))
+
+
+def _fit_input(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, str):
+        return value[:TEXT_CHARS]
+    text = _text(value) or ""
+    return value if len(text) <= TEXT_CHARS else text[:TEXT_CHARS]
+
+
+def _parse_args(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > 4 * TEXT_CHARS:
+        return value[:TEXT_CHARS]  # far too long to keep whole: not parsed at all
     if isinstance(value, str):
         try:
             parsed = json.loads(value)
@@ -413,13 +434,21 @@ def step_fields(call: ModelCall | None, results: list[Result]) -> dict[str, Any]
         fields["action"], fields["action_input"] = acts[0][0][:1024], acts[0][1]
     elif acts:
         fields["action"] = "+".join(n for n, _ in acts)[:1024]
-        fields["action_input"] = [{"name": n, "args": a} for n, a in acts]
+        fields["action_input"] = _fit_input([{"name": n, "args": a} for n, a in acts])
     outputs = [r.output for r in results if r.output]
     if outputs:
         fields["observation"] = _cut("\n".join(outputs))
     if any(r.error for r in results):
         fields["observation_is_error"] = True
     return {k: v for k, v in fields.items() if v is not None}
+
+
+def _size(o: Out) -> int:
+    """About what an event holds in memory: its texts and its input's JSON (all cut already)."""
+    n = 256
+    for v in o.fields.values():
+        n += len(v) if isinstance(v, str) else len(_text(v) or "") if isinstance(v, dict | list) else 16
+    return n
 
 
 # -- spans to runs and steps ---------------------------------------------------------------
@@ -677,7 +706,7 @@ class _Once:
         )
 
 
-OPTIONS = ("on_decision", "max_pending", "run_id_prefix", "multi_agent")
+OPTIONS = ("on_decision", "max_pending", "max_pending_bytes", "run_id_prefix", "multi_agent")
 
 
 class SteeringSpanProcessor(SpanProcessor):
@@ -694,6 +723,7 @@ class SteeringSpanProcessor(SpanProcessor):
         *,
         on_decision: OnDecision | None = None,
         max_pending: int = 10_000,
+        max_pending_bytes: int = MAX_PENDING_BYTES,
         run_id_prefix: str = "otel",
         multi_agent: bool | None = None,
         idle_s: float = IDLE_S,
@@ -701,6 +731,8 @@ class SteeringSpanProcessor(SpanProcessor):
     ) -> None:
         if max_pending < 1:
             raise ValueError(f"max_pending must be >= 1, got {max_pending!r}")
+        if max_pending_bytes < 1:
+            raise ValueError(f"max_pending_bytes must be >= 1, got {max_pending_bytes!r}")
         check_run_field_names("SteeringSpanProcessor", run_fields, OPTIONS)
         validate_run_fields(run_fields, tuple(getattr(client, "extra_names", ()) or ()))
         self.client = client
@@ -713,6 +745,8 @@ class SteeringSpanProcessor(SpanProcessor):
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._pending = 0
+        self._pending_bytes = 0  # of the events in flight (`pending_bytes`)
+        self.max_pending_bytes = max_pending_bytes
         self._dropped_runs: set[str] = set()
         self._tails: dict[str, asyncio.Future[Any]] = {}  # the client's loop only
         self._errors = _Once()
@@ -740,6 +774,12 @@ class SteeringSpanProcessor(SpanProcessor):
     @property
     def pending(self) -> int:
         return self._pending
+
+    @property
+    def pending_bytes(self) -> int:
+        """The size of the events in flight (their texts and inputs): at most
+        `max_pending_bytes` plus one event."""
+        return self._pending_bytes
 
     @property
     def abandoned(self) -> int:
@@ -793,29 +833,36 @@ class SteeringSpanProcessor(SpanProcessor):
                 if o.kind == "run_finish":
                     self._dropped_runs.discard(o.run_id)
                 continue
-            if self._pending >= self.max_pending and o.kind != "run_finish":
+            size = _size(o)
+            full = self._pending >= self.max_pending or self._pending_bytes >= self.max_pending_bytes
+            if full and o.kind != "run_finish":
                 self.dropped += 1
                 if o.kind == "run_start":
                     self._dropped_runs.add(o.run_id)
                 if self.dropped == 1:
                     log.warning(
-                        "rb-streams otel: %d events in flight (max_pending): dropping new ones", self._pending
+                        "rb-streams otel: %d events (%d bytes) in flight (max_pending, max_pending_bytes): "
+                        "dropping new ones",
+                        self._pending,
+                        self._pending_bytes,
                     )
                 continue
             if not self.client.loop.is_running():
                 self._errors("publish", RuntimeError("the steering client is stopped"))
                 continue
             self._pending += 1
+            self._pending_bytes += size
             try:
-                self.client.loop.call_soon_threadsafe(self._chain, o)
+                self.client.loop.call_soon_threadsafe(self._chain, o, size)
             except RuntimeError as exc:  # the client's loop is closed
                 self._pending -= 1
+                self._pending_bytes -= size
                 self._errors("publish", exc)
 
-    def _chain(self, o: Out) -> None:
+    def _chain(self, o: Out, size: int = 0) -> None:
         """On the loop: publish after the run's previous event (each waits for its decision)."""
         prev = self._tails.get(o.run_id)
-        task = asyncio.ensure_future(self._publish(prev, o))
+        task = asyncio.ensure_future(self._publish(prev, o, size))
         self._tails[o.run_id] = task
 
         def done(t: asyncio.Future[Any]) -> None:
@@ -824,7 +871,7 @@ class SteeringSpanProcessor(SpanProcessor):
 
         task.add_done_callback(done)
 
-    async def _publish(self, prev: asyncio.Future[Any] | None, o: Out) -> None:
+    async def _publish(self, prev: asyncio.Future[Any] | None, o: Out, size: int = 0) -> None:
         if prev is not None and not prev.done():
             await asyncio.wait([prev])
         client = self.client.async_client
@@ -855,5 +902,6 @@ class SteeringSpanProcessor(SpanProcessor):
         finally:
             with self._idle:
                 self._pending -= 1
+                self._pending_bytes -= size
                 if self._pending == 0:
                     self._idle.notify_all()

@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.trace import Status, StatusCode
 
 from streams.agent.client import Decision
-from streams.agent.otel import ObservedStep, Out, SpanMapper, SteeringSpanProcessor, parse_args
+from streams.agent.otel import TEXT_CHARS, ObservedStep, Out, SpanMapper, SteeringSpanProcessor, parse_args
 
 
 class Recorder(SpanProcessor):
@@ -523,3 +523,50 @@ def test_a_run_whose_root_never_ends_is_finished_once_idle_and_forgotten() -> No
     assert r.mapper.abandoned == 1 and r.mapper.live_spans == 0
     root.end()  # ends after all: nothing more for a forgotten run
     assert r.kinds() == ["run_start", "step 1", "run_finish"]
+
+
+# -- memory while no worker answers (issue 38 item 7) -------------------------------------
+def test_tool_inputs_are_cut_before_an_event_is_queued(rec: Recorder) -> None:
+    tracer = tracer_with(rec)
+    huge = "y" * 1_000_000
+    with genai_agent(tracer, "a"):
+        oi_tool(tracer, "upload", {"path": "a.txt", "data": huge}, "ok")  # JSON: not even parsed
+        oi_tool(tracer, "upload", {"path": "b.txt", "data": "z" * 20_000}, "ok")  # parsed, then cut
+    inputs = [s["action_input"] for s in rec.steps()]
+    assert len(inputs) == 2
+    for value in inputs:
+        assert isinstance(value, str) and len(value) <= TEXT_CHARS  # the JSON text's head
+    assert inputs[1].startswith('{"path": "b.txt"') or '"b.txt"' in inputs[1]
+    assert parse_args({"k": "v"}) == {"k": "v"} and parse_args('{"k": 1}') == {"k": 1}  # small: whole
+
+
+def test_while_no_worker_answers_pending_events_hold_bounded_memory() -> None:
+    """The issue's case: RSS 44 -> 430 MB at 400 pending 1 MB inputs. Now each input is cut
+    to TEXT_CHARS before it is queued, and past max_pending_bytes events are dropped."""
+    import tracemalloc
+
+    c = LoopClient(SlowAsyncClient(delay_s=3600.0))  # a worker that never answers
+    try:
+        proc = SteeringSpanProcessor(c, max_pending_bytes=2_000_000)  # type: ignore[arg-type]
+        tracer = tracer_with(proc)
+        tracemalloc.start()
+        try:
+            for i in range(200):
+                with genai_agent(tracer, f"a{i}"):
+                    oi_tool(tracer, "upload", {"data": "x" * 1_000_000 + str(i)}, "ok")
+            held, _ = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert proc.pending_bytes <= 2_000_000 + 64_000 and proc.dropped > 0
+        assert held < 20_000_000, held  # not 200 MB of inputs
+    finally:
+        asyncio.run_coroutine_threadsafe(cancel_all(), c.loop).result(5)
+        c.stop()
+
+
+async def cancel_all() -> None:
+    """Cancel the loop's other tasks (publishes waiting on a worker that never answers)."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
