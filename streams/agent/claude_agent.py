@@ -28,9 +28,10 @@ decision (within the client's deadline) and returns its `[REASONBLOCKS]` injecti
 `hookSpecificOutput.additionalContext`, which Claude Code hands to the model with the tool
 result: the next model call is the one it steers. Parallel tool calls of one model turn are
 published one after another (the hooks of a run take turns). What hooks do not carry, the
-assistant's text (`thought`), the model that answered (`model_id`) and its token usage
-(`tokens`, once per model call), comes from the SDK's message stream when it goes through
-`watch()` (or `observe()`), matched to the step by `tool_use_id`.
+assistant's text (`thought`), the model that answered (`model_id`, `served_model`) and its
+token usage (`tokens`, and `usage` with the message's cache reads and writes, once per model
+call), comes from the SDK's message stream when it goes through `watch()` (or `observe()`),
+matched to the step by `tool_use_id`.
 
 Escalation. A decision that says `stop` ends the session the SDK's way: the hook returns
 `{"continue_": False, "stopReason": "Run stopped by rb-streams steering: <why>"}` (Claude
@@ -81,6 +82,7 @@ except ImportError as exc:  # one line that says what to install, not a bare mod
 
 from .client import SyncSteeringClient
 from .session import LastRun, Steering, SteeringSession, extra_names, failure_outcome
+from .usage import from_anthropic as usage_of
 from .validation import check_run_field_names, validate_run_fields
 
 log = logging.getLogger(__name__)
@@ -204,6 +206,8 @@ class _Call:
     thought: str | None
     model_id: str | None
     tokens: int | None
+    usage: dict[str, Any] | None = None  # the wire `usage` (cache reads and writes)
+    served_model: str | None = None
 
 
 @dataclass
@@ -214,6 +218,7 @@ class _Message:
     texts: list[str] = field(default_factory=list)
     model: str | None = None
     tokens: int | None = None
+    usage: dict[str, Any] | None = None
     tokens_taken: bool = False
 
 
@@ -356,13 +361,16 @@ class ClaudeAgentSteering(LastRun):
             seen = self._messages.setdefault(key, _Message())
             seen.model = message.model or seen.model
             seen.tokens = tokens_of(message.usage) or seen.tokens
+            seen.usage = usage_of(message.usage) or seen.usage
             seen.texts += [b.text for b in message.content if isinstance(b, TextBlock) and b.text.strip()]
             for block in message.content:
                 if isinstance(block, ToolUseBlock):
                     tokens = None if seen.tokens_taken else seen.tokens
+                    usage = None if seen.tokens_taken else seen.usage  # once per model call
                     seen.tokens_taken = seen.tokens_taken or tokens is not None
                     thought = "\n".join(seen.texts).strip() or None
-                    self._calls[block.id] = _Call(thought, seen.model, tokens)
+                    served = seen.model[:256] if seen.model else None
+                    self._calls[block.id] = _Call(thought, seen.model, tokens, usage, served)
             # Only the latest calls are ever asked for (a call no hook asks about, a server tool
             # or a denied one, is not kept for ever).
             for seen_map in (self._messages, self._calls):

@@ -29,6 +29,8 @@ from ..kafka import signing, wire
 from ..kafka.security import KafkaAuthError as KafkaAuthError
 from ..kafka.security import client_kwargs, diagnose
 from ..logsafe import safe_for_log
+from .usage import of as usage_of
+from .usage import total as usage_total
 from .validation import validate_run_fields
 
 log = logging.getLogger(__name__)
@@ -221,10 +223,18 @@ def step_event(
     difficulty: float | None = None,
     agent: str | None = None,
     lead: bool | None = None,
+    usage: Any = None,
+    served_model: str | None = None,
 ) -> dict[str, Any]:
     """The step event the client publishes: this step only, never the trace so far. `agent`
     names who spoke or acted in a multi-agent system; a step without `action` is a message;
-    `lead=True`: that agent took the run over (a hand-off) and leads it from now on."""
+    `lead=True`: that agent took the run over (a hand-off) and leads it from now on. `usage`:
+    the call's token usage as the framework reports it (any shape `streams.agent.usage.of`
+    reads; one it cannot read is left out), which also gives `tokens` when that is not given;
+    `served_model`: the model the provider says served the call."""
+    wire_usage = usage_of(usage)
+    if tokens is None and wire_usage is not None:
+        tokens = usage_total(wire_usage) or None
     event: dict[str, Any] = {
         "type": "step",
         "schema_version": SCHEMA_VERSION,
@@ -245,6 +255,10 @@ def step_event(
         event["agent"] = agent
     if lead is not None:
         event["lead"] = lead
+    if wire_usage is not None:
+        event["usage"] = wire_usage
+    if isinstance(served_model, str) and served_model:
+        event["served_model"] = served_model[:256]
     return fit(event)
 
 
@@ -671,6 +685,8 @@ class SteeringClient:
         difficulty: float | None = None,
         agent: str | None = None,
         lead: bool | None = None,
+        usage: Any = None,
+        served_model: str | None = None,
     ) -> Decision | None:
         """Publish step `step` and wait for its decision (None if it missed the deadline)."""
         run = self._run_of(run_id)
@@ -687,9 +703,12 @@ class SteeringClient:
             difficulty=difficulty,
             agent=agent,
             lead=lead,
+            usage=usage,
+            served_model=served_model,
         )
         t0 = time.perf_counter()
         d = await self._publish_and_wait(run, step, event, True)
+        tokens = event.get("tokens")  # filled from `usage` when not given
         run.step_log.append(_entry(step, d, tokens, (time.perf_counter() - t0) * 1000, model_id))
         return d
 

@@ -62,6 +62,7 @@ except ImportError as exc:  # one line that says what to install, not a bare mod
 from . import compose
 from .client import SyncSteeringClient
 from .session import LastRun, Steering, SteeringSession, extra_names, failure_outcome
+from .usage import from_langchain as usage_of
 from .validation import check_run_field_names, validate_run_fields
 
 # The final message of a run that steering stopped (`name` tells it from the model's own).
@@ -104,9 +105,13 @@ def previous_step(messages: list[BaseMessage]) -> dict[str, Any]:
     usage = ai.usage_metadata
     if usage:
         fields["tokens"] = int(usage.get("total_tokens") or 0)
+        wire = usage_of(usage)  # cache reads and writes from `input_token_details`
+        if wire is not None:
+            fields["usage"] = wire
     model_id = (ai.response_metadata or {}).get("model_name") or (ai.response_metadata or {}).get("model")
     if model_id:
         fields["model_id"] = str(model_id)
+        fields["served_model"] = str(model_id)[:256]  # the provider's response names it
     return fields
 
 

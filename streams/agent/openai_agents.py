@@ -82,6 +82,9 @@ except ImportError as exc:  # one line that says what to install, not a bare mod
 from . import compose
 from .client import StepLogEntry, SyncSteeringClient
 from .session import LastRun, RunStopped, Steering, SteeringSession, extra_names, failure_outcome, stop_reason
+from .usage import from_agents_sdk
+from .usage import of as usage_of
+from .usage import total as usage_total
 from .validation import check_run_field_names, validate_run_fields
 
 __all__ = ["AgentsSteering", "RunStoppedBySteering", "SteeredRun", "response_step"]
@@ -233,6 +236,11 @@ def response_step(
     tokens = usage.total_tokens or (usage.input_tokens + usage.output_tokens)
     if tokens > 0:
         fields["tokens"] = int(tokens)
+    # the provider's own payload when the SDK kept it (an Anthropic model behind LiteLLM reports
+    # its cache writes there), else the SDK's Usage (input_tokens_details.cached_tokens)
+    wire = usage_of(getattr(response, "raw_usage", None)) or from_agents_sdk(usage)
+    if wire is not None and usage_total(wire) > 0:  # the SDK's zeros are "not reported"
+        fields["usage"] = wire
     if model_id:
         fields["model_id"] = model_id[:256]
     return fields

@@ -80,6 +80,7 @@ except ImportError as exc:  # one line that says what to install, not a bare mod
     ) from exc
 
 from .client import Decision, SyncSteeringClient, step_event
+from .usage import from_otel as usage_of
 from .validation import check_run_field_names, validate_run_fields
 
 __all__ = ["ObservedStep", "SpanMapper", "SteeringSpanProcessor"]
@@ -336,6 +337,8 @@ class ModelCall:
     tokens: int | None
     model: str | None
     results: list[Result] = field(default_factory=list)
+    usage: dict[str, Any] | None = None  # the wire `usage` (streams.agent.usage.from_otel)
+    served_model: str | None = None  # gen_ai.response.model, else OpenInference's model name
 
 
 def model_call(span: ReadableSpan) -> ModelCall:
@@ -356,11 +359,14 @@ def model_call(span: ReadableSpan) -> ModelCall:
         if any(p is not None for p in parts):
             tokens = sum(p or 0 for p in parts)
     model = attrs.get(OI_MODEL) or next((attrs[k] for k in GENAI_MODELS if attrs.get(k)), None)
+    served = attrs.get(GENAI_MODELS[0]) or attrs.get(OI_MODEL)
     return ModelCall(
         thought=_cut("\n".join(texts).strip()),
         calls=calls,
         tokens=tokens,
         model=str(model)[:256] if model else None,
+        usage=usage_of(attrs),
+        served_model=str(served)[:256] if served else None,
     )
 
 
@@ -419,6 +425,10 @@ def step_fields(call: ModelCall | None, results: list[Result]) -> dict[str, Any]
     asked = list(call.calls) if call else []
     if call is not None:
         fields.update(thought=call.thought, tokens=call.tokens, model_id=call.model)
+        if call.usage is not None:
+            fields["usage"] = call.usage
+        if call.served_model:
+            fields["served_model"] = call.served_model
     acts: list[tuple[str, Any]] = []
     for r in results:
         match = next((c for c in asked if r.id and c.id == r.id), None) or next(

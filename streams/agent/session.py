@@ -247,8 +247,12 @@ class SteeringSession:
 
     def end_step(self, **fields: Any) -> Decision | None:
         """Publish the step (thought, action, action_input, observation, observation_is_error,
-        tokens, model_id, difficulty, agent, lead) and wait for its decision (None if late). In a
-        multi-agent loop pass the speaking agent as `agent`; leave `action` out for a message."""
+        tokens, model_id, difficulty, agent, lead, usage, served_model) and wait for its decision
+        (None if late). In a multi-agent loop pass the speaking agent as `agent`; leave `action`
+        out for a message. `usage` takes the provider's usage object as it comes (Anthropic's
+        `response.usage`, OpenAI's, LangChain's `usage_metadata`: `streams.agent.usage`), so
+        the step says what the call cost, cache reads and writes apart; `served_model` the
+        model the response names (`response.model`)."""
         k, ev = self._event(fields)
         self._pending = self.client.step(self.run_id, k, **ev)
         return self._pending

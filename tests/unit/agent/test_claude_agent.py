@@ -209,6 +209,15 @@ def test_the_message_stream_fills_thought_model_and_tokens_once_per_model_call()
     assert (first.thought, first.model_id, first.tokens) == ("Read both.", "claude-opus-4-5", 1060)
     assert second.tokens is None  # the call's tokens are counted on its first step only
     assert tokens_of(None) is None
+    # its usage too, split as Anthropic prices it, and the model the stream says served it
+    assert first.usage == {
+        "input_tokens": 10,
+        "cache_read_tokens": 1000,
+        "cache_write_tokens": 0,
+        "output_tokens": 50,
+        "estimated": False,
+    }
+    assert first.served_model == "claude-opus-4-5" and second.usage is None
 
 
 def test_a_decision_that_routes_asks_claude_code_to_switch_models_once() -> None:
@@ -273,6 +282,14 @@ def test_through_the_sdk_a_session_is_steered_and_its_steps_carry_the_stream() -
     ]
     assert steps(client)[0]["thought"] == "I'll look at the expiry check first."
     assert all(isinstance(s["tokens"], int) and s["tokens"] > 0 for s in steps(client))
+    # the usage the CLI reported for each call, split into the parts it is priced by
+    for s in steps(client):
+        u = s["usage"]
+        assert (
+            sum(u[k] for k in ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens"))
+            == s["tokens"]
+        )
+        assert u["estimated"] is False and s["served_model"] == s["model_id"]
     assert client.outcome() == "success"
 
 

@@ -32,7 +32,15 @@ def test_previous_step_reads_thought_action_observation_and_usage() -> None:
         "observation": "1 failed",
         "observation_is_error": True,
         "tokens": 15,
+        "usage": {
+            "input_tokens": 10,
+            "cache_read_tokens": 0,
+            "cache_write_tokens": 0,
+            "output_tokens": 5,
+            "estimated": False,
+        },
         "model_id": "claude-haiku-4-5",
+        "served_model": "claude-haiku-4-5",
     }
     assert history == before  # read, never changed
 

@@ -13,6 +13,7 @@ from agents import Agent, MaxTurnsExceeded, ModelResponse, RunConfig, RunHooks, 
 from agents.exceptions import AgentsException
 from agents.run_config import CallModelData, ModelInputData
 from agents.testing import assistant_message, function_call
+from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
 from examples.openai_scripted import ScriptedProvider, reply, say
 from streams.agent.compose import REASONBLOCKS_MARKER
@@ -77,6 +78,48 @@ def response(*output: Any, total: int = 0, inp: int = 0, out: int = 0) -> ModelR
     return ModelResponse(output=list(output), usage=usage, response_id="r")
 
 
+def test_cached_input_of_the_sdks_usage_is_the_steps_cache_read() -> None:
+    usage = Usage(
+        requests=1,
+        input_tokens=12_000,
+        input_tokens_details=InputTokensDetails(cached_tokens=11_000, cache_write_tokens=500),
+        output_tokens=150,
+        output_tokens_details=OutputTokensDetails(reasoning_tokens=0),
+        total_tokens=12_150,
+    )
+    r = ModelResponse(output=[function_call("run", "{}", call_id="c1")], usage=usage, response_id="r")
+    got = response_step(r)
+    assert got["tokens"] == 12_150
+    assert got["usage"] == {
+        "input_tokens": 500,
+        "cache_read_tokens": 11_000,
+        "cache_write_tokens": 500,
+        "output_tokens": 150,
+        "estimated": False,
+    }
+
+
+def test_the_providers_raw_usage_wins_when_the_sdk_kept_it() -> None:
+    """An Anthropic model behind LiteLLM: the raw payload has the cache writes."""
+    raw = {
+        "input_tokens": 40,
+        "cache_creation_input_tokens": 9_000,
+        "cache_read_input_tokens": 0,
+        "output_tokens": 80,
+    }
+    usage = Usage(requests=1, input_tokens=9_040, output_tokens=80, total_tokens=9_120)
+    r = ModelResponse(
+        output=[function_call("run", "{}", call_id="c1")], usage=usage, response_id="r", raw_usage=raw
+    )
+    assert response_step(r)["usage"] == {
+        "input_tokens": 40,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 9_000,
+        "output_tokens": 80,
+        "estimated": False,
+    }
+
+
 def test_a_response_is_its_text_its_tool_call_with_parsed_arguments_its_tokens_and_model() -> None:
     r = response(
         assistant_message("Read the module."),
@@ -111,12 +154,19 @@ def test_several_tool_calls_are_all_reported_in_order_and_any_error_marks_the_ob
     ]
     assert got["observation"] == "text\nboom" and got["observation_is_error"] is True
     assert got["tokens"] == 320  # input + output when the provider leaves total_tokens at 0
+    assert got["usage"] == {
+        "input_tokens": 300,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
+        "output_tokens": 20,
+        "estimated": False,
+    }
     assert "agent" not in got and "model_id" not in got and "thought" not in got
 
 
 def test_a_response_without_usage_sends_no_tokens_and_bad_json_arguments_are_kept_raw() -> None:
     got = response_step(response(function_call("run", "not json", call_id="c1")))
-    assert got["action_input"] == {"arguments": "not json"} and "tokens" not in got
+    assert got["action_input"] == {"arguments": "not json"} and "tokens" not in got and "usage" not in got
     assert "observation" not in got  # no result seen for the call
 
 

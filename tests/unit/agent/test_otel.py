@@ -117,9 +117,30 @@ def test_openinference_agent_run_becomes_run_start_steps_and_run_finish(rec: Rec
         "observation": "Paris is the capital of France.",
         "tokens": 430,
         "model_id": "gpt-x",
+        "usage": {
+            "input_tokens": 400,
+            "cache_read_tokens": 0,
+            "cache_write_tokens": 0,
+            "output_tokens": 30,
+            "estimated": False,
+        },
+        "served_model": "gpt-x",
     }
     # no tool call: a message step; the model the call reported, not the first one
-    assert two == {"step": 2, "thought": "The answer is Paris.", "tokens": 532, "model_id": "gpt-x-2"}
+    assert two == {
+        "step": 2,
+        "thought": "The answer is Paris.",
+        "tokens": 532,
+        "model_id": "gpt-x-2",
+        "usage": {
+            "input_tokens": 520,
+            "cache_read_tokens": 0,
+            "cache_write_tokens": 0,
+            "output_tokens": 12,
+            "estimated": False,
+        },
+        "served_model": "gpt-x-2",
+    }
     assert rec.out[-1].fields == {"outcome": "success"}
     assert rec.mapper.live_spans == 0
 
@@ -282,9 +303,55 @@ def test_genai_conventions_give_the_same_steps(rec: Recorder) -> None:
         "observation": "rain, 12C",
         "tokens": 220,
         "model_id": "gpt-4o-2024-08-06",
+        "usage": {
+            "input_tokens": 200,
+            "cache_read_tokens": 0,
+            "cache_write_tokens": 0,
+            "output_tokens": 20,
+            "estimated": False,
+        },
+        "served_model": "gpt-4o-2024-08-06",
     }
     assert two["thought"] == "It rains in Paris." and two["tokens"] == 270
     assert rec.out[-1].kind == "run_finish"
+
+
+def test_cache_token_attributes_split_the_steps_usage(rec: Recorder) -> None:
+    """OpenInference's prompt_details and the GenAI conventions' cache attributes: the prompt
+    count includes them, the step's `usage` has them apart."""
+    tracer = tracer_with(rec)
+    with tracer.start_as_current_span("run", attributes={"openinference.span.kind": "AGENT"}):
+        with tracer.start_as_current_span("llm", attributes={"openinference.span.kind": "LLM"}) as s:
+            s.set_attribute("llm.model_name", "claude-sonnet-4-5")
+            s.set_attribute("llm.token_count.prompt", 12_000)
+            s.set_attribute("llm.token_count.prompt_details.cache_read", 10_000)
+            s.set_attribute("llm.token_count.prompt_details.cache_write", 1_500)
+            s.set_attribute("llm.token_count.completion", 80)
+            s.set_attribute("llm.output_messages.0.message.contents.0.message_content.text", "Done.")
+        with tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat"}) as s:
+            s.set_attribute("gen_ai.request.model", "claude-haiku-4-5")
+            s.set_attribute("gen_ai.response.model", "claude-haiku-4-5-20251001")
+            s.set_attribute("gen_ai.usage.input_tokens", 3_000)
+            s.set_attribute("gen_ai.usage.cache_read.input_tokens", 2_900)
+            s.set_attribute("gen_ai.usage.output_tokens", 15)
+            parts = [{"type": "text", "content": "Rain."}]
+            s.set_attribute("gen_ai.output.messages", json.dumps([{"role": "assistant", "parts": parts}]))
+    one, two = rec.steps()
+    assert one["usage"] == {
+        "input_tokens": 500,
+        "cache_read_tokens": 10000,
+        "cache_write_tokens": 1500,
+        "output_tokens": 80,
+        "estimated": False,
+    }
+    assert two["usage"] == {
+        "input_tokens": 100,
+        "cache_read_tokens": 2900,
+        "cache_write_tokens": 0,
+        "output_tokens": 15,
+        "estimated": False,
+    }
+    assert two["served_model"] == "claude-haiku-4-5-20251001"
 
 
 def test_a_sub_agent_makes_the_run_multi_agent_and_the_delegation_goes_first(rec: Recorder) -> None:
@@ -462,7 +529,7 @@ def test_the_module_imports_nothing_of_the_worker() -> None:
             mods.add(("." * node.level) + (node.module or ""))
         elif isinstance(node, ast.Import):
             mods.update(a.name for a in node.names)
-    allowed = ("opentelemetry", "openinference", ".client", ".validation", "__future__")
+    allowed = ("opentelemetry", "openinference", ".client", ".usage", ".validation", "__future__")
     stdlib = {
         "asyncio",
         "contextlib",

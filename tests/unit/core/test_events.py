@@ -57,6 +57,8 @@ BASES = {
                 "org_id",
                 "type",
                 "observation_is_error",
+                "usage",
+                "served_model",
                 "x",
             ]
         ),
@@ -87,6 +89,9 @@ def test_both_validators_take_no_float_for_an_integer():
 def test_schema_maxima_are_the_stated_bounds():
     props = load_schema("step")["properties"]
     assert props["step"]["maximum"] == STEP_MAX and props["tokens"]["maximum"] == TOKENS_MAX
+    counts = props["usage"]["properties"]
+    for name in ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens"):
+        assert counts[name]["minimum"] == 0 and counts[name]["maximum"] == TOKENS_MAX
     assert load_schema("run_start")["properties"]["token_budget"]["maximum"] == TOKENS_MAX
     dec = load_schema("decision")["properties"]
     assert dec["step"]["maximum"] == STEP_MAX and dec["tokens_used"]["maximum"] == TOKENS_MAX
@@ -102,6 +107,9 @@ def test_schema_maxima_are_the_stated_bounds():
         b'{"type":"step","schema_version":1,"run_id":"r","step":2147483648}',
         b'{"type":"step","schema_version":1,"run_id":"r","step":1,"tokens":9007199254740993}',
         b'{"type":"step","schema_version":1.0,"run_id":"r","step":1}',
+        b(step("r", 1, usage={"input_tokens": 1.0})),
+        b(step("r", 1, usage={"cache_read_tokens": 2**53 + 1})),
+        b(step("r", 1, usage={"output_tokens": -1})),
     ],
 )
 def test_inexact_or_out_of_range_integers_are_schema_violations(raw):
@@ -133,3 +141,20 @@ def test_a_too_large_event_keeps_the_run_id_and_step_its_head_names():
         with pytest.raises(Rejected) as exc:
             decode(raw, Limits())
         assert exc.value.reason == "too_large" and exc.value.run_id is None
+
+
+def test_a_steps_usage_and_served_model_are_optional_and_checked():
+    usage = {"input_tokens": 35, "cache_read_tokens": 18000, "cache_write_tokens": 1200, "output_tokens": 240}
+    ev = decode(
+        b(step("r", 1, usage={**usage, "estimated": False}, served_model="claude-haiku-4-5-20251001")),
+        Limits(),
+    )
+    assert ev["usage"]["cache_read_tokens"] == 18000 and ev["served_model"] == "claude-haiku-4-5-20251001"
+    decode(b(step("r", 1, usage=None, served_model=None)), Limits())  # null is "not reported"
+    decode(b(step("r", 1, usage={"output_tokens": 3, "a_later_count": 1})), Limits())  # unknown keys ignored
+    for bad in ({"estimated": "yes"}, [1, 2], "lots"):
+        with pytest.raises(Rejected) as err:
+            decode(b(step("r", 1, usage=bad)), Limits())
+        assert err.value.reason == "schema_violation"
+    with pytest.raises(Rejected):
+        decode(b(step("r", 1, served_model="m" * 257)), Limits())
