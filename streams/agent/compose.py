@@ -297,7 +297,7 @@ def _is_end_message(message: Any) -> bool:
 
 
 def anthropic_request(
-    request: Mapping[str, Any], decision: DecisionLike, *, placement: Placement = "end"
+    request: Mapping[str, Any], decision: DecisionLike, placement: Placement = "end"
 ) -> dict[str, Any]:
     """A new Anthropic request with the steering text placed and the model routed.
 
