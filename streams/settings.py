@@ -89,8 +89,12 @@ class Settings(ClientSettings):
     # multi-tenant mode: the tenants served, comma-separated. Each has its own topics and
     # principal; a run's org is its tenant, taken from the topic, never from the event
     tenants: str = ""
-    # /ready answers 503 while an event read from a partition has waited this long for its ack
+    # /ready answers 503 while an event read from a partition has waited this long for its ack,
+    # or while events have waited on a partition this long with none evaluated
     stall_threshold_s: float = Field(30.0, gt=0)
+    # events waiting on a partition this long with none evaluated: the worker exits (code 3)
+    # for its supervisor (compose, Kubernetes) to start it again (0: never)
+    stall_exit_s: float = Field(180.0, ge=0)
     max_event_bytes: int = Field(256 * 1024, ge=1)
     max_thought_chars: int = Field(20_000, ge=1)
     log_level: LogLevel = "info"

@@ -21,7 +21,7 @@ from ..etraces.retrieval import Retriever
 from ..kafka.security import faust_credentials
 from ..settings import Settings
 from . import views
-from .gauges import PartitionProbe
+from .gauges import PartitionProbe, ProgressWatch
 from .metrics import Metrics
 from .processor import Processor
 from .producer_guard import guard_buffer
@@ -37,6 +37,7 @@ SHUTDOWN_GRACE_S = 5.0  # a graceful stop gets the session timeout plus this, th
 # the agent stalled on a broker round trip every other event of a partition. Well under the
 # broker's default 1 MB per batch (message.max.bytes); no linger, so no added latency.
 PRODUCER_MAX_BATCH_BYTES = 256 * 1024
+STALL_EXIT_CODE = 3  # events waited RB_STALL_EXIT_S with none evaluated: restart me
 
 
 class Worker:
@@ -152,13 +153,15 @@ class Worker:
         self._install_shutdown_deadline()
         self.table.on_recover(self._recount)
         self.app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]  # stubs: a plain fn
-        gauges = PartitionProbe(
+        gauges = self.gauges = PartitionProbe(
             metrics,
             self.runs,
             lambda: self.app.consumer,
             topics.steps_names,
             self.processor.ack_order,
             self.processor.processed,
+            watch=ProgressWatch(s.stall_threshold_s, s.stall_exit_s, _exit_stalled),
+            active=self.ready,
         )
         self.app.timer(1.0, name="rb-gauges")(gauges.publish)
         self.app.timer(s.evict_interval_s, name="rb-evict")(self._sweep)
@@ -171,6 +174,7 @@ class Worker:
             self.ready,
             self.stalled,
             deadlettered=self.processor.deadlettered.get,
+            not_progressing=lambda: gauges.not_progressing,
         )
 
     # -- health -------------------------------------------------------------
@@ -233,3 +237,11 @@ class Worker:
         manual = stream.noack()
         async for event in manual.events():
             await self.processor.process(event, manual)
+
+
+def _exit_stalled(line: str) -> None:
+    """The progress watch gave up: one clear line, then exit without a graceful stop (which
+    would wait on the consumer that is stuck); compose and Kubernetes start the worker again."""
+    log.error("%s (exit code %d)", line, STALL_EXIT_CODE)
+    logging.shutdown()
+    os._exit(STALL_EXIT_CODE)

@@ -1,10 +1,14 @@
-"""Gauges set on a timer: the run counts; per partition, consumer lag and how long the oldest
-unacked event has waited; per cache, its entries (what a soak watches to tell which one grows)."""
+"""Gauges set on a timer: the run counts; per partition, consumer lag, how long the oldest
+unacked event has waited and how long events have waited with none evaluated (the progress
+watch); per cache, its entries (what a soak watches to tell which one grows)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .. import allocator
@@ -61,9 +65,102 @@ def publish_partitions(
         lag.labels(p).set(n)
 
 
+POSITION_TIMEOUT_S = 1.0  # asking the consumer where a partition stands; no answer: unknown
+
+
+@dataclass
+class _Watched:
+    since: float  # when the partition last progressed, became owned or had nothing waiting
+    done: int | None  # its last evaluated offset then
+    fresh: bool = False  # an event was evaluated since it became owned (`done` is current)
+
+
+class ProgressWatch:
+    """Per owned steps partition: how long events have waited on it while none was evaluated.
+
+    Issue 38: a worker restarted after `kill -9` logged GroupCoordinatorNotAvailableError,
+    owned 4 partitions with events waiting, evaluated nothing for minutes, and said it was
+    ready. Past `threshold_s` such a partition makes the worker not ready (`/ready` 503,
+    `rb_progress_stall_seconds`); past `exit_after_s` (0: never) the worker gives up
+    (`on_stuck`: one log line and a non-zero exit, so that compose or Kubernetes start it
+    again, which recovers the consumer). While the tables recover or a rebalance runs
+    (`active` false) nothing counts: a recovery legitimately evaluates nothing.
+
+    "Waiting" is the partition's high watermark past the next offset to evaluate; when that
+    cannot be told (never fetched, no position: what a consumer without a coordinator looks
+    like), it counts as waiting too. A partition asks for its position only once its clock
+    has run `threshold_s` (an idle partition: once per threshold), so the check costs nothing
+    while events flow."""
+
+    def __init__(
+        self,
+        threshold_s: float,
+        exit_after_s: float = 0.0,
+        on_stuck: Callable[[str], None] | None = None,
+    ) -> None:
+        self.threshold_s = threshold_s
+        self.exit_after_s = exit_after_s
+        self.on_stuck = on_stuck
+        self._watched: dict[Hashable, _Watched] = {}
+        self._stuck_reported = False
+
+    def own(
+        self, now: float, owned: Iterable[Hashable], processed: Mapping[Hashable, int], active: bool
+    ) -> None:
+        """Start the clock of a newly owned partition, restart that of one that evaluated an
+        event since; forget those no longer owned. Inactive: every clock restarts."""
+        owned = set(owned)
+        for tp in [tp for tp in self._watched if tp not in owned]:
+            del self._watched[tp]
+        for tp in owned:
+            done = processed.get(tp)
+            w = self._watched.get(tp)
+            if w is None:
+                self._watched[tp] = _Watched(now, done)
+            elif done != w.done:
+                w.since, w.done, w.fresh = now, done, True
+            elif not active:
+                w.since = now
+
+    def next_offset(self, tp: Hashable) -> int | None:
+        """The next offset to evaluate on `tp`, when this ownership has evaluated one (an
+        offset from an earlier ownership may be long past)."""
+        w = self._watched.get(tp)
+        return None if w is None or not w.fresh or w.done is None else w.done + 1
+
+    def due(self, now: float) -> list[Hashable]:
+        """Partitions whose clock has run the threshold: is anything waiting on them?"""
+        return [tp for tp, w in self._watched.items() if now - w.since >= self.threshold_s]
+
+    def waiting(self, tp: Hashable, now: float, unread: int | None) -> None:
+        """What a due partition has waiting (None: cannot tell). Nothing: its clock restarts."""
+        w = self._watched.get(tp)
+        if w is not None and unread == 0:
+            w.since = now
+
+    def stalled(self, now: float) -> dict[Hashable, float]:
+        """Partitions with events waiting and none evaluated for the threshold: seconds."""
+        return {tp: now - w.since for tp, w in self._watched.items() if now - w.since >= self.threshold_s}
+
+    def check(self, now: float) -> dict[Hashable, float]:
+        """`stalled`, and past `exit_after_s` the worker gives up (once)."""
+        stalled = self.stalled(now)
+        worst = max(stalled.values(), default=0.0)
+        if self.exit_after_s > 0 and worst >= self.exit_after_s and not self._stuck_reported:
+            self._stuck_reported = True
+            if self.on_stuck is not None:
+                parts = ", ".join(sorted(str(getattr(tp, "partition", tp)) for tp in stalled))
+                self.on_stuck(
+                    f"no progress for {worst:.0f}s on partitions {parts} with events waiting "
+                    f"(RB_STALL_EXIT_S={self.exit_after_s:g}): exiting so that the worker is "
+                    "restarted; uncommitted events are processed again, nothing is lost"
+                )
+        return stalled
+
+
 class PartitionProbe:
     """The one-second gauges: the run counts, and lag and stall of each steps partition the
-    worker owns (its changelog partitions are not events to process)."""
+    worker owns (its changelog partitions are not events to process), and the progress watch."""
 
     def __init__(
         self,
@@ -73,16 +170,56 @@ class PartitionProbe:
         steps_topics: Collection[str],
         ack_order: AckOrder[Any],
         processed: Mapping[Hashable, int],
+        watch: ProgressWatch | None = None,
+        active: Callable[[], bool] = lambda: True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`consumer`: the app's consumer, read at each publish (Faust makes it on first use)."""
+        """`consumer`: the app's consumer, read at each publish (Faust makes it on first use).
+        `active`: tables recovered and no rebalance running (the progress watch counts then)."""
         self.metrics, self.runs, self.consumer = metrics, runs, consumer
         self.steps_topics, self.ack_order, self.processed = steps_topics, ack_order, processed
+        self.watch, self.active, self.clock = watch, active, clock
+        self.not_progressing: dict[str, float] = {}  # partition -> seconds (what /ready names)
 
     async def publish(self) -> None:
         self.runs.publish(self.metrics)
         consumer = self.consumer()
         owned = [tp for tp in consumer.assignment() if tp.topic in self.steps_topics]
         publish_partitions(self.metrics, owned, consumer.highwater, self.ack_order, self.processed)
+        if self.watch is not None:
+            await self._watch(consumer, owned)
+
+    async def _watch(self, consumer: Any, owned: list[Any]) -> None:
+        watch, now = self.watch, self.clock()
+        assert watch is not None
+        watch.own(now, owned, self.processed, self.active())
+        due = watch.due(now)
+        counts = await asyncio.gather(*(unread(consumer, tp, watch.next_offset(tp)) for tp in due))
+        for tp, n in zip(due, counts, strict=True):
+            watch.waiting(tp, now, n)
+        gauge = self.metrics.progress_stall
+        gauge.clear()
+        out: dict[str, float] = {}
+        for tp, seconds in watch.check(now).items():
+            p = str(getattr(tp, "partition", tp))
+            out[p] = max(out.get(p, 0.0), round(seconds, 1))
+        for tp in owned:
+            gauge.labels(str(tp.partition)).set(out.get(str(tp.partition), 0.0))
+        self.not_progressing = out
+
+
+async def unread(consumer: Any, tp: Any, nxt: int | None) -> int | None:
+    """Events on `tp` past the next one to evaluate (`nxt`; None: the consumer's position),
+    None when the consumer cannot tell (no fetch yet, no position within POSITION_TIMEOUT_S)."""
+    try:
+        high = consumer.highwater(tp)
+        if nxt is None:
+            nxt = await asyncio.wait_for(consumer.position(tp), POSITION_TIMEOUT_S)
+    except Exception:  # not fetched yet, no position (no coordinator), or revoked meanwhile
+        return None
+    if high is None or nxt is None:
+        return None
+    return max(0, int(high) - int(nxt))
 
 
 def publish_caches(metrics: Metrics, sizes: Mapping[str, float], capacities: Mapping[str, float]) -> None:

@@ -214,6 +214,13 @@ class Metrics:
             ["partition"],
             registry=r,
         )
+        self.progress_stall = Gauge(
+            "rb_progress_stall_seconds",
+            "Per assigned partition: how long events have waited on it with none evaluated, once "
+            "past RB_STALL_THRESHOLD_S (the worker is then not ready); 0 otherwise",
+            ["partition"],
+            registry=r,
+        )
         self.prefetched = Counter(
             "rb_embed_prefetch_texts",
             "Texts a monitor check of the next step needs, embedded ahead in the embedding "

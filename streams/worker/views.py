@@ -26,10 +26,13 @@ def install(
     ready: Callable[[], bool],
     stalled: Callable[[], dict[str, float]],
     deadlettered: Callable[[str], dict[str, Any] | None] = lambda _run_id: None,
+    not_progressing: Callable[[], dict[str, float]] = dict,
 ) -> None:
     """Register the views on `app`; run views are routed to the worker holding the run.
     `deadlettered`: what this worker dead-lettered of a run lately (its first reason), so
-    that a run whose run_start was refused answers why rather than a bare 404."""
+    that a run whose run_start was refused answers why rather than a bare 404.
+    `not_progressing`: partitions with events waiting and none evaluated past the stall
+    threshold (partition -> seconds): the worker is not ready."""
 
     def not_found(view: Any, run_id: str) -> Any:
         dl = deadlettered(run_id)
@@ -73,9 +76,16 @@ def install(
 
     @app.page("/ready")
     async def ready_view(view: Any, request: Any) -> Any:
-        stuck = stalled()
-        ok = ready() and not stuck
-        body: dict[str, Any] = {"ready": ok}
-        if stuck:
-            body["stalled_partitions"] = stuck
-        return view.json(body, status=200 if ok else 503)
+        return ready_answer(view, ready(), stalled(), not_progressing())
+
+
+def ready_answer(view: Any, ready: bool, stuck: dict[str, float], idle: dict[str, float]) -> Any:
+    """/ready: 200 only when ready with no partition stalled or not progressing; else 503,
+    naming the partitions."""
+    ok = ready and not stuck and not idle
+    body: dict[str, Any] = {"ready": ok}
+    if stuck:
+        body["stalled_partitions"] = stuck
+    if idle:
+        body["not_progressing"] = idle
+    return view.json(body, status=200 if ok else 503)
