@@ -623,11 +623,11 @@ def apply_step(
 ) -> Outcome:
     run_id, ev = st.run_id, inc.event
     step = ev["step"]
-    resend = _resend(st, step) if step == st.last_step else None
-    if st.finished and resend is None:
-        raise Rejected("run_finished", f"run finished with outcome {st.outcome!r}", run_id, step)
-    if step <= st.last_step:
+    if step <= st.last_step:  # a copy (finished runs too: a restart from an old commit reads many)
+        resend = _resend(st, step) if step == st.last_step else None
         return Duplicate(inc, st, _touched(st.evolve(duplicates=st.duplicates + 1), now), now, resend)
+    if st.finished:
+        raise Rejected("run_finished", f"run finished with outcome {st.outcome!r}", run_id, step)
     if step != st.last_step + 1:
         raise Rejected("out_of_order", f"expected step {st.last_step + 1}, got {step}", run_id, step)
 
