@@ -74,6 +74,7 @@ def load_plugins(settings: Settings, base: Policy | None = None) -> tuple[Policy
     """`load_policy`, and what it loaded."""
     policy, loaded = with_entry_points(base or Policy(), entry_points())
     policy = policy.with_escalation(settings.escalation_defaults)  # RB_ESCALATION, RB_ORG_ESCALATION, ...
+    policy = policy.with_prices(settings.prices)  # RB_PRICES_FILE: routing prices its switches
     if settings.monitor_profiles:
         path = settings.monitor_profiles
         profiles = load_profiles(path)

@@ -44,6 +44,7 @@ from .client_settings import check_tenant_name as check_tenant_name
 from .client_settings import read_secret_file as read_secret_file
 from .core.events import Limits
 from .core.ladder import Defaults
+from .core.prices import NO_PRICES, PriceTable
 from .core.retention import DEFAULT_MAX_RUNS_PER_ORG
 
 Guarantee = Literal["at_least_once", "exactly_once"]
@@ -99,6 +100,9 @@ class Settings(ClientSettings):
     max_thought_chars: int = Field(20_000, ge=1)
     log_level: LogLevel = "info"
     monitor_profiles: str = ""  # JSON/TOML file of custom monitor weight profiles
+    # The price table (TOML or JSON, deploy/prices.example.toml) routing prices its switches
+    # with, and `rb-streams cost` and the rb_cost_* metrics use. Empty: routing's prior.
+    prices_file: str = ""
     # The escalation ladder's defaults (docs/escalation.md), JSON: a policy for runs whose
     # run_start names none, and {org_id: policy} (an org's own wins). Empty: none.
     escalation: str = ""
@@ -133,6 +137,24 @@ class Settings(ClientSettings):
         if v and not Path(v).is_file():
             raise ValueError("not a file")
         return v
+
+    @field_validator("prices_file")
+    @classmethod
+    def _prices_valid(cls, v: str) -> str:
+        if v.strip():
+            from .prices import load_prices
+
+            load_prices(v)  # a PriceFileError (a ValueError): one line naming the file and entry
+        return v
+
+    @property
+    def prices(self) -> PriceTable:
+        """The user's price table (RB_PRICES_FILE), or the empty table (routing's prior)."""
+        if not self.prices_file.strip():
+            return NO_PRICES
+        from .prices import load_prices
+
+        return load_prices(self.prices_file)
 
     @field_validator("escalation", "org_escalation", "monitor_defaults", "org_monitor_defaults")
     @classmethod

@@ -17,6 +17,7 @@ from .ladder import NO_DEFAULTS, Defaults
 from .monitors.base import Monitor
 from .monitors.builtin import DEFAULT_MONITORS
 from .monitors.profiles import BUILTIN_PROFILES, clean_weights, parse_profiles
+from .prices import NO_PRICES, PriceTable
 
 
 def _frozen(d: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -43,6 +44,9 @@ class Policy:
     # The escalation ladder's org-wide defaults (settings RB_ESCALATION, RB_ORG_ESCALATION):
     # here, so that the worker and replay resolve a run's policy alike.
     escalation: Defaults = NO_DEFAULTS
+    # The user's price table (RB_PRICES_FILE): cache-aware routing prices its switches with it
+    # (core.routing); empty, the documented prior.
+    prices: PriceTable = NO_PRICES
 
     @property
     def monitor_names(self) -> tuple[str, ...]:
@@ -91,6 +95,10 @@ class Policy:
     def with_escalation(self, defaults: Defaults) -> Policy:
         """This policy with the org-wide escalation defaults."""
         return replace(self, escalation=defaults)
+
+    def with_prices(self, prices: PriceTable) -> Policy:
+        """This policy with the user's price table (routing's switches are priced with it)."""
+        return replace(self, prices=prices)
 
     def with_profiles(self, profiles: Mapping[str, Mapping[str, Any]]) -> Policy:
         """This policy plus weight profiles {name: {monitor: weight}}: unlisted monitors keep
