@@ -7,7 +7,7 @@ because the decision is a JSON object end to end: orjson writes it as is.
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 from ..contract import Action
 
@@ -65,3 +65,5 @@ class DecisionRecord(TypedDict):
     budget_used: float | None
     event_ts: float | None
     processed_ts: float
+    # Issue 39: why routing kept or changed the model (runs with model_routing only).
+    routing_reason: NotRequired[str | None]

@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from . import etraces, ladder
+from . import etraces, ladder, routing
 from .decision import DecisionRecord, DifficultySource, Injection, MonitorsWire
 from .difficulty import DEFAULT_SCORER, clamp01
 from .events import SCHEMA_VERSION, TOKENS_MAX, Limits, Rejected, deadletter_record, decode
@@ -459,11 +459,15 @@ def _decision(
     event_ts: float | None,
     now: float,
     skipped_reason: str | None,
+    routed: routing.Routed | None = None,
 ) -> DecisionRecord:
     """The one place a decision is built: every field, with what this step leaves unset."""
     state = st.state
-    model = st.config.model_routing.get(state.value) if state in STATES_WITH_ROUTING else None
-    return {
+    if routed is not None:  # a run with model_routing: the cache-aware rule (core.routing)
+        model = routed.model
+    else:
+        model = st.config.model_routing.get(state.value) if state in STATES_WITH_ROUTING else None
+    d: DecisionRecord = {
         "type": "decision",
         "schema_version": SCHEMA_VERSION,
         "run_id": st.run_id,
@@ -487,6 +491,9 @@ def _decision(
         "event_ts": event_ts,
         "processed_ts": now,
     }
+    if routed is not None:
+        d["routing_reason"] = routed.reason
+    return d
 
 
 LOG_SCORE_DIGITS = 4  # the step log's monitor scores: for a person reading /runs/{id}/steps
@@ -567,6 +574,7 @@ def run_config(ev: dict[str, Any], policy: Policy) -> RunConfig:
         monitors_off=monitors_off,
         monitor_thresholds=thresholds,
         escalation=None if escalation is None else escalation.to_wire(),
+        cross_provider_tool_switch=bool(ev.get("cross_provider_tool_switch", False)),
     )
 
 
@@ -610,8 +618,12 @@ def config_conflict(st: TraceState, ev: dict[str, Any], policy: Policy) -> Rejec
 def start_run(inc: Incoming, now: float, limits: Limits, policy: Policy) -> Decided:
     cfg = run_config(inc.event, policy)
     ts = inc.event.get("ts")
-    st = TraceState(run_id=inc.run_id, config=cfg, started_ts=ts, last_event_ts=ts, updated_ts=now)
-    decision = _decision(st, 0, None, None, None, ts, now, None)
+    mem = routing.start(cfg.model, cfg.task, ts) if routing.enabled(cfg.model_routing) else None
+    st = TraceState(
+        run_id=inc.run_id, config=cfg, started_ts=ts, last_event_ts=ts, updated_ts=now, routing=mem
+    )
+    routed = None if mem is None else routing.Routed(None, "none", routing.INIT_REASON)
+    decision = _decision(st, 0, None, None, None, ts, now, None, routed)
     plan = etraces.plan_first_call(st.e3_calls, cfg.e_traces_enabled, etraces.model_family(cfg.model))
     return Decided(
         inc, None, _with_log(st, decision, limits.step_log_kept), decision, now, Effects(plan or None)
@@ -670,13 +682,32 @@ def apply_step(
         skipped = "FSM=END, run terminal"
     elif new_state is FSMState.FAST:
         skipped = "FSM=FAST, e-traces skipped"
-    decision = _decision(new, step, previous, difficulty, source, ts, now, skipped)
+    routed = None
+    if st.routing is not None:  # which model the new state's decision names (core.routing)
+        mem = routing.observe(st.routing, ev, cfg.model_routing, cfg.model, policy.prices)
+        routed, mem = routing.route(
+            mem,
+            new_state.value,
+            ev,
+            cfg.model_routing,
+            cfg.model,
+            policy.prices,
+            cfg.cross_provider_tool_switch,
+        )
+        new = new.evolve(routing=mem)
+    decision = _decision(new, step, previous, difficulty, source, ts, now, skipped, routed)
     fired_before = list(st.recent_fired)
     to_embed: tuple[str, ...] = ()
     if cfg.monitors_enabled and new_state in MONITORED_STATES:
         new = _run_monitors(new, features, decision, sem, policy)
         to_embed = tuple(monitors_to_embed(new.monitors, policy.monitors))
     _apply_rung(st, new, decision)
+    if routed is not None and new.routing is not None:  # the escalation ladder may name another
+        home = routing.home_of(cfg.model_routing, cfg.model)
+        settled, mem = routing.settle(new.routing, decision["model"], routed, home)
+        if settled is not routed:
+            decision["routing_reason"] = settled.reason
+            new = new.evolve(routing=mem)
     new, prefetch = _plan_etraces(new, ev, decision, fired_before, [q.tier for q in pending])
     if prefetch:
         new = new.evolve(etraces_pending=[q.to_wire() for q in prefetch.queries])

@@ -57,6 +57,8 @@ class RunConfig:
     monitors_off: list[str] = field(default_factory=list)
     monitor_thresholds: dict[str, float] = field(default_factory=dict)
     escalation: dict[str, Any] | None = None
+    # Issue 39: a run may let routing switch providers in the middle of a tool exchange.
+    cross_provider_tool_switch: bool = False
 
     def fsm_params(self) -> FSMParams:
         return FSMParams(**self.fsm) if self.fsm else FSMParams()
@@ -107,6 +109,9 @@ class TraceState:
     warnings: list[list[Any]] = field(default_factory=list)
     rung_reason: dict[str, Any] | None = None
     recent_calls: list[str] = field(default_factory=list)  # the last few calls' keys (a ladder only)
+    # Cache-aware routing's memory (core.routing; runs with model_routing only, else None):
+    # a few numbers and at most five models' cache times. States written before decode with None.
+    routing: dict[str, Any] | None = None
     duplicates: int = 0
     # Last few decisions, compact: [step, state, difficulty, model, sources, fired, suppressed, ts]
     step_log: list[list[Any]] = field(default_factory=list)

@@ -63,7 +63,8 @@ def test_run_endpoints_show_state_budget_and_step_log(worker):
     status, steps = get(f"{base(worker)}/runs/obs-1/steps")
     assert status == 200
     assert [e["step"] for e in steps["steps"]] == list(range(9))
-    assert steps["steps"][-1]["fsm_state"] == "FAST" and steps["steps"][-1]["model"] == "small"
+    # issue 39: FAST names the cheap model only when the switch pays under caching
+    assert steps["steps"][-1]["fsm_state"] == "FAST" and steps["steps"][-1]["model"] in ("small", None)
 
     status, body = get(f"{base(worker)}/runs/no-such-run")
     assert status == 404 and body == {"error": "unknown run", "run_id": "no-such-run"}

@@ -67,7 +67,10 @@ def test_step_k_is_answered_by_decision_k_with_states_from_the_fsm():
         d = s.feed(step("r", i, difficulty=x)).decision
         assert d["step"] == i and d["difficulty"] == x and d["difficulty_source"] == "agent"
         got.append((d["previous_state"], d["fsm_state"]))
-        assert d["model"] == {"FAST": "small", "SLOW": "big", "NORMAL": "mid"}[d["fsm_state"]]
+        want = {"FAST": "small", "SLOW": "big", "NORMAL": "mid"}[d["fsm_state"]]
+        if d["model"] != want:  # issue 39: a switch down that the stint cannot repay is declined
+            assert d["fsm_state"] == "FAST" and d["model"] == "mid"
+            assert d["routing_reason"].startswith(("declined:", "return:"))
     assert got == expect
     assert [g[1] for g in got][5] == "FAST" and [g[1] for g in got][11] == "SLOW"
 
