@@ -201,6 +201,78 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cost(args: argparse.Namespace) -> int:
+    """What steering and routing do to a fleet's bill under prompt caching (COST.md)."""
+    from . import cost as rc
+    from .agent.compose import anthropic_request, check_placement
+    from .embeddings.models import load_models
+    from .plugins import load_policy
+    from .replay import Replayer
+
+    s = _settings(args)
+    if not s.prices_file.strip():
+        raise UserError(
+            "cost: no price table: set RB_PRICES_FILE or pass --prices-file (deploy/prices.example.toml)", 2
+        )
+    prices = s.prices
+    if not prices.cost.get("model") or not prices.cost.get("fast"):
+        raise UserError(
+            f"cost: the price table {s.prices_file!r} has no [cost] section naming `model` and `fast`", 2
+        )
+    policy = load_policy(s)
+    models = load_models()
+    sem = models.semantics()
+
+    def replayer() -> Replayer:
+        return Replayer(s.limits, lambda: 0.0, sem=sem, policy=policy, max_runs_per_org=0)
+
+    def compose(request: Any, decision: Any, placement: str) -> Any:
+        return anthropic_request(request, decision, placement=check_placement(placement))
+
+    fleets, reports = [], []
+    for path in args.files:
+        with open(path, "rb") as fh:
+            try:
+                runs = rc.read_runs(fh, path)
+            except rc.CostInputError as exc:
+                raise UserError(f"cost: {exc}", 2) from None
+        if args.runs:
+            runs = runs[: args.runs]
+        got = rc.evaluate(rc.source_name(path), runs, prices, compose, replayer)
+        reports.extend(got)
+        fleets.append(rc.fleet_of(rc.source_name(path), got))
+    chosen = next((r for r in reports if r.run_id == args.run), None) if args.run else None
+    if args.run and chosen is None:
+        raise UserError(f"cost: --run {args.run!r}: no such run in the files", 2)
+    if args.json:
+        out: dict[str, Any] = {
+            "prices_file": s.prices_file,
+            "cost": dict(prices.cost),
+            "fleets": [rc.fleet_dict(f) for f in fleets],
+        }
+        if args.per_run or chosen is not None:
+            out["runs"] = [r.as_dict() for r in ([chosen] if chosen is not None else reports)]
+        _print_json(out)
+    else:
+        c = prices.cost
+        print(
+            f"cost: every run as if on {c['model']}, FAST routed to {c['fast']}"
+            + (f", SLOW to {c['slow']} (upgrades)" if c.get("slow") else "")
+            + f"; prices {s.prices_file}; tokens estimated from text; % against never switching, no steering"
+        )
+        for line in rc.table(fleets):
+            print(line)
+        if args.per_run or chosen is not None:
+            for r in [chosen] if chosen is not None else reports:
+                for line in rc.run_lines(r):
+                    print(line)
+    if args.plot:
+        target = chosen if chosen is not None else max(reports, key=lambda r: r.steps, default=None)
+        why = rc.plot(args.plot, fleets, target)
+        print(f"rb-streams: {why}" if why else f"cost: plot written to {args.plot}", file=sys.stderr)
+    return 0
+
+
 def _tenant_arg(raw: str) -> str:
     try:
         return check_tenant_name(raw)
@@ -535,6 +607,16 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     r.set_defaults(func=cmd_replay)
+
+    co = sub.add_parser("cost", help="price steering and routing under prompt caching, on trajectories")
+    co.add_argument("files", nargs="+", metavar="FILE", help="wire events (JSONL); each file is one data set")
+    co.add_argument("--runs", type=_positive_int, default=None, help="only the first N runs of each file")
+    co.add_argument("--run", default=None, help="print (and plot) this run")
+    co.add_argument("--per-run", action="store_true", help="one line (or JSON object) per run too")
+    co.add_argument("--json", action="store_true", help="one JSON object")
+    co.add_argument("--plot", default=None, metavar="FILE.png", help="cost over a run's calls and fleet bars")
+    _add_settings_flags(co, ("prices_file", "max_event_bytes", "max_thought_chars", "monitor_profiles"))
+    co.set_defaults(func=cmd_cost)
 
     pt = sub.add_parser("patterns", help="load, list, delete guidance patterns; store stats")
     psub = pt.add_subparsers(dest="action", required=True, metavar="action")

@@ -1,0 +1,285 @@
+"""`rb-streams cost`: what rb-streams' steering and routing do to a fleet's bill under caching.
+
+Reads trajectory files (wire events, JSONL), replays each through the core (the worker's
+decisions: `streams.replay.Replayer`) as if every run ran on the price table's `cost.model`
+with `model_routing {"FAST": cost.fast}` (and, when the table names one, a second replay with
+`"SLOW": cost.slow`: upgrades, spending by design, reported apart), and prices every call with
+the pure cost model (`streams.core.cost`) and the agent's own composer
+(`streams.agent.compose.anthropic_request`). COST.md holds the figures and the command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .core.cost import Tally, error_streak_steps, run_cost
+from .core.prices import PriceTable
+from .core.routing import PRIOR_STINT_CALLS
+
+SCENARIOS = ("base", "steer_end", "steer_system", "naive", "routed", "net", "upgrades")
+
+
+class CostInputError(ValueError):
+    """A trajectory file or a price table that cannot be used (one line)."""
+
+
+@dataclass
+class RunReport:
+    run_id: str
+    source: str
+    steps: int
+    tallies: dict[str, Tally]
+    cheap_in_streaks: int = 0
+    streak_calls: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+
+    def pct(self, scenario: str) -> float:
+        base = self.tallies["base"].usd
+        return 0.0 if base <= 0 else 100.0 * (self.tallies[scenario].usd - base) / base
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "source": self.source,
+            "steps": self.steps,
+            "usd": {k: t.as_dict() for k, t in self.tallies.items()},
+            "change_pct": {k: round(self.pct(k), 3) for k in self.tallies if k != "base"},
+            "cheap_calls_in_error_streaks": self.cheap_in_streaks,
+            "error_streak_calls": self.streak_calls,
+            "routing_reasons": self.reasons,
+            "tokens_estimated": True,
+        }
+
+
+def read_runs(lines: Iterable[bytes], where: str) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """(run_start, steps) per run, in file order; a line that is not a JSON object is an error."""
+    runs: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            ev = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise CostInputError(f"{where}:{n}: not JSON ({exc})"[:300]) from None
+        if not isinstance(ev, dict) or not isinstance(ev.get("run_id"), str):
+            raise CostInputError(f"{where}:{n}: not a wire event (an object with a run_id)")
+        kind = ev.get("type")
+        if kind == "run_start":
+            runs[ev["run_id"]] = (ev, [])
+        elif kind == "step" and ev["run_id"] in runs:
+            runs[ev["run_id"]][1].append(ev)
+    if not runs:
+        raise CostInputError(f"{where}: no run_start in the file")
+    return list(runs.values())
+
+
+def _as_fleet(start: Mapping[str, Any], model: str, routing: Mapping[str, str]) -> dict[str, Any]:
+    out = {k: v for k, v in start.items() if k not in ("model_routing",)}
+    out["model"] = model
+    out["model_routing"] = dict(routing)
+    return out
+
+
+def _replay(
+    runs: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]],
+    model: str,
+    routing: Mapping[str, str],
+    replayer_factory: Any,
+) -> dict[str, dict[int, dict[str, Any]]]:
+    """run_id -> step -> decision, from the core (the worker's decisions)."""
+    rp = replayer_factory()
+    out: dict[str, dict[int, dict[str, Any]]] = {}
+    for start, steps in runs:
+        rid = start["run_id"]
+        got: dict[int, dict[str, Any]] = {}
+        for ev in (
+            _as_fleet(start, model, routing),
+            *steps,
+            {"type": "run_finish", "schema_version": 1, "run_id": rid, "outcome": "unknown"},
+        ):
+            decision, _dl = rp.feed(orjson.dumps(ev))
+            if decision is not None:
+                got[int(decision["step"])] = dict(decision)
+        out[rid] = got
+    return out
+
+
+def evaluate(
+    source: str,
+    runs: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]],
+    prices: PriceTable,
+    compose: Any,
+    replayer_factory: Any,
+) -> list[RunReport]:
+    """Every run of one data set, priced under each scenario (SCENARIOS)."""
+    model, fast, slow = prices.cost.get("model"), prices.cost.get("fast"), prices.cost.get("slow")
+    if not model or not fast:
+        raise CostInputError(
+            "the price table's [cost] section must name `model` and `fast` (see deploy/prices.example.toml)"
+        )
+    decided = _replay(runs, model, {"FAST": fast}, replayer_factory)
+    upgraded = _replay(runs, model, {"FAST": fast, "SLOW": slow}, replayer_factory) if slow else None
+    reports = []
+    for start, steps in runs:
+        rid = start["run_id"]
+        if not steps:
+            continue
+        ds = decided[rid]
+        before = [ds.get(k, {}) for k in range(len(steps))]  # call k+1 follows decision k
+        home = [model] * len(steps)
+        routed = [d.get("model") or model for d in before]
+        naive = [fast if d.get("fsm_state") == "FAST" else model for d in before]
+        texts: list[str | None] = [d.get("injection_text") for d in before]
+        none: list[str | None] = [None] * len(steps)
+        t: dict[str, Tally] = {
+            "base": run_cost(start, steps, home, none, prices, compose, "end"),
+            "steer_end": run_cost(start, steps, home, texts, prices, compose, "end"),
+            "steer_system": run_cost(start, steps, home, texts, prices, compose, "system"),
+            "naive": run_cost(start, steps, naive, none, prices, compose, "end"),
+            "routed": run_cost(start, steps, routed, none, prices, compose, "end"),
+            "net": run_cost(start, steps, routed, texts, prices, compose, "end"),
+        }
+        if upgraded is not None:
+            us = upgraded[rid]
+            up = [us.get(k, {}).get("model") or model for k in range(len(steps))]
+            t["upgrades"] = run_cost(start, steps, up, none, prices, compose, "end")
+        streak = error_streak_steps(steps)
+        # decision k answers step k (index k-1) and routes call k+1
+        in_streak = [k for k in range(1, len(steps)) if (k - 1) in streak]
+        cheap = sum(1 for k in in_streak if routed[k] == fast)
+        reasons: dict[str, int] = {}
+        for d in before[1:]:
+            code = str(d.get("routing_reason") or "none").split(":", 1)[0]
+            reasons[code] = reasons.get(code, 0) + 1
+        reports.append(RunReport(rid, source, len(steps), t, cheap, len(in_streak), reasons))
+    return reports
+
+
+@dataclass
+class Fleet:
+    source: str
+    runs: int = 0
+    steps: int = 0
+    tallies: dict[str, Tally] = field(default_factory=dict)
+    dearer_by_downgrade: int = 0  # runs whose routing (no upgrades) cost more than never switching
+    naive_dearer: int = 0
+    cheap_in_streaks: int = 0
+    streak_calls: int = 0
+
+    def pct(self, scenario: str) -> float:
+        base = self.tallies["base"].usd
+        return 0.0 if base <= 0 else 100.0 * (self.tallies[scenario].usd - base) / base
+
+
+def fleet_of(source: str, reports: Sequence[RunReport]) -> Fleet:
+    f = Fleet(source)
+    for r in reports:
+        f.runs += 1
+        f.steps += r.steps
+        for k, t in r.tallies.items():
+            f.tallies.setdefault(k, Tally()).add(t)
+        f.dearer_by_downgrade += r.tallies["routed"].usd > r.tallies["base"].usd + 1e-12
+        f.naive_dearer += r.tallies["naive"].usd > r.tallies["base"].usd + 1e-12
+        f.cheap_in_streaks += r.cheap_in_streaks
+        f.streak_calls += r.streak_calls
+    return f
+
+
+def fleet_dict(f: Fleet) -> dict[str, Any]:
+    writes = {k: t.write_usd for k, t in f.tallies.items()}
+    return {
+        "source": f.source,
+        "runs": f.runs,
+        "steps": f.steps,
+        "usd": {k: t.as_dict() for k, t in f.tallies.items()},
+        "change_pct": {k: round(f.pct(k), 3) for k in f.tallies if k != "base"},
+        "cache_writes_caused_usd": {
+            "steering_end": round(writes["steer_end"] - writes["base"], 6),
+            "steering_system": round(writes["steer_system"] - writes["base"], 6),
+            "routing": round(writes["routed"] - writes["base"], 6),
+            "routing_naive": round(writes["naive"] - writes["base"], 6),
+        },
+        "runs_dearer_than_never_switching": {"routed": f.dearer_by_downgrade, "naive": f.naive_dearer},
+        "cheap_calls_in_error_streaks": f.cheap_in_streaks,
+        "error_streak_calls": f.streak_calls,
+        "tokens_estimated": True,
+    }
+
+
+def table(fleets: Sequence[Fleet]) -> Iterator[str]:
+    """The per-data-set summary, as text lines."""
+    head = (
+        f"{'data set':<16} {'runs':>5} {'never-switch $':>14} {'steer end':>10} {'steer sys':>10} "
+        f"{'naive route':>11} {'routing':>9} {'net':>9} {'upgrades':>9} {'switches':>8} "
+        f"{'dearer runs':>11} {'cheap in err':>12}"
+    )
+    yield head
+    for f in fleets:
+        up = f"{f.pct('upgrades'):+8.2f}%" if "upgrades" in f.tallies else f"{'-':>9}"
+        yield (
+            f"{f.source:<16} {f.runs:>5} {f.tallies['base'].usd:>14.2f} {f.pct('steer_end'):>+9.2f}% "
+            f"{f.pct('steer_system'):>+9.2f}% {f.pct('naive'):>+10.2f}% {f.pct('routed'):>+8.2f}% "
+            f"{f.pct('net'):>+8.2f}% {up} {f.tallies['routed'].switches:>8} "
+            f"{f.dearer_by_downgrade:>4} ({f.naive_dearer:>3}) {f.cheap_in_streaks:>5}/{f.streak_calls:<6}"
+        )
+
+
+def run_lines(r: RunReport) -> Iterator[str]:
+    t = r.tallies
+    yield (
+        f"  {r.run_id[:40]:<40} {r.steps:>4} steps  ${t['base'].usd:.4f}  steer end {r.pct('steer_end'):+.2f}%  "
+        f"system {r.pct('steer_system'):+.2f}%  routing {r.pct('routed'):+.2f}% ({t['routed'].switches} switches)  "
+        f"naive {r.pct('naive'):+.2f}%  net {r.pct('net'):+.2f}%"
+    )
+
+
+def plot(path: str, fleets: Sequence[Fleet], run: RunReport | None) -> str | None:
+    """A PNG: cost over the steps of `run` (cumulative, per scenario) and fleet bars per data
+    set. None when done; else the one line saying why not (matplotlib missing)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "--plot: matplotlib is not installed (pip install 'rb-streams[plot]'); no plot written"
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    ax = axes[0]
+    if run is not None:
+        for k in ("base", "steer_end", "steer_system", "naive", "routed", "net"):
+            acc, ys = 0.0, []
+            for c in run.tallies[k].per_call:
+                acc += c
+                ys.append(acc)
+            ax.plot(range(1, len(ys) + 1), ys, label=k)
+        ax.set_title(f"run {run.run_id[:40]} ({run.source})")
+        ax.set_xlabel("call")
+        ax.set_ylabel("cumulative cost (USD, estimated)")
+        ax.legend(fontsize=8)
+    ax = axes[1]
+    keys = ("steer_end", "steer_system", "naive", "routed", "net")
+    width = 0.8 / len(keys)
+    for i, k in enumerate(keys):
+        ax.bar([j + i * width for j in range(len(fleets))], [f.pct(k) for f in fleets], width, label=k)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(fleets))], [f.source for f in fleets], rotation=20)
+    ax.axhline(0, color="black", linewidth=0.6)
+    ax.set_ylabel("% against never switching, no steering")
+    ax.set_title("fleets")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return None
+
+
+def source_name(path: str) -> str:
+    return Path(path).stem
+
+
+def prior_note() -> str:
+    return f"stint prior {PRIOR_STINT_CALLS} calls"

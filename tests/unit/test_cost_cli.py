@@ -1,0 +1,115 @@
+"""`rb-streams cost` on a slice of the dev data, and its one-line errors (issue 39)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from streams.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "deploy" / "prices.example.toml"
+DEV = ROOT.parent / "shared" / "data" / "real-dev"
+
+
+def one_line(err: str) -> str:
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def slice_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The first 3 runs of the OpenHands file (the one source with long coding runs)."""
+    if not (DEV / "openhands_swe.jsonl").is_file():
+        pytest.skip("real dev runs not present")
+    out = tmp_path_factory.mktemp("cost") / "openhands_slice.jsonl"
+    starts = 0
+    with open(DEV / "openhands_swe.jsonl", "rb") as src:
+        lines = []
+        for line in src:
+            starts += b'"run_start"' in line
+            if starts > 3:
+                break
+            lines.append(line)
+    out.write_bytes(b"".join(lines))
+    return out
+
+
+def test_cost_prices_a_dev_slice_per_data_set_and_per_run(
+    slice_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["cost", str(slice_file), "--prices-file", str(EXAMPLE), "--json", "--per-run"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    (fleet,) = got["fleets"]
+    assert fleet["source"] == "openhands_slice" and fleet["runs"] == 3
+    assert set(fleet["usd"]) == {"base", "steer_end", "steer_system", "naive", "routed", "net", "upgrades"}
+    assert fleet["usd"]["base"]["usd"] > 0 and fleet["tokens_estimated"] is True
+    # steering at the end never rewrites the history; in the system prompt it may
+    assert fleet["cache_writes_caused_usd"]["steering_end"] == 0
+    assert fleet["change_pct"]["steer_end"] <= fleet["change_pct"]["steer_system"]
+    assert len(got["runs"]) == 3
+    assert all(r["routing_reasons"] for r in got["runs"])
+
+
+def test_cost_text_output_is_a_table(slice_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cost", str(slice_file), "--prices-file", str(EXAMPLE), "--runs", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("cost: every run as if on claude-sonnet-4-5")
+    assert out[2].startswith("openhands_slice")
+
+
+def test_plot_without_matplotlib_is_one_line_and_no_file(
+    slice_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    png = tmp_path / "c.png"
+    rc = main(["cost", str(slice_file), "--prices-file", str(EXAMPLE), "--runs", "1", "--plot", str(png)])
+    assert rc == 0
+    err = capsys.readouterr().err
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert "matplotlib is not installed" in one_line(err) and not png.exists()
+    else:
+        assert png.stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ("[models.m]\ninput = 1\n", "missing 'output'"),
+        ("[models.m]\ninput = 1\noutput = 1\n", "no [cost] section"),
+    ],
+)
+def test_a_bad_price_table_is_one_line_and_exit_2(
+    slice_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str, says: str
+) -> None:
+    p = tmp_path / "bad.toml"
+    p.write_text(body)
+    assert main(["cost", str(slice_file), "--prices-file", str(p)]) == 2
+    assert says in one_line(capsys.readouterr().err)
+
+
+def test_no_price_table_is_one_line(
+    slice_file: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RB_PRICES_FILE", raising=False)
+    assert main(["cost", str(slice_file)]) == 2
+    assert "no price table" in one_line(capsys.readouterr().err)
+
+
+def test_a_trajectory_that_is_not_jsonl_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "t.jsonl"
+    bad.write_text("not json\n")
+    assert main(["cost", str(bad), "--prices-file", str(EXAMPLE)]) == 2
+    assert "t.jsonl:1: not JSON" in one_line(capsys.readouterr().err)
+
+
+def test_an_unknown_run_is_one_line(slice_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cost", str(slice_file), "--prices-file", str(EXAMPLE), "--run", "nope"]) == 2
+    assert "no such run" in one_line(capsys.readouterr().err)
