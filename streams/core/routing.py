@@ -37,7 +37,7 @@ TOKENS_MAX = 10**9
 REASON_MAX = 300
 
 Memory = dict[str, Any]
-INIT_REASON = "INIT: the first call goes to the run's model"
+INIT_REASON = "none: the first call (INIT) goes to the run's model"
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,7 +297,7 @@ def route(
     home = home_of(model_routing, run_model)
     mem = {**mem, "stints": list(mem["stints"])}
     if state not in ROUTED_STATES:
-        return Routed(None, "none", f"{state}: no routing in this state"), mem
+        return Routed(None, "none", f"none: no routing in {state}"), mem
     # the run's own FAST stints: counted on the FSM's states, whatever model they got
     if state == "FAST":
         stint = expected_stint(mem)

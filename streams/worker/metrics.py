@@ -33,6 +33,7 @@ SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 # with ts=-1e300 made the histogram's sum 1e300) is counted in rb_event_ts_implausible_total.
 LAG_AHEAD_MAX_S = 60.0
 LAG_MAX_S = 86_400.0
+LABELS_CAP = 200  # distinct orgs (and routed models) the rb_cost_* metrics label; then "other"
 
 STATES = tuple(s.value for s in FSMState)
 TRANSITIONS = (
@@ -101,6 +102,22 @@ class Metrics:
             "rb_steps_processed", "Valid events processed, by event type", ["type"], registry=r
         )
         self.decisions = Counter("rb_decisions_emitted", "Decisions sent to the steering topic", registry=r)
+        # Issue 39: runs with model_routing. Calls by the model routing named ("home": the run's
+        # own) and why, and the core's estimate of what they cost under prompt caching against
+        # never switching (priced runs only; core.routing). Orgs and models: LABELS_CAP each.
+        self.routed_calls = Counter(
+            "rb_cost_routed_calls",
+            "Model calls by org, routed model and routing reason",
+            ["org", "model", "reason"],
+            registry=r,
+        )
+        self.cost = Counter(
+            "rb_cost_usd",
+            "Estimated USD of model calls under prompt caching, routed and never switching, by org",
+            ["org", "kind"],
+            registry=r,
+        )
+        self._label_values: dict[str, set[str]] = {"org": set(), "model": set()}
         self.duplicates = Counter(
             "rb_duplicate_events", "Replayed events ignored idempotently", ["type"], registry=r
         )
@@ -330,10 +347,39 @@ class Metrics:
                 why = st.rung_reason
                 if st.rung in ("escalate", "stop") and why is not None:
                     child(self.escalations, st.rung, why["monitor"]).inc()
+        if d is not None and d.get("routing_reason") is not None:
+            self._count_routing(result, d)
         if result.transition is not None:
             child(self.transitions, *result.transition).inc()
         for tier, outcome in result.etrace_outcomes.items():
             child(self.lookups, tier, outcome).inc()
+
+    def _bounded(self, kind: str, value: str) -> str:
+        """`value` as a label, or "other" once LABELS_CAP values of `kind` have been seen."""
+        seen = self._label_values[kind]
+        if value in seen:
+            return value
+        if len(seen) >= LABELS_CAP:
+            return "other"
+        seen.add(value)
+        return value
+
+    def _count_routing(self, result: Sealed, d: Any) -> None:
+        st, prior = result.state, result.prior
+        if st is None:
+            return
+        org = self._bounded("org", st.config.org_id)
+        model = self._bounded("model", str(d["model"] or "home")[:100])
+        code = str(d["routing_reason"]).split(":", 1)[0][:20]
+        self._child(self.routed_calls, org, model, code).inc()
+        mem, before = st.routing, prior.routing if prior is not None else None
+        if mem is not None and before is not None and mem.get("dollars"):
+            routed = float(mem.get("cost", 0.0)) - float(before.get("cost", 0.0))
+            base = float(mem.get("base", 0.0)) - float(before.get("base", 0.0))
+            if routed > 0:
+                self._child(self.cost, org, "routed").inc(routed)
+            if base > 0:
+                self._child(self.cost, org, "never_switching").inc(base)
 
     def _child(self, metric: MetricWrapperBase, *values: str) -> Any:
         """`metric.labels(*values)`, remembered: label values here are few and bounded."""
