@@ -481,8 +481,15 @@ def cmd_tenants_add(args: argparse.Namespace) -> int:
     for acl in done.acls:
         print(f"  allow {acl.describe()}")
     print("its agents' settings:")
-    for k, v in client_env(s, done.tenant).items():
+    broker = args.tenant_broker or done.listener
+    protocol = None if args.tenant_broker else done.listener_protocol
+    env = client_env(s, done.tenant, broker=broker, protocol=protocol, principal=done.principal)
+    for k, v in env.items():
         print(f"  {k}={v}")
+    if not broker:
+        print(
+            f"  (no SASL listener found on {s.broker}: give the tenants' address with --tenant-broker)",
+        )
     served = [*s.tenant_names, done.tenant] if done.tenant not in s.tenant_names else list(s.tenant_names)
     print(f"the workers serve it with RB_TENANTS={','.join(served)} (restart them to pick it up)")
     return 0
@@ -672,7 +679,14 @@ def build_parser() -> argparse.ArgumentParser:
     ta.add_argument("name", help="the tenant (1-64 letters, digits, '_' or '-'): its org and topic infix")
     ta.add_argument("--principal", default="", help="its Kafka principal (default User:<name>)")
     ta.add_argument(
-        "--worker-principal", default="", help="also allow the workers' principal (User:<name>) its topics"
+        "--worker-principal",
+        default="",
+        help="also allow the workers' principal (User:<name>) its topics, and what a worker needs",
+    )
+    ta.add_argument(
+        "--tenant-broker",
+        default="",
+        help="the address its agents use (default: the brokers' advertised SASL listener)",
     )
     _add_settings_flags(ta, KAFKA_FLAGS)
     ta.set_defaults(func=cmd_tenants_add)

@@ -19,13 +19,20 @@
 #   RB_KAFKA_SASL_USERS  user:password[,user:password] accepted on it (SCRAM credentials are
 #                        written at format time, so set this before the first start)
 #   RB_KAFKA_AUTHORIZER  set to 1: enforce ACLs (KRaft's StandardAuthorizer; nothing is allowed
-#                        without an ACL). The PLAINTEXT and controller listeners stay on 127.0.0.1
-#                        and are super users (the worker and admin tools of a local setup);
-#                        principals on the SASL listener get only what ACLs grant them
-#                        (`rb-streams tenants add`)
-#   RB_KAFKA_SSL_PORT    also open an SSL (TLS) listener on 127.0.0.1 here, with a self-signed
-#                        certificate for 127.0.0.1/localhost made by keytool on first start;
-#                        clients trust <dir>/tls/ca.pem (RB_SSL_CAFILE); off when unset
+#                        without an ACL); principals on the SASL and SSL listeners get only what
+#                        ACLs grant them (`rb-streams tenants add`). Without SSL the PLAINTEXT and
+#                        controller listeners (127.0.0.1 only) are the super user User:ANONYMOUS
+#                        (the worker and admin tools of a local setup). With SSL there is no
+#                        ANONYMOUS super user: the controller and inter-broker traffic go over
+#                        TLS with the broker's certificate (User:rb-broker), the admin is
+#                        <dir>/tls/admin.pem (User:rb-admin), and PLAINTEXT clients get nothing
+#   RB_KAFKA_SSL_PORT    also open an SSL (TLS) listener on 127.0.0.1 here. On first start openssl
+#                        makes a local CA (<dir>/tls/ca.pem: clients' RB_SSL_CAFILE), the broker's
+#                        certificate for 127.0.0.1/localhost and two client certificates it
+#                        issues: admin.pem/admin.key (User:rb-admin) and client.pem/client.key
+#                        (User:rb-client; RB_SSL_CERTFILE/RB_SSL_KEYFILE). The listener requires a
+#                        client certificate from that CA (ssl.client.auth=required): a client
+#                        without one cannot connect. Off when unset
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -65,7 +72,10 @@ running_pid() {
 write_config() {
   mkdir -p "$DIR/data" "$DIR/logs"
   local listeners="PLAINTEXT://127.0.0.1:$PORT" advertised="PLAINTEXT://127.0.0.1:$PORT"
-  local protocols="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+  local ctrl_protocol=PLAINTEXT inter=PLAINTEXT
+  # with the authorizer and TLS, the broker's own traffic is authenticated by its certificate
+  if [ -n "$SSL_PORT" ] && [ "$AUTHORIZER" = "1" ]; then ctrl_protocol=SSL inter=SSL; fi
+  local protocols="PLAINTEXT:PLAINTEXT,CONTROLLER:$ctrl_protocol"
   if [ -n "$SASL_PORT" ]; then
     listeners="$listeners,SASL_PLAINTEXT://127.0.0.1:$SASL_PORT"
     advertised="$advertised,SASL_PLAINTEXT://127.0.0.1:$SASL_PORT"
@@ -85,7 +95,7 @@ listeners=$listeners,CONTROLLER://127.0.0.1:$CTRL_PORT
 advertised.listeners=$advertised
 listener.security.protocol.map=$protocols
 controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
+inter.broker.listener.name=$inter
 log.dirs=$DIR/data
 num.partitions=1
 auto.create.topics.enable=false
@@ -113,36 +123,62 @@ listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.com
 PROPS
   fi
   if [ "$AUTHORIZER" = "1" ]; then
+    local supers="User:ANONYMOUS"  # PLAINTEXT on 127.0.0.1: the local worker and admin tools
+    [ -n "$SSL_PORT" ] && supers="User:rb-broker;User:rb-admin"  # certificates, never ANONYMOUS
     cat >> "$DIR/server.properties" <<PROPS
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 allow.everyone.if.no.acl.found=false
-super.users=User:ANONYMOUS
+super.users=$supers
 PROPS
   fi
   if [ -n "$SSL_PORT" ]; then
-    cat >> "$DIR/server.properties" <<PROPS
-listener.name.ssl.ssl.keystore.type=PKCS12
-listener.name.ssl.ssl.keystore.location=$DIR/tls/broker.p12
-listener.name.ssl.ssl.keystore.password=rb-local-tls
-listener.name.ssl.ssl.key.password=rb-local-tls
-listener.name.ssl.ssl.client.auth=none
+    local name
+    for name in ssl $([ "$ctrl_protocol" = SSL ] && echo controller); do
+      cat >> "$DIR/server.properties" <<PROPS
+listener.name.$name.ssl.keystore.type=PKCS12
+listener.name.$name.ssl.keystore.location=$DIR/tls/broker.p12
+listener.name.$name.ssl.keystore.password=rb-local-tls
+listener.name.$name.ssl.key.password=rb-local-tls
+listener.name.$name.ssl.truststore.type=PEM
+listener.name.$name.ssl.truststore.location=$DIR/tls/ca.pem
+listener.name.$name.ssl.client.auth=required
 PROPS
+    done
+    # a certificate's principal is its CN: User:rb-client, not User:CN=rb-client
+    echo 'ssl.principal.mapping.rules=RULE:^CN=([^,]+)$/$1/,DEFAULT' >> "$DIR/server.properties"
   fi
 }
 
-# A self-signed broker certificate (its own CA) for the SSL listener, and its PEM for clients.
+# A local CA, the broker's certificate (keystore for the SSL listener) and two client
+# certificates it issues (admin: a super user under the authorizer; client: ACLs only).
 make_tls() {
   local tls="$DIR/tls"
-  [ -f "$tls/broker.p12" ] && [ -f "$tls/ca.pem" ] && return 0
-  command -v keytool >/dev/null || { log "keytool (from the JDK) is required for RB_KAFKA_SSL_PORT"; exit 2; }
+  [ -f "$tls/broker.p12" ] && [ -f "$tls/ca.pem" ] && [ -f "$tls/client.pem" ] && [ -f "$tls/admin.pem" ] && return 0
+  command -v openssl >/dev/null || { log "openssl is required for RB_KAFKA_SSL_PORT"; exit 2; }
   mkdir -p "$tls"
-  rm -f "$tls/broker.p12" "$tls/ca.pem"
-  keytool -genkeypair -alias broker -keyalg RSA -keysize 2048 -validity 3650 \
-    -dname "CN=127.0.0.1" -ext "SAN=ip:127.0.0.1,dns:localhost" -ext "BC=ca:true" \
-    -keystore "$tls/broker.p12" -storetype PKCS12 -storepass rb-local-tls -keypass rb-local-tls 2>/dev/null
-  keytool -exportcert -rfc -alias broker -keystore "$tls/broker.p12" -storetype PKCS12 \
-    -storepass rb-local-tls -file "$tls/ca.pem" 2>/dev/null
-  log "made a self-signed TLS certificate: $tls/ca.pem"
+  chmod 700 "$tls"
+  rm -f "$tls"/*
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=rb-local-ca" \
+    -addext "basicConstraints=critical,CA:true" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+    -keyout "$tls/ca.key" -out "$tls/ca.pem" 2>/dev/null
+  issue "$tls" broker "subjectAltName=IP:127.0.0.1,DNS:localhost
+extendedKeyUsage=serverAuth,clientAuth"
+  issue "$tls" admin "extendedKeyUsage=clientAuth"
+  issue "$tls" client "extendedKeyUsage=clientAuth"
+  openssl pkcs12 -export -in "$tls/broker.pem" -inkey "$tls/broker.key" -certfile "$tls/ca.pem" \
+    -name broker -out "$tls/broker.p12" -passout pass:rb-local-tls
+  rm -f "$tls/ca.key" "$tls/broker.key" "$tls/ca.srl"  # nothing signs again; the keystore holds the broker's key
+  log "made a local CA and certificates in $tls (ca.pem; client.pem/client.key, admin.pem/admin.key)"
+}
+
+# issue DIR NAME EXTENSIONS: NAME.key and NAME.pem (CN=rb-NAME) signed by DIR/ca.key.
+issue() {
+  local tls="$1" name="$2"
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=rb-$name" -keyout "$tls/$name.key" -out "$tls/$name.csr" 2>/dev/null
+  openssl x509 -req -days 3650 -in "$tls/$name.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial \
+    -extfile <(printf '%s\n' "$3") -out "$tls/$name.pem" 2>/dev/null
+  rm -f "$tls/$name.csr"
+  chmod 600 "$tls/$name.key"
 }
 
 JAVA=(java "-Xms${HEAP}" "-Xmx${HEAP}" -XX:+UseG1GC -Djava.awt.headless=true
@@ -171,6 +207,7 @@ start() {
   if pid="$(running_pid)"; then log "already running (pid $pid) on 127.0.0.1:$PORT"; return 0; fi
   if port_open "$PORT"; then log "port $PORT is taken by another process"; exit 1; fi
   if [ -n "$SASL_PORT" ] && port_open "$SASL_PORT"; then log "port $SASL_PORT is taken by another process"; exit 1; fi
+  if [ -n "$SSL_PORT" ] && port_open "$SSL_PORT"; then log "port $SSL_PORT is taken by another process"; exit 1; fi
   write_config
   format
   local t0; t0="$(date +%s.%N)"

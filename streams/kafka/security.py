@@ -86,7 +86,17 @@ async def diagnose(s: KafkaSettings, timeout_s: float = 10.0) -> None:
                 f"TLS handshake with Kafka at {hp} failed ({describe(s)}): {exc}. "
                 "Check RB_SSL_CAFILE, RB_SSL_CERTFILE, RB_SSL_KEYFILE and RB_SECURITY_PROTOCOL."
             ) from None
-        except (KafkaError, OSError):
+        except KafkaError as exc:
+            if s.kafka_security.endswith("SSL") and not s.ssl_certfile and "closed" in str(exc):
+                # TLS 1.3: the broker checks the client's certificate after the handshake and
+                # closes the connection when there is none
+                raise KafkaAuthError(
+                    f"Kafka at {hp} closed the TLS connection ({describe(s)}): it may require a "
+                    "client certificate. Set RB_SSL_CERTFILE and RB_SSL_KEYFILE (a certificate its "
+                    "CA issued)."
+                ) from None
+            continue
+        except OSError:
             continue
         conn.close()
 

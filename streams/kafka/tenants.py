@@ -23,10 +23,20 @@ from .security import client_kwargs
 from .topics import create_missing
 
 # Kafka's protocol numbers (org.apache.kafka.common.acl / resource).
-TOPIC, GROUP = 2, 3
+TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = 2, 3, 4, 5
 LITERAL, PREFIXED = 3, 4
-READ, WRITE, DESCRIBE = 3, 4, 8
+READ, WRITE, CREATE, DESCRIBE, DESCRIBE_CONFIGS, IDEMPOTENT_WRITE = 3, 4, 5, 8, 10, 12
 ALLOW = 3
+CLUSTER_NAME = "kafka-cluster"  # the one cluster resource's name
+_OPS = {
+    READ: "READ",
+    WRITE: "WRITE",
+    CREATE: "CREATE",
+    DESCRIBE: "DESCRIBE",
+    DESCRIBE_CONFIGS: "DESCRIBE_CONFIGS",
+    IDEMPOTENT_WRITE: "IDEMPOTENT_WRITE",
+}
+_KINDS = {TOPIC: "topic", GROUP: "group", CLUSTER: "cluster", TRANSACTIONAL_ID: "transactional-id"}
 
 
 @dataclass(frozen=True)
@@ -40,8 +50,7 @@ class Acl:
     operation: int
 
     def describe(self) -> str:
-        kind = {TOPIC: "topic", GROUP: "group"}[self.resource_type]
-        op = {READ: "READ", WRITE: "WRITE", DESCRIBE: "DESCRIBE"}[self.operation]
+        kind, op = _KINDS[self.resource_type], _OPS[self.operation]
         how = "prefixed" if self.pattern == PREFIXED else "literal"
         return f"{self.principal} {op} {kind} {self.name} ({how})"
 
@@ -68,7 +77,29 @@ def tenant_acls(settings: Settings, tenant: str, principal: str, worker_principa
             Acl(worker_principal, TOPIC, steering, LITERAL, DESCRIBE),
             Acl(worker_principal, TOPIC, dead, LITERAL, WRITE),
             Acl(worker_principal, TOPIC, dead, LITERAL, DESCRIBE),
+            *worker_acls(settings, worker_principal),
         ]
+    return acls
+
+
+def worker_acls(settings: Settings, principal: str) -> list[Acl]:
+    """What the worker needs besides its tenants' topics (granted again with every tenant:
+    creating an ACL that exists is a no-op). At start it creates and describes the shared
+    topics (`ensure_topics`), then Faust creates, reads and writes its own `<app id>-` topics
+    (the run table's changelog, the leader topic), joins the group `<app id>`, and produces
+    idempotently (with exactly_once: transactionally, ids prefixed `<app id>`)."""
+    app = settings.app_id
+    shared = [settings.steps_topic, settings.steering_topic, settings.deadletter_topic]
+    acls = [Acl(principal, TOPIC, t, LITERAL, op) for t in shared for op in (CREATE, DESCRIBE)]
+    acls += [Acl(principal, TOPIC, f"{app}-", PREFIXED, op) for op in (CREATE, DESCRIBE, READ, WRITE)]
+    acls += [
+        Acl(principal, TOPIC, f"{app}-", PREFIXED, DESCRIBE_CONFIGS),
+        Acl(principal, GROUP, app, LITERAL, READ),
+        Acl(principal, GROUP, app, LITERAL, DESCRIBE),
+        Acl(principal, TRANSACTIONAL_ID, app, PREFIXED, WRITE),
+        Acl(principal, TRANSACTIONAL_ID, app, PREFIXED, DESCRIBE),
+        Acl(principal, CLUSTER, CLUSTER_NAME, LITERAL, IDEMPOTENT_WRITE),
+    ]
     return acls
 
 
@@ -78,6 +109,11 @@ class TenantSetup:
     topics: list[str]
     created: list[str]
     acls: list[Acl]
+    # the brokers' SASL listener the tenant's agents connect to ("kafka://host:port") and its
+    # protocol, read from the broker's advertised.listeners (None: none found)
+    listener: str | None = None
+    listener_protocol: str | None = None
+    principal: str = ""
 
 
 async def add_tenant(
@@ -97,6 +133,7 @@ async def add_tenant(
     )
     await admin.start()
     try:
+        listener, listener_protocol = await sasl_listener(admin)
         created = await create_missing(admin, settings, topics)
         for acl in acls:
             request = CreateAclsRequest(
@@ -117,16 +154,70 @@ async def add_tenant(
                     )
     finally:
         await admin.close()
-    return TenantSetup(tenant, topics, created, acls)
+    return TenantSetup(tenant, topics, created, acls, listener, listener_protocol, principal)
 
 
-def client_env(settings: Settings, tenant: str, mechanism: str = "SCRAM-SHA-512") -> dict[str, str]:
-    """The settings a tenant's agents need (the password is theirs to fill in)."""
-    return {
-        "RB_BROKER": settings.broker,
+async def sasl_listener(admin: AIOKafkaAdminClient) -> tuple[str | None, str | None]:
+    """The listener a tenant's agents use: the first SASL_SSL (else SASL_PLAINTEXT) listener
+    in a broker's `advertised.listeners` (the admin's own address is often a PLAINTEXT one the
+    tenant may not reach or may not be authenticated on). (None, None) when there is none or
+    the broker does not say (a principal without DescribeConfigs)."""
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+    from aiokafka.errors import KafkaError
+
+    try:
+        broker = next(iter(admin._client.cluster.brokers()))
+        resp = await admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, str(broker.nodeId))])
+        configs = {c[0]: c[1] for r in resp for res in r.resources for c in res[4]}
+    except (KafkaError, StopIteration, IndexError, TypeError, ValueError):
+        return None, None
+    return pick_sasl_listener(
+        str(configs.get("advertised.listeners") or configs.get("listeners") or ""),
+        str(configs.get("listener.security.protocol.map") or ""),
+    )
+
+
+def pick_sasl_listener(advertised: str, protocol_map: str) -> tuple[str | None, str | None]:
+    """("kafka://host:port", protocol) of the first SASL_SSL, else SASL_PLAINTEXT, listener."""
+    protocols = dict(p.split(":", 1) for p in protocol_map.split(",") if ":" in p)
+    found: dict[str, str] = {}
+    for entry in advertised.split(","):
+        name, sep, address = entry.strip().partition("://")
+        proto = protocols.get(name, name)  # without a map, a listener's name is its protocol
+        if sep and address and not address.startswith(":") and proto in ("SASL_SSL", "SASL_PLAINTEXT"):
+            found.setdefault(proto, f"kafka://{address}")
+    for proto in ("SASL_SSL", "SASL_PLAINTEXT"):
+        if proto in found:
+            return found[proto], proto
+    return None, None
+
+
+def client_env(
+    settings: Settings,
+    tenant: str,
+    mechanism: str = "SCRAM-SHA-512",
+    *,
+    broker: str | None = None,
+    protocol: str | None = None,
+    principal: str = "",
+) -> dict[str, str]:
+    """The settings a tenant's agents need: the brokers' SASL listener (`broker`, never the
+    admin's own address), their principal's name, the decision key (secrets are theirs to
+    fill in)."""
+    env = {
+        "RB_BROKER": broker or "<the brokers' SASL listener, host:port (tenants add --tenant-broker)>",
         "RB_TOPIC_PREFIX": settings.topic_prefix,
         "RB_TENANT": tenant,
-        "RB_SASL_MECHANISM": mechanism,
-        "RB_SASL_USERNAME": tenant,
-        "RB_SASL_PASSWORD_FILE": "<a file holding the tenant's password>",
     }
+    if protocol == "SASL_SSL":
+        env["RB_SECURITY_PROTOCOL"] = protocol
+        env["RB_SSL_CAFILE"] = "<the CA bundle (PEM) that signed the brokers' certificates>"
+    env.update(
+        {
+            "RB_SASL_MECHANISM": mechanism,
+            "RB_SASL_USERNAME": (principal or f"User:{tenant}").removeprefix("User:"),
+            "RB_SASL_PASSWORD_FILE": "<a file holding the tenant's password>",
+            "RB_DECISION_KEY_FILE": "<a file holding the workers' RB_DECISION_KEY>",
+        }
+    )
+    return env

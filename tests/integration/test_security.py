@@ -26,7 +26,8 @@ USERS = {"alice": "alice-secret", "bob": "b0b-s3cret"}
 
 @pytest.fixture(scope="module")
 def secured_broker() -> Iterator[dict[str, str]]:
-    """A broker of its own with a SASL_PLAINTEXT and an SSL listener (self-signed certificate)."""
+    """A broker of its own with a SASL_PLAINTEXT and an SSL listener (its own CA, which also
+    issued a client certificate: the SSL listener requires one)."""
     port, sasl_port, ssl_port, ctrl_port = free_port(), free_port(), free_port(), free_port()
     data_dir = REPO / ".local" / f"test-kafka-sasl-{port}"
     shutil.rmtree(data_dir, ignore_errors=True)
@@ -41,6 +42,8 @@ def secured_broker() -> Iterator[dict[str, str]]:
         "sasl": f"kafka://127.0.0.1:{sasl_port}",
         "ssl": f"kafka://127.0.0.1:{ssl_port}",
         "ca": str(data_dir / "tls" / "ca.pem"),
+        "cert": str(data_dir / "tls" / "client.pem"),
+        "key": str(data_dir / "tls" / "client.key"),
     }
     kafka("stop", port, str(data_dir), env)
     shutil.rmtree(data_dir, ignore_errors=True)
@@ -121,7 +124,8 @@ def test_worker_with_a_wrong_password_exits_2_naming_the_settings(sasl_broker, t
 
 
 def test_worker_and_client_work_over_tls_and_an_untrusted_certificate_fails_clearly(secured_broker, tmp_path):
-    s = make_settings(secured_broker["ssl"], tmp_path, ssl_cafile=secured_broker["ca"])
+    tls = {"ssl_certfile": secured_broker["cert"], "ssl_keyfile": secured_broker["key"]}
+    s = make_settings(secured_broker["ssl"], tmp_path, ssl_cafile=secured_broker["ca"], **tls)
     assert s.kafka_security == "SSL"
     w = WorkerProcess.start(s, tmp_path / "worker.log")
     try:
@@ -147,3 +151,14 @@ def test_worker_and_client_work_over_tls_and_an_untrusted_certificate_fails_clea
     with pytest.raises(KafkaAuthError) as err:
         asyncio.run(connect())
     assert "RB_SSL_CAFILE" in str(err.value)
+
+    # A client without a certificate of the broker's CA cannot connect (ssl.client.auth=required).
+    anonymous = s.with_(ssl_certfile="", ssl_keyfile="")
+
+    async def connect_anonymously() -> None:
+        async with SteeringClient(anonymous):
+            pass
+
+    with pytest.raises(KafkaAuthError) as err:
+        asyncio.run(connect_anonymously())
+    assert "client certificate" in str(err.value) and "RB_SSL_CERTFILE" in str(err.value)

@@ -14,16 +14,19 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAuthorizationFailedError
 
-from streams.agent.client import SteeringClient
-from streams.kafka.security import client_kwargs
+from streams.agent.client import KafkaAuthError, SteeringClient
+from streams.kafka.security import client_kwargs, diagnose
 from streams.local.broker import REPO, kafka
 from streams.local.worker_process import WorkerProcess, free_port
 from streams.settings import Settings
@@ -31,16 +34,17 @@ from tests.integration.conftest import make_settings
 
 pytestmark = pytest.mark.integration
 
-USERS = {"alice": "alice-secret", "bob": "b0b-s3cret"}
+USERS = {"alice": "alice-secret", "bob": "b0b-s3cret", "rbworker": "w0rker-s3cret"}
 PREFIX = "mt"
 MAX_RUNS_PER_ORG = 16  # 4 per partition with 4 partitions
 
 
 @pytest.fixture(scope="module")
 def tenant_broker() -> Iterator[dict[str, str]]:
-    """A broker of its own: PLAINTEXT (the worker and admin, super user, loopback only) and
-    SASL_PLAINTEXT with SCRAM users alice and bob, who get only what ACLs grant."""
-    port, sasl_port, ctrl_port = free_port(), free_port(), free_port()
+    """A broker of its own: SASL_PLAINTEXT with SCRAM users alice, bob and the worker's, who get
+    only what ACLs grant, and SSL requiring a certificate of the script's CA (the admin's is
+    the super user); PLAINTEXT clients (User:ANONYMOUS) get nothing."""
+    port, sasl_port, ctrl_port, ssl_port = free_port(), free_port(), free_port(), free_port()
     data_dir = REPO / ".local" / f"test-kafka-tenants-{port}"
     shutil.rmtree(data_dir, ignore_errors=True)
     env = {
@@ -48,9 +52,18 @@ def tenant_broker() -> Iterator[dict[str, str]]:
         "RB_KAFKA_CTRL_PORT": str(ctrl_port),
         "RB_KAFKA_SASL_USERS": ",".join(f"{u}:{p}" for u, p in USERS.items()),
         "RB_KAFKA_AUTHORIZER": "1",
+        "RB_KAFKA_SSL_PORT": str(ssl_port),
     }
     kafka("start", port, str(data_dir), env)
-    yield {"admin": f"kafka://127.0.0.1:{port}", "sasl": f"kafka://127.0.0.1:{sasl_port}"}
+    tls = data_dir / "tls"
+    yield {
+        "plaintext": f"kafka://127.0.0.1:{port}",
+        "admin": f"kafka://127.0.0.1:{ssl_port}",
+        "sasl": f"kafka://127.0.0.1:{sasl_port}",
+        **{
+            name: str(tls / name) for name in ("ca.pem", "admin.pem", "admin.key", "client.pem", "client.key")
+        },
+    }
     kafka("stop", port, str(data_dir), env)
     shutil.rmtree(data_dir, ignore_errors=True)
 
@@ -61,8 +74,11 @@ def served(
 ) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("tenants")
     admin = make_settings(
-        tenant_broker["admin"],
+        tenant_broker["admin"],  # over TLS with the script's admin certificate (the super user)
         tmp,
+        ssl_cafile=tenant_broker["ca.pem"],
+        ssl_certfile=tenant_broker["admin.pem"],
+        ssl_keyfile=tenant_broker["admin.key"],
         topic_prefix=PREFIX,
         app_id="mt-worker",
         tenants="alice,bob",
@@ -74,7 +90,7 @@ def served(
     outputs = []
     for name in ("alice", "bob"):
         p = subprocess.run(
-            [sys.executable, "-m", "streams", "tenants", "add", name],
+            [sys.executable, "-m", "streams", "tenants", "add", name, "--worker-principal", "User:rbworker"],
             env=env,
             capture_output=True,
             text=True,
@@ -82,24 +98,57 @@ def served(
         )
         assert p.returncode == 0, p.stderr
         outputs.append(p.stdout)
-    w = WorkerProcess.start(admin, tmp / "worker.log")
-    yield {"admin": admin, "worker": w, "sasl": tenant_broker["sasl"], "tmp": tmp, "added": outputs}
+    # the worker runs as the principal `tenants add --worker-principal` authorized (not a super
+    # user): the ACLs granted are all it needs
+    as_worker = sasl_user(admin, tenant_broker["sasl"], "rbworker")
+    w = WorkerProcess(as_worker, tmp / "worker.log")
+    try:  # its readiness probe runs as alice: the worker's principal may not read steering topics
+        asyncio.run(ready(w, sasl_user(admin, tenant_broker["sasl"], "alice", tenant="alice", tenants="")))
+    except BaseException:
+        w.stop()
+        raise
+    yield {
+        "admin": admin,
+        "worker": w,
+        "sasl": tenant_broker["sasl"],
+        "tmp": tmp,
+        "added": outputs,
+        "listeners": tenant_broker,
+    }
     w.stop()
     assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)
 
 
-def tenant_settings(served: dict[str, Any], user: str, **kw: Any) -> Settings:
-    s: Settings = served["admin"]
+def sasl_user(s: Settings, broker: str, user: str, **kw: Any) -> Settings:
+    """`s` as `user` on the SASL_PLAINTEXT listener (no TLS)."""
     return s.with_(
-        broker=served["sasl"],
+        broker=broker,
+        ssl_cafile="",
+        ssl_certfile="",
+        ssl_keyfile="",
         sasl_mechanism="SCRAM-SHA-512",
         sasl_username=user,
         sasl_password=USERS[user],
-        tenant=user,
-        tenants="",
-        control_key="",
         **kw,
     )
+
+
+async def ready(w: WorkerProcess, probe: Settings, timeout_s: float = 120.0) -> None:
+    """/ready, then a probe run's decision 0 through `probe`'s (a tenant's) topics."""
+    deadline = time.monotonic() + timeout_s
+    while not await asyncio.to_thread(w.http_ready):
+        if w.proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"worker not ready:\n{w.tail()}")
+        await asyncio.sleep(0.2)
+    async with SteeringClient(probe, deadline_ms=1000) as c:
+        while time.monotonic() < deadline:
+            if await c.start_run(f"probe-{uuid.uuid4().hex[:8]}") is not None:
+                return
+    raise RuntimeError(f"worker not ready:\n{w.tail()}")
+
+
+def tenant_settings(served: dict[str, Any], user: str, **kw: Any) -> Settings:
+    return sasl_user(served["admin"], served["sasl"], user, tenant=user, tenants="", control_key="", **kw)
 
 
 async def produce(s: Settings, topic: str, key: bytes, value: dict[str, Any]) -> None:
@@ -142,6 +191,12 @@ def test_tenants_add_creates_the_topics_and_acls_and_prints_the_agents_settings(
     assert "allow User:alice READ topic mt.alice.steering (literal)" in out
     assert "RB_TENANT=alice" in out and "RB_SASL_USERNAME=alice" in out
     assert "RB_TENANTS=" in out
+    # the tenant's own (SASL) listener, never the admin's PLAINTEXT address
+    assert f"RB_BROKER={served['listeners']['sasl']}\n" in out
+    assert f"RB_BROKER={served['listeners']['admin']}" not in out and "RB_DECISION_KEY_FILE=" in out
+    # and everything the worker needs besides the tenant's topics (its group, its own topics)
+    assert "allow User:rbworker READ group mt-worker (literal)" in out
+    assert "allow User:rbworker CREATE topic mt-worker- (prefixed)" in out
 
 
 def test_a_tenant_steers_its_own_runs_through_its_own_topics(served):
@@ -170,22 +225,60 @@ def test_a_tenant_cannot_write_another_tenants_steps_nor_read_its_steering(serve
 
     asyncio.run(bob_decides())  # bob's steering topic now holds a decision
 
-    async def read_bobs() -> tuple[list[Any], set[str]]:
-        c = AIOKafkaConsumer(bootstrap_servers=alice.bootstrap_servers, group_id=None, **client_kwargs(alice))
-        await c.start()
-        try:
-            c.assign([TopicPartition("mt.bob.steering", p) for p in range(alice.partitions)])
-            await c.seek_to_beginning()
-            got = await c.getmany(timeout_ms=6000)
-            return [r for recs in got.values() for r in recs], set(c._client.cluster.unauthorized_topics)
-        except KafkaError as exc:  # some client versions raise instead of logging
-            assert "uthoriz" in repr(exc)
-            return [], {"mt.bob.steering"}
-        finally:
-            await c.stop()
-
-    records, unauthorized = asyncio.run(read_bobs())
+    records, unauthorized = asyncio.run(read_as(alice, "mt.bob.steering"))
     assert records == [] and "mt.bob.steering" in unauthorized
+
+
+async def read_as(s: Settings, topic: str) -> tuple[list[Any], set[str]]:
+    """What `s`'s principal reads of `topic` from its beginning, and the topics it was refused."""
+    c = AIOKafkaConsumer(
+        bootstrap_servers=s.bootstrap_servers, group_id=None, auto_offset_reset="earliest", **client_kwargs(s)
+    )
+    await c.start()
+    try:
+        c.assign([TopicPartition(topic, p) for p in range(s.partitions)])
+        # (no seek_to_beginning: on a topic it may not read it waits out the request timeout, 40 s)
+        got = await c.getmany(timeout_ms=3000)
+        return [r for recs in got.values() for r in recs], set(c._client.cluster.unauthorized_topics)
+    except KafkaError as exc:  # some client versions raise instead of logging
+        assert "uthoriz" in repr(exc)
+        return [], {topic}
+    finally:
+        await c.stop()
+
+
+def test_over_tls_a_client_needs_a_certificate_and_no_principal_is_an_anonymous_super_user(served):
+    """kafka.sh with RB_KAFKA_SSL_PORT and the authorizer: the SSL listener requires a client
+    certificate of its CA (ssl.client.auth=required), and User:ANONYMOUS (a PLAINTEXT client)
+    is no super user: neither it nor an ordinary certificate reads a tenant's steering topic
+    or creates topics; the admin certificate does."""
+    listeners = served["listeners"]
+    admin: Settings = served["admin"]
+    no_cert = admin.with_(ssl_certfile="", ssl_keyfile="")
+    with pytest.raises(KafkaAuthError, match="client certificate"):
+        asyncio.run(diagnose(no_cert))
+    client_cert = admin.with_(ssl_certfile=listeners["client.pem"], ssl_keyfile=listeners["client.key"])
+    anonymous = admin.with_(
+        broker=listeners["plaintext"], ssl_cafile="", ssl_certfile="", ssl_keyfile="", security_protocol=""
+    )
+    assert anonymous.kafka_security == "PLAINTEXT"
+
+    async def create(s: Settings, topic: str) -> Any:
+        a = AIOKafkaAdminClient(bootstrap_servers=s.bootstrap_servers, **client_kwargs(s))
+        await a.start()
+        try:
+            return (await a.create_topics([NewTopic(topic, 1, 1)])).topic_errors[0][1]  # error code
+        finally:
+            await a.close()
+
+    for s in (client_cert, anonymous):
+        records, unauthorized = asyncio.run(read_as(s, "mt.alice.steering"))
+        assert records == [] and "mt.alice.steering" in unauthorized
+        assert (
+            asyncio.run(create(s, f"mt.not-allowed-{uuid.uuid4().hex[:6]}")) == 29
+        )  # TOPIC_AUTHORIZATION_FAILED
+    records, _ = asyncio.run(read_as(admin, "mt.alice.steering"))
+    assert records  # the admin certificate is the super user (alice's decisions are there)
 
 
 def test_claims_of_another_org_and_steps_into_another_tenants_run_are_refused_and_never_steer_it(served):
