@@ -230,6 +230,7 @@ def test_kubernetes_keeps_workers_reachable_through_rebalances_and_drains():
 COMPOSE_SECRETS = {
     "RB_WEB_TOKEN": "web-t0ken",
     "RB_CONTROL_KEY": "c0ntrol-key",
+    "RB_DECISION_KEY": "d3cision-key",
     "RB_QDRANT_API_KEY": "qdr4nt-key",
     "GRAFANA_ADMIN_PASSWORD": "gr4fana",
 }
@@ -304,6 +305,7 @@ def test_compose_workers_get_the_web_token_control_key_and_qdrant_key():
         assert s.secret(s.web_token) == COMPOSE_SECRETS["RB_WEB_TOKEN"]  # ...with a token
         s.check_web_exposure()
         assert s.secret(s.control_key) == COMPOSE_SECRETS["RB_CONTROL_KEY"]
+        assert s.secret(s.decision_key) == COMPOSE_SECRETS["RB_DECISION_KEY"] and s.check_decision_key()
         assert s.secret(s.qdrant_api_key) == qdrant_key
     # without the token a worker on 0.0.0.0 would refuse to start
     env = {k: v for k, v in env_of(services[WORKERS[0]]).items() if k != "RB_WEB_TOKEN"}
@@ -367,7 +369,7 @@ def test_kubernetes_workers_need_the_secret_with_token_control_key_and_qdrant_ke
     assert secret["optional"] is False  # no Secret, no pod
     assert secret["defaultMode"] == 0o440 and pod["securityContext"]["fsGroup"] == 10001
     keys = {i["key"]: i["path"] for i in secret["items"]}  # a listed key missing: no pod
-    assert keys == {v: v for v in ("RB_WEB_TOKEN", "RB_CONTROL_KEY", "RB_QDRANT_API_KEY")}
+    assert keys == {v: v for v in ("RB_WEB_TOKEN", "RB_CONTROL_KEY", "RB_DECISION_KEY", "RB_QDRANT_API_KEY")}
     # no other source may set or weaken them
     names = {e["name"] for e in c.get("env", [])} | set(cm["data"])
     assert not names & {*keys, "RB_WEB_ALLOW_ANONYMOUS", *(k + "_FILE" for k in keys)}
@@ -378,12 +380,13 @@ def test_kubernetes_settings_with_the_mounted_secret_are_valid_and_fail_closed(t
     assert cm["RB_WEB_HOST"] == "0.0.0.0"
     mounted = tmp_path / "rb-streams"
     mounted.mkdir()
-    for key in ("RB_WEB_TOKEN", "RB_CONTROL_KEY", "RB_QDRANT_API_KEY"):
+    for key in ("RB_WEB_TOKEN", "RB_CONTROL_KEY", "RB_DECISION_KEY", "RB_QDRANT_API_KEY"):
         (mounted / key).write_text(f"{key.lower()}-value\n")
     s = Settings.from_env({**cm, SECRETS_DIR_ENV: str(mounted)})
     s.check_web_exposure()
     assert s.secret(s.web_token) == "rb_web_token-value"
     assert s.secret(s.control_key) == "rb_control_key-value"
+    assert s.secret(s.decision_key) == "rb_decision_key-value"
     assert s.secret(s.qdrant_api_key) == "rb_qdrant_api_key-value"
     with pytest.raises(SettingsError, match=SECRETS_DIR_ENV):  # the volume not mounted
         Settings.from_env({**cm, SECRETS_DIR_ENV: str(tmp_path / "missing")})
