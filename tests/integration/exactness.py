@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -70,9 +71,10 @@ def read_back(s: Settings, prefix: str, n_inputs: int, n_decisions: int) -> tupl
     return inputs, live
 
 
-def check_against_replay(inputs: list[dict], live: list[dict]) -> Replayer:
+def check_against_replay(inputs: list[dict], live: list[dict], patterns: Path | None = STARTER) -> Replayer:
     """Every step has a decision, re-sent copies are identical, and the first copies equal a
-    replay of the input. Returns the replayer, whose states the caller compares."""
+    replay of the input (E-traces from `patterns`, as the worker was seeded; None: an empty
+    store, a worker without RB_PATTERNS_SEED). Returns the replayer, whose states the caller compares."""
     copies: dict[tuple[str, int], set[bytes]] = {}
     for d in live:
         copies.setdefault((d["run_id"], d["step"]), set()).add(strip(d))
@@ -86,13 +88,18 @@ def check_against_replay(inputs: list[dict], live: list[dict]) -> Replayer:
     print(f"identical re-sent decisions: {len(live) - len(copies)}")
 
     store = QdrantPatternStore(models().full)
-    store.upsert(read_file(STARTER)[0])
+    if patterns is not None:
+        store.upsert(read_file(patterns)[0])
     lines = [orjson.dumps({k: v for k, v in e.items() if k not in WIRE_ONLY}) for e in inputs]
     rp = Replayer(sem=semantics(), retriever=Retriever(store))
     offline = [d for d, _ in rp.run(lines) if d]
     first = {(d["run_id"], d["step"]): strip(d) for d in reversed(live)}
     # replay re-sends what the worker re-sends for a copy of an input: first copies compared
-    assert first == {(d["run_id"], d["step"]): strip(d) for d in reversed(offline)}
+    want = {(d["run_id"], d["step"]): strip(d) for d in reversed(offline)}
+    differ = sorted(k for k in first.keys() | want.keys() if first.get(k) != want.get(k))
+    assert not differ, (
+        f"{len(differ)} differ from replay, e.g. {differ[0]}:\n{first.get(differ[0])!r}\n{want.get(differ[0])!r}"
+    )
     return rp
 
 

@@ -1,0 +1,107 @@
+"""kill -9 the worker at random points under load and restart it on its own data directory,
+as compose and Kubernetes restart it (issue 38): every step still gets its decision, and a
+step answered twice was answered identically.
+
+The local RocksDB may hold a run's state whose decision and changelog record were still in
+the producer's buffer at the kill; the restarted worker then reads the step again, finds it
+in the state already, and must re-send the decision it made (`core.engine._resend`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import threading
+import time
+from typing import Any
+
+import orjson
+import pytest
+
+from streams.agent.client import SteeringClient
+from streams.local.simulate import BEHAVIOURS, trajectory
+from streams.local.worker_process import WorkerProcess
+from tests.integration.conftest import make_settings
+from tests.integration.exactness import WIRE_ONLY, check_against_replay, check_states, read_back
+
+pytestmark = pytest.mark.integration
+
+AGENTS, STEPS, KILLS, SEED = 24, 6, 5, 38
+ROUTING = {"FAST": "fast-model", "SLOW": "slow-model", "SKIP": "slow-model"}
+
+
+def exact(d: dict[str, Any]) -> bytes:
+    """A decision as sent (processed_ts included), without its place on the topic."""
+    return orjson.dumps({k: v for k, v in d.items() if k not in WIRE_ONLY})
+
+
+@pytest.mark.timeout(420)
+def test_a_worker_killed_and_restarted_on_its_own_data_directory_loses_no_decision(broker, tmp_path):
+    # No pattern library: a start costs less, and E-traces are not what this is about.
+    base = make_settings(broker, tmp_path, partitions=4, client_deadline_ms=61_000)
+    rng = random.Random(SEED)
+    log = tmp_path / "worker.log"
+    worker = WorkerProcess.start(base, log)
+    stop = threading.Event()
+    runs: list[str] = []
+    answered, waiting = [0], [0]  # steps answered; agents waiting on a decision now
+    result: dict[str, Any] = {}
+
+    async def agent(c: SteeringClient, slot: int) -> None:
+        """Runs one after another until the kills are over: load at every kill."""
+        n = 0
+        while not stop.is_set():
+            rid = f"rs-{slot:02d}-{n:03d}"
+            task, script = trajectory(BEHAVIOURS[(slot + n) % len(BEHAVIOURS)], STEPS, seed=slot * 100 + n)
+            n += 1
+            # A deadline past a restart: agents wait for the worker rather than run ahead.
+            waiting[0] += 1
+            await c.start_run(rid, task=task, model_routing=ROUTING)
+            for k, payload in enumerate(script, start=1):
+                if await c.step(rid, k, **payload) is not None:
+                    answered[0] += 1
+            waiting[0] -= 1
+            await c.finish_run(rid, "success")
+            runs.append(rid)
+
+    async def fleet() -> None:
+        async with SteeringClient(base, deadline_ms=45_000) as c:
+            await asyncio.gather(*(agent(c, i) for i in range(AGENTS)))
+            await asyncio.sleep(2.0)  # re-sent copies still on their way
+            result["late"], result["dropped"] = c.late_decisions, c.duplicate_decisions
+
+    agents = threading.Thread(target=lambda: asyncio.run(fleet()), name="agents", daemon=True)
+    t0 = time.monotonic()
+    agents.start()
+    try:
+        for i in range(KILLS):
+            before, deadline = answered[0], time.monotonic() + 90
+            while answered[0] == before and time.monotonic() < deadline:
+                time.sleep(0.05)  # steps flow (the fleet started, the worker is back)
+            assert answered[0] > before, "no step answered since the restart"
+            time.sleep(rng.uniform(0.2, 2.0))  # then a random point under load
+            busy = waiting[0]
+            worker.proc.send_signal(signal.SIGKILL)
+            assert worker.proc.wait(10) == -signal.SIGKILL
+            print(f"kill {i + 1} at {time.monotonic() - t0:.1f}s: {busy} agents waiting on a decision")
+            assert busy > 0
+            worker.stop()
+            worker = WorkerProcess.start(base, log)  # the same RB_DATA_DIR
+    finally:
+        stop.set()
+        agents.join(120 if worker.proc.poll() is None else 1)
+    assert not agents.is_alive()
+    print(f"agents done in {time.monotonic() - t0:.1f}s: {len(runs)} runs, {result}")
+    try:
+        inputs, live = read_back(base, "rs-", len(runs) * (STEPS + 2), len(runs) * (STEPS + 1))
+        rp = check_against_replay(inputs, live, patterns=None)  # none missing, copies identical, = replay
+        copies: dict[tuple[str, int], list[bytes]] = {}
+        for d in live:
+            copies.setdefault((d["run_id"], d["step"]), []).append(exact(d))
+        twice = [v for v in copies.values() if len(v) > 1]
+        resent = sum(len(set(v)) == 1 for v in twice)
+        print(f"steps answered more than once: {len(twice)}, of them re-sent byte for byte: {resent}")
+        check_states(worker, rp, sorted(runs)[:: max(1, len(runs) // 24)])  # a sample: HTTP is slow
+    finally:
+        worker.stop()
