@@ -275,9 +275,13 @@ class Engine:
             raise OversizeError(
                 f"decision would be {len(decision_bytes)} bytes > cap {limits.max_decision_bytes}"
             )
-        # The state keeps the decision as sent, so a redelivered copy of the step re-sends it.
+        # The state keeps the decision as sent, so a redelivered copy of the step re-sends it;
+        # unless that alone would put the state over its cap (the copy then gets nothing).
         state = outcome.state.evolve(last_decision=decision_bytes.decode("utf-8"))
-        state_bytes = _capped_state(state, limits)
+        state_bytes = state.encode()
+        if len(state_bytes) > limits.max_state_bytes:
+            state = outcome.state.evolve(last_decision=None)
+            state_bytes = _capped_state(state, limits)
         effects = outcome.effects
         return Sealed(  # in one call: `replace` would run __init__ twice (~15 us a decision)
             inc.run_id,

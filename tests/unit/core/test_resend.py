@@ -111,3 +111,16 @@ def test_replay_resends_the_same_copy_the_worker_does():
     out = [d for d, _ in rp.run(lines)]
     assert [None if d is None else d["step"] for d in out] == [0, 1, 2, 2, None]
     assert orjson.dumps(out[3]) == orjson.dumps(out[2])  # processed_ts of the first copy
+
+
+def test_a_decision_that_would_put_the_state_over_its_cap_is_sent_but_not_kept():
+    t = Table()
+    t.feed(run_start("r"), now=1.0)
+    with_it = sealed(b(step("r", 1)), t.get, LIMITS, 2.0, SEM)
+    cap = len(with_it.state_bytes) - 1  # room for the state, not for the decision in it too
+    small = Limits(max_state_bytes=cap)
+    res = sealed(b(step("r", 1)), t.get, small, 2.0, SEM)
+    assert res.rejection is None and res.decision_bytes == with_it.decision_bytes
+    assert res.state.last_decision is None and len(res.state_bytes) <= cap
+    t["r"] = res.state
+    assert sealed(b(step("r", 1)), t.get, small, 3.0, SEM).decision_bytes is None  # as before
