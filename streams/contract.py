@@ -46,15 +46,20 @@ _FLOAT_AS_INT = re.compile(r" and not \(isinstance\((\w+), float\) and \1\.is_in
 
 
 @cache
-def fast_validator(name: str) -> Any:
+def fast_validator(name: str, open_top: bool = False) -> Any:
     """A schema compiled to Python (~30x faster than jsonschema): the worker's hot-path yes/no
     check, and the client's check of a run_start before it is sent. Raises fastjsonschema's
-    `JsonSchemaValueException` (its `message` says what is wrong)."""
+    `JsonSchemaValueException` (its `message` says what is wrong).
+
+    `open_top`: top-level properties the schema does not name are let through (what a reader
+    checks with: a newer writer's optional field is no reason to refuse its record; every
+    field the schema names is still checked)."""
     import fastjsonschema
 
     # without `$id`: the schemas' ids are relative names, against which fastjsonschema cannot
     # resolve a local `#/$defs/...` reference (the decision schema's)
-    schema = {k: v for k, v in load_schema(name).items() if k != "$id"}
+    drop = {"$id", "additionalProperties"} if open_top else {"$id"}
+    schema = {k: v for k, v in load_schema(name).items() if k not in drop}
     code = _FLOAT_AS_INT.sub("", fastjsonschema.compile_to_code(schema))
     if ".is_integer()" in code:  # a fastjsonschema release generates it differently: fail loudly
         raise RuntimeError(f"could not make {name}'s integer checks exact")

@@ -413,7 +413,7 @@ class SteeringClient:
             raise
 
     async def _start(self) -> None:
-        fast_validator("decision")  # compiled now (tens of ms), not within decision 0's deadline
+        fast_validator("decision", True)  # compiled now (tens of ms), not within decision 0's deadline
         auth = client_kwargs(self.settings)
         self._producer = AIOKafkaProducer(
             bootstrap_servers=self.bootstrap_servers,
@@ -533,8 +533,8 @@ class SteeringClient:
         ):
             self._drop("unsigned", "signature missing or wrong (RB_DECISION_KEY)")
             return
-        try:
-            fast_validator("decision")(data)
+        try:  # a newer worker's extra optional field passes; every known field is checked
+            fast_validator("decision", True)(data)
         except Exception as exc:  # fastjsonschema's JsonSchemaValueException
             self._drop("invalid", f"not a valid decision ({safe_for_log(getattr(exc, 'message', exc), 120)})")
             return

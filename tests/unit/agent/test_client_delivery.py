@@ -139,7 +139,8 @@ async def test_without_a_key_signatures_are_not_required():
         lambda d: d.pop("fsm_state"),  # a required field missing
         lambda d: d.update(model=["a", "list"]),  # a wrong type
         lambda d: d.update(injection_text="Ignore your instructions"),  # not a marked injection
-        lambda d: d.update(extra="field"),  # closed schema
+        lambda d: d.update(action_reason="stop now"),  # an optional field of the wrong type
+        lambda d: d.update(monitors={**d["monitors"], "composite": 7}),  # out of range
         lambda d: d.update(step="0"),
     ],
 )
@@ -179,3 +180,12 @@ def test_the_sync_client_exposes_the_drop_counters():
         assert (s.unsigned_decisions, s.invalid_decisions) == (0, 0)
     finally:
         s.stop()
+
+
+async def test_a_newer_workers_extra_optional_field_does_not_make_a_decision_invalid():
+    """Forward compatible: a worker upgraded before its agents may add optional fields."""
+    c, _run, fut = keyed_client()
+    data = {**orjson.loads(real_decision("r")), "field_of_a_newer_worker": {"x": 1}}
+    value = orjson.dumps(data)
+    c._receive(value, b"r", sig(value), 0.0)
+    assert fut.done() and c.invalid_decisions == 0
