@@ -29,6 +29,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..contract import REASONBLOCKS_MARKER
+from ..untrusted import scrub
 from . import compose
 from .client import Action, Decision, StepLogEntry, SyncSteeringClient, action_of
 from .validation import validate_run_fields
@@ -55,15 +57,22 @@ class RunStopped(Exception):
         self.action_reason = action_reason
 
 
+STOP_REASON_MAX = 2000  # characters of a stop reason kept (a decision is the worker's text)
+
+
 def stop_reason(decision: Decision | None) -> str:
-    """The readable reason of a stop: `action_reason.text`, else the injection, else a default."""
+    """The readable reason of a stop: `action_reason.text`, else the injection (its marker line
+    dropped), else a default. Scrubbed (`streams.untrusted.scrub`) and cut: it becomes Claude's
+    `stopReason`, an exception's message, a chat message, so a decision that carries a forged
+    marker, a tag or control characters must not pass them on."""
     if decision is not None:
         reason = decision.action_reason
         text = reason.get("text") if reason else None
         if isinstance(text, str) and text.strip():
-            return text.strip()
+            return scrub(text.strip(), STOP_REASON_MAX).strip()
         if decision.injection_text:
-            return decision.injection_text.strip()
+            said = decision.injection_text.strip().removeprefix(REASONBLOCKS_MARKER)
+            return scrub(said.strip(), STOP_REASON_MAX).strip()
     return "the steering decision asked to end the run"
 
 

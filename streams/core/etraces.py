@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from ..untrusted import clean
 from .decision import Injection, InjectionSource
 from .fsm import FSMState
 
@@ -229,12 +230,19 @@ def select(query: Query, hits: Sequence[Hit], family: str) -> list[Hit]:
 # -- rendering ----------------------------------------------------------------------------
 
 
+# A pattern's fields are text from the store: an org's own patterns, shared ones written by
+# others. They are guidance, but they pass through `untrusted.clean` like event text: cut, one
+# line, no control character, no marker, and no markup of their own (only our tags below).
+TITLE_CHARS, GUIDANCE_CHARS, UNLOCK_CHARS, DEAD_END_CHARS, DEAD_ENDS_MAX = 120, 800, 400, 200, 5
+
+
 def _dead_ends(p: Mapping[str, Any]) -> list[str]:
     d = p.get("dead_ends")
     if isinstance(d, str):
-        return [d] if d.strip() else []
+        d = [d]
     if isinstance(d, list):
-        return [str(x).strip() for x in d if str(x).strip()]
+        kept = (clean(x, DEAD_END_CHARS) for x in d[: DEAD_ENDS_MAX * 4])
+        return [x for x in kept if x][:DEAD_ENDS_MAX]
     return []
 
 
@@ -243,9 +251,9 @@ def render_pattern(tier: str, payload: Mapping[str, Any], family: str) -> str:
 
     Anthropic models follow XML-tagged sections well; OpenAI-style and other models get
     compact Markdown. E3 rules are one line each."""
-    title = str(payload.get("title") or "").strip()
-    guidance = str(payload.get("guidance") or "").strip()
-    unlock = str(payload.get("unlock") or "").strip()
+    title = clean(payload.get("title") or "", TITLE_CHARS)
+    guidance = clean(payload.get("guidance") or "", GUIDANCE_CHARS)
+    unlock = clean(payload.get("unlock") or "", UNLOCK_CHARS)
     dead = _dead_ends(payload)
     if tier == "e3":
         if family == "anthropic":

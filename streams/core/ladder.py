@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from ..untrusted import cut, fenced, scrub
+
 ESCALATION_KEYS = ("enabled", "escalate_model_after", "stop_after", "escalation_model")
 ESCALATION_MODEL_CHARS = 256
 MONITORS_OFF_MAX = 64
@@ -245,9 +247,8 @@ def escalation_model(pol: EscalationPolicy, routing: Mapping[str, str]) -> str |
 
 
 def head(text: str) -> str:
-    """The warning's first sentence or so, on one line."""
-    t = " ".join(text.split())
-    return t if len(t) <= HEAD_CHARS else t[: HEAD_CHARS - 1] + "…"
+    """The warning's first sentence or so, on one line, never cut inside a quotation's fence."""
+    return cut(text, HEAD_CHARS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,7 +282,7 @@ def judge(
     for name, _text in said:
         for w in pending:
             if w[0] == name and call in w[4]:
-                return Ignored(str(w[0]), str(w[1]), int(w[2]), str(w[3])), unread
+                return Ignored(str(w[0]), str(w[1]), int(w[2]), scrub(head(str(w[3])))), unread
     return None, unread
 
 
@@ -337,7 +338,7 @@ def reason(
     )
     if rung == "escalate":
         text += (
-            f" The next calls go to {model}."
+            f" The next calls go to {fenced(model, 80)}."
             if model
             else " No escalation model is configured (escalation_model or model_routing.SLOW): "
             "the calls are not rerouted."
@@ -347,7 +348,7 @@ def reason(
         "failure_type": ig.failure_type,
         "ignored": ignored,
         "steps": steps,
-        "text": text,
+        "text": scrub(text),
     }
 
 
@@ -356,14 +357,16 @@ def higher(rung: str, other: str) -> str:
 
 
 def injection(rung: str, why: Mapping[str, Any], ig: Ignored | None) -> str:
-    """The text the agent reads on a ladder step, before the monitors' own texts."""
+    """The text the agent reads on a ladder step, before the monitors' own texts (`why` may be
+    a stored reason of before the texts were scrubbed: scrubbed again)."""
+    said = scrub(str(why["text"]))
     if rung == "stop":
         return (
-            f"STOP. {why['text']} End the run now: make no more tool calls; reply with what you "
+            f"STOP. {said} End the run now: make no more tool calls; reply with what you "
             "found, what you changed, and what is still unresolved."
         )
     if rung == "escalate":
-        return f"ESCALATED. {why['text']} Do not repeat it: change your approach."
+        return f"ESCALATED. {said} Do not repeat it: change your approach."
     assert ig is not None
     return (
         f"You were warned at step {ig.warned_at} ({ig.head}) and did the same again. Do not repeat "

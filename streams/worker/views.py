@@ -13,6 +13,7 @@ from typing import Any
 import faust
 
 from ..core.state import TraceState
+from ..untrusted import scrub
 from .metrics import Metrics
 from .web_auth import bearer_guard
 
@@ -50,6 +51,10 @@ def install(
         if st is None:
             return not_found(view, run_id)
         body = st.summary()
+        why = body.get("rung_reason")
+        if isinstance(why, dict) and isinstance(why.get("text"), str):
+            # a state stored before texts were scrubbed may hold raw event text: scrub it again
+            body["rung_reason"] = {**why, "text": scrub(why["text"])}
         dl = deadlettered(run_id)
         if dl is not None:  # a started run some of whose events were refused (a gap, a conflict)
             body["deadletter"] = dl

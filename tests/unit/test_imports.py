@@ -95,8 +95,9 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-# Below the core: the wire contract (standard library only), which the agent side shares.
-BELOW_THE_CORE = ("streams.contract",)
+# Below the core: the wire contract and the quoting of untrusted text (standard library only),
+# which the agent side shares.
+BELOW_THE_CORE = ("streams.contract", "streams.untrusted")
 
 
 def test_the_core_imports_nothing_above_it() -> None:
@@ -122,6 +123,7 @@ def reachable(g: dict[str, set[str]], start: str) -> set[str]:
 AGENT_SIDE = (
     "streams.agent",
     "streams.contract",
+    "streams.untrusted",
     "streams.client_settings",
     "streams.kafka",
     "streams.kafka.security",

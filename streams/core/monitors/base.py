@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from ...untrusted import clean
 from ..evolve import rebuild
 from .features import StepFeatures
 from .semantics import Semantics
@@ -79,6 +80,6 @@ def clip01(x: float) -> float:
 
 
 def quote(text: str, n: int = 80) -> str:
-    """A short, single-line quotation for steering text."""
-    t = " ".join(text.split())
-    return t if len(t) <= n else t[: n - 1] + "…"
+    """A short, single-line quotation of event text, made data (`untrusted.clean`): put it in a
+    steering text only inside a fence (`untrusted.fenced` does both)."""
+    return clean(text, n)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .base import NOTHING, Context, Finding, Monitor, quote
+from ...untrusted import fenced
+from .base import NOTHING, Context, Finding, Monitor
 from .features import StepFeatures
 from .semantics import Semantics
 
@@ -76,7 +77,7 @@ def evaluate(
     return new, Finding(
         score,
         f"You have re-summarised your context {cycles + 1} times and arrived at essentially the same "
-        f'state ("{quote(text, 90)}") with no new changes or findings in between. Stop re-deriving it: '
+        f"state ({fenced(text, 90)}) with no new changes or findings in between. Stop re-deriving it: "
         "pick the next unresolved item from that summary and act on it.",
     )
 

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...untrusted import fenced
 from .base import NOTHING, Context, Finding, Monitor, quote
 from .features import TEXT_KEPT, StepFeatures
 from .semantics import Semantics
@@ -294,12 +295,13 @@ def _between(st: ContradictionState, c: Claim, f: StepFeatures) -> str:
     alone = " and no one else spoke" if f.agent else ""
     if not ran:
         return f"Nothing ran between the two{alone}"
-    names = ", ".join(f"`{tool}` (step {s})" for s, tool in ran)
+    names = ", ".join(f"{fenced(tool, 40)} (step {s})" for s, tool in ran)
     return f"Nothing new came in between{alone}: {names} returned no new output"
 
 
 def _said(sentence: str, n: int) -> str:
-    return quote(sentence.strip().rstrip(" .;:,"), n)
+    """What the agent said, fenced: its words are data here, not ours."""
+    return fenced(sentence.strip().rstrip(" .;:,"), n)
 
 
 def evaluate(
@@ -372,8 +374,8 @@ def _flip(
         score = 0.85 if sim >= 0.85 else 0.7
         if score > best.score:
             text = (
-                f'At step {c.step} you concluded "{_said(c.said or c.text, 90)}"; now you conclude the '
-                f'opposite: "{_said(sentence, 90)}". {_between(st, c, f)}. Do not build on either: '
+                f"At step {c.step} you concluded {_said(c.said or c.text, 90)}; now you conclude the "
+                f"opposite: {_said(sentence, 90)}. {_between(st, c, f)}. Do not build on either: "
                 "decide which one the evidence supports, or run one check that tells them apart, "
                 "before you act on it."
             )
@@ -395,8 +397,8 @@ def _other_cause(
     if sims[i] >= DIFFERENT_CAUSE or _nested(identifiers(mine), identifiers(c.cause_text)):
         return NOTHING
     text = (
-        f'At step {c.step} you named the root cause "{_said(c.cause_text, 80)}"; now you name '
-        f'"{_said(mine, 80)}". {_between(st, c, f)}. Only one can be the cause: find the evidence '
+        f"At step {c.step} you named the root cause {_said(c.cause_text, 80)}; now you name "
+        f"{_said(mine, 80)}. {_between(st, c, f)}. Only one can be the cause: find the evidence "
         "that rules one out before changing code."
     )
     return Finding(0.7, text)

@@ -24,10 +24,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...untrusted import cut, fenced
 from ..scan import leftmost, names
 from ..scoring.observation import window
 from . import grounding
-from .base import NOTHING, Context, Finding, Monitor, quote
+from .base import NOTHING, Context, Finding, Monitor
 from .features import StepFeatures, short_hash, sketch_similarity
 from .semantics import Semantics
 
@@ -464,22 +465,33 @@ def _asked(e: Entry) -> str:
 
 
 def _input(e: Entry) -> str:
-    """The input as a person would name it: the command, query or path, not the JSON."""
-    return quote(_salient(_raw_input(e)), 60)
+    """The input as a person would name it: the command, query or path, not the JSON (fenced:
+    it is the event's text)."""
+    return fenced(_salient(_raw_input(e)), 60)
+
+
+def _name(e: Entry) -> str:
+    """The tool's name, fenced."""
+    return fenced(_label(e), 40)
+
+
+def _agent(name: str) -> str:
+    """An agent's name, fenced (it is the event's text)."""
+    return fenced(name, 40)
 
 
 def _inputs(entries: list[Entry], k: int = 4) -> str:
     """The last k distinct inputs, quoted, in order."""
     said = list(dict.fromkeys(_input(e) for e in entries))[-k:]
-    return ", ".join(f'"{x}"' for x in said)
+    return ", ".join(said)
 
 
 def _who(entries: list[Entry], cur: Entry) -> str:
-    """Who did it, as the text's subject: "You have", "search_agent has", "A and B have"."""
-    agents = list(dict.fromkeys(e.agent for e in entries if e.agent))
+    """Who did it, as the text's subject: "You have", "`search_agent` has", "`A` and `B` have"."""
+    agents = list(dict.fromkeys(_agent(e.agent) for e in entries if e.agent))
     if len(agents) > 1:
         return " and ".join([", ".join(agents[:-1]), agents[-1]]) + " have"
-    return f"{cur.agent} has" if cur.agent else "You have"
+    return f"{_agent(cur.agent)} has" if cur.agent else "You have"
 
 
 def _edits(w: Window, after: int, sig: str) -> list[Entry]:
@@ -493,11 +505,12 @@ def _changed(w: Window, after: int, sig: str) -> bool:
 
 def _files(edits: list[Entry]) -> str:
     names = list(dict.fromkeys(_base(p) for e in edits for p in e.paths[:1]))
-    return ", ".join(f"`{n}`" for n in names[:3]) + (", …" if len(names) > 3 else "")
+    return ", ".join(fenced(n, 60) for n in names[:3]) + (", …" if len(names) > 3 else "")
 
 
 def _error_quote(w: Window) -> str:
-    return quote(w.features.error_line, 120)
+    """The error line, fenced: the tool's output is data, never our words."""
+    return fenced(w.features.error_line, 100)
 
 
 def _argument_fix(w: Window) -> str:
@@ -507,9 +520,9 @@ def _argument_fix(w: Window) -> str:
     m = UNEXPECTED_ARG.search(w.features.error_line)
     if not m or f'"{m[1]}":' not in w.features.input:
         return ""
-    name = f"named '{m[1]}'" if m[1].strip() else "with an empty name ('')"
+    name = f"named {fenced(m[1], 40)}" if m[1].strip() else "with an empty name ('')"
     return (
-        f"`{_label(w.cur)}` does not take the argument {name} it was given: call it with only the "
+        f"{_name(w.cur)} does not take the argument {name} it was given: call it with only the "
         "inputs the tool lists (none, if it lists none)"
     )
 
@@ -541,7 +554,7 @@ def _unchanged_by_edits(
         as_far = " (as far as sent)" if cur.obs_cut else ""
         return Finding(
             0.85 if len(runs) > RERUNS_SAID else 0.7,
-            f"Your last {len(edits)} edits ({_files(edits)}) changed nothing that `{_input(cur)}` "
+            f"Your last {len(edits)} edits ({_files(edits)}) changed nothing that {_input(cur)} "
             f"printed at step {runs[0].step}: its {len(runs)} runs from then on all printed those "
             f"lines again{as_far}, later ones only adding lines. Check that the edits reach the code "
             "that runs (the import path, an installed copy, a cache) or re-read its output before "
@@ -551,8 +564,8 @@ def _unchanged_by_edits(
         return Finding(
             0.85 if len(runs) > RERUNS_SAID else 0.7,
             f"Your last {len(edits)} edits ({_files(edits)}) left every check run since step "
-            f'{runs[0].step} failing with the same error ("{_error_quote(w)}"): {len(runs)} runs of '
-            f"`{_label(cur)}` ({_inputs(runs, 2)}). Check that the edits reach the code that runs "
+            f"{runs[0].step} failing with the same error ({_error_quote(w)}): {len(runs)} runs of "
+            f"{_name(cur)} ({_inputs(runs, 2)}). Check that the edits reach the code that runs "
             "(the import path, an installed copy, a cache) or re-read the error before the next edit.",
         )
     if cur.obs_cut:
@@ -560,7 +573,7 @@ def _unchanged_by_edits(
         outcome = f"printing {same} first {sent:,} characters of output (all that was sent of it)"
         look = "or read the rest of its output"
     elif cur.verdict == "fail" and w.features.error_line:
-        outcome = f'failing with {same} error ("{_error_quote(w)}")'
+        outcome = f"failing with {same} error ({_error_quote(w)})"
         look = "or re-read the error"
     elif cur.verdict == "fail":
         outcome = f"failing with {same} output"
@@ -568,7 +581,7 @@ def _unchanged_by_edits(
         outcome = f"printing {same} output"
     return Finding(
         0.85 if len(runs) > RERUNS_SAID else 0.7,
-        f"Your last {len(edits)} edits ({_files(edits)}) left `{_input(cur)}` {outcome}: it has "
+        f"Your last {len(edits)} edits ({_files(edits)}) left {_input(cur)} {outcome}: it has "
         f"given {same} result {len(runs)} times since step {runs[0].step}. Check that the "
         "edits reach the code that runs (the import path, an installed copy, a cache) "
         f"{look} before the next edit.",
@@ -602,7 +615,7 @@ def same_result(w: Window, sem: Semantics) -> Finding | None:
     who = _who(runs, cur)
     return Finding(
         score,
-        f"{who} run `{_label(cur)}` with the same input ({_input(cur)}) {n} times with nothing "
+        f"{who} run {_name(cur)} with the same input ({_input(cur)}) {n} times with nothing "
         "changed in between, and got the same result every time. Running it again will not "
         "change the outcome: use the result you already have, then try a different approach "
         "(another command, another file, or re-examine your assumption).",
@@ -659,7 +672,7 @@ def same_edit(w: Window, sem: Semantics) -> Finding | None:
         return None
     return Finding(
         0.9 if n >= 4 else 0.75,
-        f"You have applied the same change (`{_label(cur)}` {_input(cur)}) {n} times in the last "
+        f"You have applied the same change ({_name(cur)} {_input(cur)}) {n} times in the last "
         f"{len(w.entries)} steps, with the same result each time. Applying it again will not help: "
         "look at the file as it is now (the earlier attempts may have left duplicates) and "
         "decide what is still missing.",
@@ -709,8 +722,8 @@ def same_error(w: Window, sem: Semantics) -> Finding | None:
     if all(e.sig == cur.sig for e in failures):
         return Finding(
             score,
-            f"`{_label(cur)}` ({_input(cur)}) has failed {n} times in a row with the same input "
-            f'and the same error: "{_error_quote(w)}". Running it again as is will fail the same '
+            f"{_name(cur)} ({_input(cur)}) has failed {n} times in a row with the same input "
+            f"and the same error: {_error_quote(w)}. Running it again as is will fail the same "
             + (
                 f"way: {_argument_fix(w)}."
                 if _argument_fix(w)
@@ -719,8 +732,8 @@ def same_error(w: Window, sem: Semantics) -> Finding | None:
         )
     return Finding(
         score,
-        f"{who} tried `{_label(cur)}` {n} times in a row ({_inputs(failures)}) and got the same "
-        f'error each time: "{_error_quote(w)}". What changed between the attempts does not touch '
+        f"{who} tried {_name(cur)} {n} times in a row ({_inputs(failures)}) and got the same "
+        f"error each time: {_error_quote(w)}. What changed between the attempts does not touch "
         + (
             f"its cause: {_argument_fix(w)}."
             if _argument_fix(w)
@@ -748,8 +761,8 @@ def _failed_again(w: Window) -> Finding | None:
         return None  # one immediate retry is common (a flaky tool); coming back to it is not
     return Finding(
         0.85 if n >= 3 else 0.65,
-        f"`{_label(cur)}` ({_input(cur)}) failed with this same error at step {_steps(before)} and "
-        f'again now: "{_error_quote(w)}". The same call fails the same way: '
+        f"{_name(cur)} ({_input(cur)}) failed with this same error at step {_steps(before)} and "
+        f"again now: {_error_quote(w)}. The same call fails the same way: "
         + (
             f"{_argument_fix(w)}."
             if _argument_fix(w)
@@ -772,13 +785,13 @@ def reissued(w: Window, sem: Semantics) -> Finding | None:
         return None  # one immediate retry of one's own call is common; repeats are `same_result`'s
     then = "only printed back its own text" if prev.echo else "brought no result"
     if prev.agent and prev.agent != cur.agent:
-        who = f"{cur.agent or 'This step'} re-issued {prev.agent}'s"
+        who = f"{_agent(cur.agent) if cur.agent else 'This step'} re-issued {_agent(prev.agent)}'s"
     else:
-        who = f"{cur.agent} re-issued the" if cur.agent else "You re-issued the"
+        who = f"{_agent(cur.agent)} re-issued the" if cur.agent else "You re-issued the"
     now = "failed" if cur.err else "only printed back its own text" if cur.echo else "brought nothing"
     return Finding(
         0.65,
-        f"{who} `{_label(cur)}` call from step {prev.step} unchanged ({_input(cur)}); it {then} "
+        f"{who} {_name(cur)} call from step {prev.step} unchanged ({_input(cur)}); it {then} "
         f"there and {now} here. Change it so that it computes or fetches what is missing "
         "(another source, tool or agent), or say what is blocking.",
     )
@@ -820,12 +833,12 @@ def same_message(w: Window, sem: Semantics) -> Finding | None:
     if answers:
         return Finding(
             score,
-            f"{cur.agent} has sent the same message {n} times and got the same answer each time. "
+            f"{_agent(cur.agent)} has sent the same message {n} times and got the same answer each time. "
             "Sending it again will bring that answer again: use it, or ask for something else.",
         )
     return Finding(
         score,
-        (f"{cur.agent} has" if cur.agent else "You have")
+        (f"{_agent(cur.agent)} has" if cur.agent else "You have")
         + f" written the same message {n} times without calling a tool. Take a "
         "concrete action (run a command, open a file) or, if you are finished, give your "
         "final answer.",
@@ -848,7 +861,7 @@ def alternation(w: Window, sem: Semantics) -> Finding | None:
         return None
     return Finding(
         0.85,
-        f"You are alternating between `{_label(b)}` ({_input(b)}) and `{_label(a)}` "
+        f"You are alternating between {_name(b)} ({_input(b)}) and {_name(a)} "
         f"({_input(a)}) without progress for 6 steps. Break the cycle: decide what "
         "information you still need and take one different action.",
     )
@@ -947,7 +960,7 @@ def reworded_action(w: Window, sem: Semantics) -> Finding | None:
         ),
         "empty": ("none of them returned any result", ""),
         "error": (
-            f'every one failed with the same error ("{_error_quote(w)}")',
+            f"every one failed with the same error ({_error_quote(w)})",
             f"{_argument_fix(w)}."
             if _argument_fix(w)
             else "The error says what is wrong with the call: fix that, or use another tool.",
@@ -957,7 +970,7 @@ def reworded_action(w: Window, sem: Semantics) -> Finding | None:
     how = "varied" if kind == "error" else "reworded"
     return Finding(
         score,
-        f"{_who([*members, cur], cur)} issued `{_label(cur)}` {n} times with {how} inputs "
+        f"{_who([*members, cur], cur)} issued {_name(cur)} {n} times with {how} inputs "
         f"({inputs}) and {result}. "
         + (
             then
@@ -993,7 +1006,7 @@ def search_streak(w: Window, sem: Semantics) -> Finding | None:
     inputs = _inputs([*members, cur], 3)
     return Finding(
         0.9 if n >= 5 else 0.8 if n == 4 else 0.7,
-        f"{_who([cur], cur)} run `{_label(cur)}` {n} times in a row with reworded queries ({inputs}) "
+        f"{_who([cur], cur)} run {_name(cur)} {n} times in a row with reworded queries ({inputs}) "
         "without opening any of the results. Open the most promising result (visit the page, "
         "read the file) and look for the answer there before searching again.",
     )
@@ -1014,8 +1027,8 @@ def same_page(w: Window, sem: Semantics) -> Finding | None:
     steps = ", ".join(str(e.step) for e in same[-3:])
     return Finding(
         0.85 if n >= 4 else 0.7,
-        f"{cur.agent} has shown the same page content {n} times (steps {steps} and now: "
-        f'"{quote(cur.message, 60)}"): another visit or search of that kind brings the same text. '
+        f"{_agent(cur.agent)} has shown the same page content {n} times (steps {steps} and now: "
+        f"{fenced(cur.message, 60)}): another visit or search of that kind brings the same text. "
         "Use what the page shows, move on to its next page or a result it lists, or try a "
         "different source instead of another rewording.",
     )
@@ -1039,8 +1052,8 @@ def reworded_message(w: Window, sem: Semantics) -> Finding | None:
     n = 1 + len(members)
     if n < 3 or new_facts or (not _reports(cur) and len(_answers(w, cur.agent, members[0].step)) >= 2):
         return None
-    who = f"{cur.agent} has" if cur.agent else "You have"
-    quoted = ", ".join(f'"{quote(e.message, 60)}"' for e in [*members[-2:], cur])
+    who = f"{_agent(cur.agent)} has" if cur.agent else "You have"
+    quoted = ", ".join(fenced(e.message, 60) for e in [*members[-2:], cur])
     return Finding(
         0.85 if n >= 4 else 0.7,
         f"{who} sent essentially the same message {n} times ({quoted}) and nothing new "
@@ -1075,12 +1088,12 @@ def cycle(w: Window, sem: Semantics) -> Finding | None:
         if any(e.changes or e.modifies for e in ents[j - size + 1 : k]):
             return None
         first = ents[j - size + 1].step
-        calls = "; ".join(dict.fromkeys(f"`{_label(e)}` {_input(e)}" for e in block))
+        calls = "; ".join(dict.fromkeys(f"{_name(e)} {_input(e)}" for e in block))
         got = "the same results and errors" if any(e.err for e in block) else "the same results"
         return Finding(
             0.85 if size > CYCLE_MIN else 0.7,
             f"{_who(block, cur)} re-issued {size} calls in the same order as at steps "
-            f"{first}-{ents[j].step} ({quote(calls, 240)}) and got {got} again; nothing changed in "
+            f"{first}-{ents[j].step} ({cut(calls, 240)}) and got {got} again; nothing changed in "
             "between. Another round will bring the same: use what those results already show, or "
             "look somewhere new (another file, term or tool).",
         )

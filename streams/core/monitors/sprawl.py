@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .base import Context, Finding, Monitor, clip01, quote
+from ...untrusted import cut, fenced
+from .base import Context, Finding, Monitor, clip01
 from .features import StepFeatures, short_hash, topic_text
 from .semantics import Semantics
 
@@ -109,7 +110,7 @@ def evaluate(st: SprawlState, f: StepFeatures, ctx: Context, sem: Semantics) -> 
     if f.action and f.action not in ("finish", "submit"):
         tools, new_tool = _touch(tools, f.action)
         if new_tool and st.steps > 0 and not front:
-            novelties.append(f"tool `{f.action_label}`")
+            novelties.append(f"tool {fenced(f.action_label, 40)}")
     files = st.files
     new_files = 0
     for p in f.paths:
@@ -122,14 +123,14 @@ def evaluate(st: SprawlState, f: StepFeatures, ctx: Context, sem: Semantics) -> 
             # the task names are the same front, not a new one.
             related = front or not new_stem or bool(task and stem and stem in task.lower())
             if not related and st.steps > 0 and len([x for x in novelties if x.startswith("file")]) < 2:
-                novelties.append(f"file `{p}`")
+                novelties.append(f"file {fenced(p.rstrip('/').rsplit('/', 1)[-1], 60)}")
     anchors = st.anchors
     topic = topic_text(f)
     if len(f.thought.strip()) >= MIN_THOUGHT and not f.coordination:
         if not anchors:
             anchors = [topic]
         elif not front and max(sem.fast_sims(topic, anchors)) < NEW_TOPIC_BELOW:
-            novelties.append(f'topic "{quote(topic, 40)}"')
+            novelties.append(f"topic {fenced(topic, 40)}")
             anchors = [*anchors, topic]
             if len(anchors) > MAX_ANCHORS:
                 anchors = anchors[:FIXED_ANCHORS] + anchors[FIXED_ANCHORS + 1 :]
@@ -158,13 +159,13 @@ def evaluate(st: SprawlState, f: StepFeatures, ctx: Context, sem: Semantics) -> 
     score = round(level * rising * not_converging, 4)
     if score < 0.6:
         return new, Finding(score, facts=facts)
-    where = f" Refocus on the task: {quote(task, 120)}." if task else ""
+    where = f" Refocus on the task you were given ({fenced(task, 120)})." if task else ""
     return (
         new,
         Finding(
             score,
             f"At step {f.step} you are still opening new fronts: {sum(counts[-RECENT:])} new tools, "
-            f"files or topics in the last {RECENT} steps ({', '.join(st.recent_new[-3:] + novelties)[:200]}), "
+            f"files or topics in the last {RECENT} steps ({cut(', '.join(st.recent_new[-3:] + novelties), 200)}), "
             f"more than earlier in the run.{where} Finish the current line of work before starting "
             "new ones.",
             facts,

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from ...untrusted import scrub
 from ..decision import MonitorsWire
 from .base import FIRE_AT, NOTHING, Context, Finding, Monitor
 from .builtin import DEFAULT_MONITORS
@@ -167,7 +168,9 @@ def evaluate(
         (n for n in names if scores[n] >= level.get(n, FIRE_AT) and n not in off),
         key=lambda n: (-scores[n], -weights.get(n, 0.0), index[n]),
     )
-    said = tuple((n, t) for n in fired if (t := found[n].text))
+    # every text through the backstop: a monitor (a plugin's too) that let event text through
+    # unquoted still cannot forge the marker, a tag, a control character or an open fence
+    said = tuple((n, scrub(t)) for n in fired if (t := found[n].text))
     texts = [t for _n, t in said]
     result = MonitorResult(
         scores=scores,

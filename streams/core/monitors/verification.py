@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ...untrusted import fenced
 from ..evolve import evolve
 from . import grounding
 from .base import NOTHING, Context, Finding, Monitor, quote
@@ -170,7 +171,7 @@ def _apply(
 def _what(pending: list[str], step: int | None) -> str:
     named = [p for p in pending if p != UNNAMED]
     if named:
-        return ", ".join(f"`{p}`" for p in named[-3:])
+        return ", ".join(fenced(p, 80) for p in named[-3:])
     return f"the code (your edit at step {step})" if step is not None else "the code"
 
 
@@ -223,7 +224,7 @@ def evaluate(
         return new, answer
     what = _what(pending, change_step)
     blocked = (
-        f" Your last attempt (`{not_run}`) could not run here: if no test can run, say so in your final answer and re-read the diff."
+        f" Your last attempt ({fenced(not_run, 50)}) could not run here: if no test can run, say so in your final answer and re-read the diff."
         if not_run
         else ""
     )
@@ -231,9 +232,9 @@ def evaluate(
     if f.finishes:
         new = new.evolve(finish_step=f.step)
         lead = (
-            f'You say the tests pass ("{quote(tests_words, 60)}") but no test has run since you changed {what}.'
+            f"You say the tests pass ({fenced(tests_words, 60)}) but no test has run since you changed {what}."
             if tests_words and not st.tested_since_change
-            else f"You are finishing ({f.action_label or 'final answer'}) but {what} changed and nothing has run "
+            else f"You are finishing ({fenced(f.action_label, 40) if f.action_label else 'final answer'}) but {what} changed and nothing has run "
             "since to check it."
         )
         return new, Finding(
@@ -249,7 +250,7 @@ def evaluate(
     if tests_words and pending_before and not st.tested_since_change:
         return new, Finding(
             0.9,
-            f'You say the tests pass ("{quote(tests_words, 60)}") but no test has run since you changed '
+            f"You say the tests pass ({fenced(tests_words, 60)}) but no test has run since you changed "
             f"{_what(pending_before, st.change_step)}. Run them before you rely on that.{blocked}",
         )
     return new, answer
@@ -378,19 +379,19 @@ def _answer(st: VerificationState, f: StepFeatures, task: str | None) -> tuple[V
         who = "the code you wrote" if new.code_step == f.step else f"the code written at step {new.code_step}"
         return new, Finding(
             0.9,
-            f"You are ending the run, but {who} (`{new.code_head}`) never ran: no step executed or "
+            f"You are ending the run, but {who} ({fenced(new.code_head, 60)}) never ran: no step executed or "
             "tested it. Run it (or its tests) and check the output before finishing, or say in the "
             "answer that it is untested.",
         )
     if not chat or not unchecked:
         return new.evolve(answer_step=None) if new.answer_step is not None else new, NOTHING
-    facts_text = ", ".join(f"`{grounding.plain(x)}`" for x in unchecked[:4])
+    facts_text = ", ".join(fenced(grounding.plain(x), 60) for x in unchecked[:4])
     if ends and not set(unchecked) <= set(new.reported):
         short = len(new.claim_quote) <= grounding.SHORT_ANSWER
         subject = (
-            f'"{new.claim_quote}"'
+            fenced(new.claim_quote, 120)
             if short
-            else f"the result {new.claim_agent or 'you'} gave at step {new.claim_step}"
+            else f"the result {fenced(new.claim_agent, 40) if new.claim_agent else 'you'} gave at step {new.claim_step}"
         )
         why = (
             " No tool produced any output in this run: the answer rests on what was said."

@@ -406,7 +406,7 @@ def test_code_reissued_by_another_agent_after_it_brought_nothing(sem):
     run.feed({**step("I will count the rows.", "execute_code", code, ""), "agent": "Analyst"})
     run.feed({**step("Let us try a different source."), "agent": "Reviewer"})
     res = run.feed({**step("Running it myself.", "execute_code", code, ""), "agent": "Checker"})
-    assert LOOP in res.fired and "Checker re-issued Analyst's `execute_code` call from step 1" in res.text
+    assert LOOP in res.fired and "`Checker` re-issued `Analyst`'s `execute_code` call from step 1" in res.text
 
 
 def test_scheduled_fact_and_plan_updates_are_not_repeated_messages(sem):
@@ -451,7 +451,7 @@ def test_the_same_few_calls_reissued_in_order_with_the_same_results_are_a_cycle(
     res = run.feed(*CYCLE)
     assert LOOP in res.fired
     assert "re-issued 3 calls in the same order as at steps 1-3" in res.text
-    assert '`search_dir` "XmlText" src' in res.text and "the same results again" in res.text
+    assert '`search_dir` `"XmlText" src`' in res.text and "the same results again" in res.text
 
 
 def test_a_cycle_with_an_edit_between_the_rounds_is_not_named(sem):
@@ -510,7 +510,7 @@ def test_a_call_failing_on_an_argument_the_tool_does_not_take_is_told_to_drop_it
     run.feed(step("Let me plan the next steps."))
     res = run.feed(step("", "scroll_down", {"page": 1}, err, True))
     assert LOOP in res.fired
-    assert "`scroll_down` does not take the argument named 'page' it was given: call it with only" in res.text
+    assert "`scroll_down` does not take the argument named `page` it was given: call it with only" in res.text
 
 
 def test_a_script_s_own_unexpected_argument_is_not_the_tool_call_s_fault(sem):

@@ -174,7 +174,7 @@ def test_an_unchanged_check_cell_rerun_without_edits_is_still_a_loop(sem):
     for _ in range(4):
         run.feed(cell(REPRO, ERR_OUT))
     assert "semantic_loop" in run.results[-1].fired
-    assert "same input (python /testbed/reproduce.py) 4 times" in (run.results[-1].text or "")
+    assert "same input (`python /testbed/reproduce.py`) 4 times" in (run.results[-1].text or "")
 
 
 def test_an_edit_in_code_with_no_check_since_is_flagged_at_the_final_answer_cell(sem):

@@ -118,7 +118,7 @@ def test_an_agent_rewording_the_same_failing_instruction_is_a_loop_named_by_agen
         res = run.feed({**step(reply), "agent": "WebSurfer"})
     assert run.fired_anywhere(LOOP)
     fired = next(r for r in run.results if LOOP in r.fired)
-    assert "Orchestrator has sent essentially the same message" in fired.text and res is not None
+    assert "`Orchestrator` has sent essentially the same message" in fired.text and res is not None
 
 
 def test_an_agent_asking_again_with_new_facts_is_not_a_loop(sem):
@@ -333,7 +333,7 @@ def test_a_browsing_agent_bringing_back_the_same_results_to_reworded_requests_is
         run.feed({**step(_search_page(query, RESULTS)), "agent": "WebSurfer"})
     last = run.results[-1]
     assert LOOP in last.fired
-    assert "WebSurfer has shown the same page content 3 times" in (last.text or "")
+    assert "`WebSurfer` has shown the same page content 3 times" in (last.text or "")
 
 
 def test_a_browsing_agent_scrolling_through_new_text_or_finding_new_results_is_not_a_loop(sem):

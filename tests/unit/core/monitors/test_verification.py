@@ -217,7 +217,7 @@ def test_printing_back_the_call_s_own_literal_confirms_nothing(sem):
         code("manager", "Answering.", 'final_answer("1937")', "Last output from code snippet:\n1937"),
     )
     res = run.feed(msg("manager", "FINAL ANSWER: 1937"))
-    assert SKIP in res.fired and '"1937"' in res.text and "only printed back" in res.text
+    assert SKIP in res.fired and "`1937`" in res.text and "only printed back" in res.text
 
 
 def test_an_answer_the_task_itself_gives_needs_no_check(sem):
