@@ -1,5 +1,5 @@
-"""The `rb-streams` command: worker, replay, demo, simulate, config, plugins, deadletters,
-kafka, models, patterns.
+"""The `rb-streams` command: worker, replay, cost, patterns, demo, simulate, config, plugins,
+tenants, deadletters, kafka, models.
 
 A user's mistake gets one line on stderr and an exit code, never a traceback: 2 for a usage or
 configuration error, 1 for a failure (a missing file, an unreachable broker, invalid records).
@@ -122,6 +122,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     policy = load_policy(s)  # a bad plugin stops the worker here, before it joins the group
     s.data_path.mkdir(parents=True, exist_ok=True)
     lock = _lock_data_dir(s.data_path)  # held (open) for the worker's lifetime
+    _check_web_port(s.web_host, s.web_port)
     if (why := unreachable(s)) is not None:
         return _fail(why, 1)
     loop = asyncio.new_event_loop()
@@ -157,6 +158,27 @@ def _lock_data_dir(path: Path) -> IO[bytes]:
     return fh
 
 
+def _check_web_port(host: str, port: int) -> None:
+    """UserError when another process listens on the worker's web port: found out after the
+    worker has joined the group, it is a ~60-line OSError traceback from the web server."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError:
+        return  # an address that does not resolve: the web server says so
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the web server binds
+        try:
+            probe.bind(addr)
+        except OSError as exc:
+            raise UserError(
+                f"the web port {host}:{port} (RB_WEB_PORT) is in use by another process ({exc.strerror}): "
+                "give each worker on this machine its own RB_WEB_PORT (and RB_DATA_DIR)"
+            ) from None
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     """The worker's decisions for a file of wire events, from the same settings object."""
     from .embeddings.models import load_models
@@ -188,6 +210,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             partitions=s.partitions,
             control_key=s.control_key.get_secret_value(),
             tenant=args.tenant,
+            on_deadletter=None if args.json else _DeadLetterLines(args.file),
         )
     summary = {"decisions": n_dec, "deadletters": n_dl}
     if args.json:
@@ -278,6 +301,31 @@ def _tenant_arg(raw: str) -> str:
         return check_tenant_name(raw)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+class _DeadLetterLines:
+    """`replay`'s refused lines on stderr, each with its line number and reason (the first
+    `shown`, then a count): "1 dead-letters" alone does not say which line or why."""
+
+    def __init__(self, name: str, shown: int = 20) -> None:
+        self.name = "<stdin>" if name == "-" else name
+        self.shown = shown
+        self.seen = 0
+
+    def __call__(self, lineno: int, record: dict[str, Any]) -> None:
+        self.seen += 1
+        if self.seen <= self.shown:
+            detail = safe_for_log(str(record.get("detail") or ""), 200)  # the file's own text
+            where = f"{self.name}:{lineno}"
+            print(
+                f"replay: {where}: {record.get('reason')}" + (f": {detail}" if detail else ""),
+                file=sys.stderr,
+            )
+        elif self.seen == self.shown + 1:
+            print(
+                "replay: (further dead-lettered lines not shown; --deadletter FILE keeps them all)",
+                file=sys.stderr,
+            )
 
 
 def _counted(src: Any, bar: Any) -> Iterator[bytes]:
@@ -384,18 +432,27 @@ def cmd_patterns_delete(args: argparse.Namespace) -> int:
 def cmd_patterns_list(args: argparse.Namespace) -> int:
     from .kafka import wire
 
+    listed = 0
     with _store(args) as store:
         for p in sorted(store.iter_patterns(), key=lambda p: (p.tier, p.org_id or "", p.id)):
             if args.tier and p.tier != args.tier:
                 continue
             if args.org and p.org_id != args.org:
                 continue
+            listed += 1
             if args.json:
                 sys.stdout.buffer.write(wire.dumps(p.payload()) + b"\n")
             else:
                 scope = p.org_id or p.failure_type or "-"
                 cells = (p.tier, p.id, scope, p.title)  # whoever wrote the pattern chose these
                 print("\t".join(safe_for_log(c, None) for c in cells))
+        if not listed and not args.json:  # on stderr: stdout stays the (empty) list
+            which = " matching" if args.tier or args.org else ""
+            print(
+                f"patterns: no{which} pattern in {store.location} (`rb-streams patterns load --starter` "
+                "loads the bundled library)",
+                file=sys.stderr,
+            )
     return 0
 
 
@@ -580,7 +637,8 @@ def _print_json(data: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rb-streams", description=__doc__.split("\n")[0])
+    # the docstring's whole first paragraph: its first line alone stops mid-list
+    p = argparse.ArgumentParser(prog="rb-streams", description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--version", action="version", version=f"rb-streams {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="command")
 
@@ -648,9 +706,14 @@ def build_parser() -> argparse.ArgumentParser:
         _add_settings_flags(sp, _STORE_FLAGS)
 
     d = sub.add_parser("demo", help="local broker + worker + simulated agents, live view")
-    d.add_argument("--runs", type=int, default=7)
-    d.add_argument("--steps", type=int, default=30)
-    d.add_argument("--port", type=int, default=9092)
+    d.add_argument("--runs", type=_positive_int, default=7, help="simulated agents, one run each (default 7)")
+    d.add_argument("--steps", type=_positive_int, default=30, help="steps per run (default 30)")
+    d.add_argument(
+        "--port",
+        type=int,
+        default=9092,
+        help="the local broker's port: used if running, else started (default 9092)",
+    )
     d.add_argument("--keep-broker", action="store_true", help="leave a broker the demo started running")
     d.set_defaults(func=cmd_demo)
 

@@ -273,6 +273,10 @@ class KafkaSettings(_Base):
         addrs = _host_ports(v)
         if not addrs:
             raise ValueError("no broker address given")
+        for part in (p.strip() for chunk in v.split(";") for p in chunk.split(",")):
+            scheme, sep, _ = part.partition("://")
+            if sep and scheme.lower() != "kafka":  # ftp://x:1 is a mistake, not a broker at x:1
+                raise ValueError(f"{part[:80]!r}: the only scheme is kafka:// (or none: host:port)")
         for hp in addrs:
             host, sep, port = hp.rpartition(":")
             if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:

@@ -92,9 +92,11 @@ def replay_file(
     partitions: int = DEFAULT_PARTITIONS,
     control_key: str = "",
     tenant: str | None = None,
+    on_deadletter: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> tuple[int, int]:
     """Write one decision per line; return (decisions, dead-letters). `tenant`: every line came
-    from that tenant's steps topic (multi-tenant mode)."""
+    from that tenant's steps topic (multi-tenant mode). `on_deadletter(line_number, record)`
+    hears of each refused line (1-based, blank lines counted), so a user can find it."""
     n_dec = n_dl = 0
     rp = Replayer(
         limits,
@@ -105,7 +107,12 @@ def replay_file(
         partitions=partitions,
         control_key=control_key,
     )
-    for decision, dl in rp.run(src, tenant):
+    for lineno, line in enumerate(src, 1):
+        if not line.strip():
+            continue
+        decision, dl = rp.feed(line.rstrip(b"\r\n"), tenant=tenant)
+        if dl is not None and on_deadletter is not None:
+            on_deadletter(lineno, dl)
         if decision is not None:
             out.write(wire.dumps(decision) + b"\n")
             n_dec += 1

@@ -117,5 +117,15 @@ def unreachable(s: KafkaSettings, wait_s: float = 5.0) -> str | None:
             except OSError:
                 continue
         if time.monotonic() >= deadline:
-            return f"cannot reach the broker at {', '.join(addrs)} (RB_BROKER); is it running? (`make kafka-start`)"
+            return unreachable_message(addrs)
         time.sleep(0.5)
+
+
+def unreachable_message(addrs: list[str]) -> str:
+    """One line naming the addresses tried and a command that exists wherever rb-streams is
+    installed (`make kafka-start` is only in a checkout): the packaged `rb-streams kafka start`,
+    on the port the user asked for when it is a local address."""
+    host, _, port = addrs[0].rpartition(":")
+    local = host.strip("[]") in ("127.0.0.1", "localhost", "::1", "0.0.0.0")
+    start = f"`rb-streams kafka start --port {port}`" if local else "check RB_BROKER"
+    return f"cannot reach the broker at {', '.join(addrs)} (RB_BROKER); is it running? ({start})"

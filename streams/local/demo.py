@@ -38,6 +38,7 @@ class AgentSummary:
     fired: Counter[str] = field(default_factory=Counter)  # monitor -> decisions it fired in
     injections: Counter[str] = field(default_factory=Counter)  # source -> calls it steered
     actions: Counter[str] = field(default_factory=Counter)  # escalate / stop, when any
+    latencies: list[float] = field(default_factory=list)  # ms, of the decisions that came in time
 
 
 def summarize(agent: str, run_id: str, log: Sequence[StepLogEntry], default_model: str) -> AgentSummary:
@@ -46,6 +47,7 @@ def summarize(agent: str, run_id: str, log: Sequence[StepLogEntry], default_mode
         if e.late:
             s.late += 1
             continue
+        s.latencies.append(e.latency_ms)
         if e.fsm_state:
             s.states[e.fsm_state] += 1
         s.models[e.model_id or default_model] += 1
@@ -58,6 +60,23 @@ def summarize(agent: str, run_id: str, log: Sequence[StepLogEntry], default_mode
 
 def _counts(c: Counter[str]) -> str:
     return ", ".join(f"{k} {n}" for k, n in c.most_common()) or "-"
+
+
+def latency_line(rows: Sequence[AgentSummary], deadline_ms: int) -> str:
+    """What an agent with this deadline got: decisions in time, their latency (median, p95,
+    max) and the late ones, each a model call that went out unsteered."""
+    calls = sum(r.calls for r in rows)
+    late = sum(r.late for r in rows)
+    ms = sorted(x for r in rows for x in r.latencies)
+    if not ms:
+        spread = "none in time"
+    else:
+        p50, p95 = ms[len(ms) // 2], ms[min(len(ms) - 1, int(len(ms) * 0.95))]
+        spread = f"median {p50:.0f} ms, p95 {p95:.0f} ms, max {ms[-1]:.0f} ms"
+    return (
+        f"decisions against the client's {deadline_ms} ms deadline (RB_CLIENT_DEADLINE_MS): "
+        f"{calls - late} of {calls} in time ({spread}); late {late} (those calls went unsteered)"
+    )
 
 
 SUMMARY_COLUMNS = ("agent", "calls", "late", "FSM states", "routed to", "monitors fired", "calls steered by")
@@ -113,7 +132,9 @@ async def agent(
 
 def _line(run_id: str, step: int, d: Decision | None) -> str:
     if d is None:
-        return f"{run_id:<24} step {step:>3}  (decision late: unsteered)"
+        return (
+            f"{run_id:<24} step {step:>3}  (decision late: past the client's deadline, this call unsteered)"
+        )
     prev = d.data["previous_state"] or "-"
     diff = d.data["difficulty"]
     ds = "  -  " if diff is None else f"{diff:.2f}"
@@ -138,10 +159,12 @@ def _line(run_id: str, step: int, d: Decision | None) -> str:
 
 
 async def fleet(
-    settings: Settings, runs: int, steps: int, forever: bool = False, deadline_ms: int | None = 2000
+    settings: Settings, runs: int, steps: int, forever: bool = False, deadline_ms: int | None = None
 ) -> list[AgentSummary]:
     """`runs` concurrent agents, one behaviour each; with `forever`, each starts a new run
-    when its run finishes (the compose stack's demo-agent). Each agent's summary, in order."""
+    when its run finishes (the compose stack's demo-agent). Each agent's summary, in order.
+    `deadline_ms` None: the client's default (`RB_CLIENT_DEADLINE_MS`, 250 ms), what an agent
+    gets, so the demo shows the latency and late decisions an agent would see."""
 
     async def one(client: SteeringClient, i: int) -> AgentSummary:
         seed = i
@@ -158,8 +181,9 @@ async def fleet(
 def simulate(settings: Settings, runs: int, steps: int, forever: bool) -> int:
     """`rb-streams simulate`: the demo's agents against a configured broker and worker."""
     with contextlib.suppress(KeyboardInterrupt):
-        summaries = asyncio.run(fleet(settings, runs, steps, forever, deadline_ms=None))
+        summaries = asyncio.run(fleet(settings, runs, steps, forever))
         print(f"\nwhat each agent got from steering:\n\n{summary_table(summaries)}")
+        print(latency_line(summaries, settings.client_deadline_ms))
     return 0
 
 
@@ -189,8 +213,9 @@ def main(runs: int = 7, steps: int = 30, port: int = 9092, keep_broker: bool = F
         print(f"worker ready; {runs} synthetic coding agents, {steps} steps each ({kinds}):\n", flush=True)
         summaries = asyncio.run(fleet(settings, runs, steps))
         print(f"\nwhat each agent got from steering:\n\n{summary_table(summaries)}")
+        print(f"\n{latency_line(summaries, settings.client_deadline_ms)}")
         print(
-            "\ndone: every step got its decision above (FAST -> cheap model, SLOW -> strong model; "
+            "\ndone: every step in time got its decision above (FAST -> cheap model, SLOW -> strong model; "
             "fired monitors and the steering text the agent adds to its next call: monitor "
             "warnings, E3 universal rules on the first call, E2/E1 guidance retrieved from Qdrant)."
         )

@@ -366,3 +366,67 @@ def test_a_worker_on_a_data_directory_in_use_is_one_line_and_exit_1(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"the data directory {tmp_path} is in use by another worker" in err[0]
     assert "RB_DATA_DIR" in err[0]
+
+
+# -- issue 40, item 5: the first hour's small mistakes ----------------------------------------
+
+
+def test_a_broker_with_another_scheme_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RB_BROKER", "ftp://x:1")
+    assert main(["config"]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert "RB_BROKER" in line and "kafka://" in line
+
+
+def test_the_unreachable_broker_hint_names_a_command_every_install_has(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    port = free_port()
+    monkeypatch.setenv("RB_BROKER", f"127.0.0.1:{port}")
+    assert main(["simulate"]) == 1
+    line = one_line(capsys.readouterr().err)
+    assert f"`rb-streams kafka start --port {port}`" in line and "make" not in line
+
+
+def test_a_second_worker_on_the_same_web_port_is_one_line_and_exit_1(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with socket.socket() as taken:  # what the first worker's web server holds
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        monkeypatch.setenv("RB_DATA_DIR", str(tmp_path))  # its own data directory
+        monkeypatch.setenv("RB_WEB_PORT", str(port))
+        monkeypatch.setenv("RB_BROKER", f"127.0.0.1:{free_port()}")
+        t0 = time.monotonic()
+        assert main(["worker"]) == 1
+        assert time.monotonic() - t0 < 3  # before the broker is tried
+    line = one_line(capsys.readouterr().err)
+    assert f"the web port 127.0.0.1:{port} (RB_WEB_PORT) is in use by another process" in line
+
+
+def test_replay_names_each_malformed_line_by_number_and_reason(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    src = tmp_path / "mixed.jsonl"
+    src.write_bytes(b(run_start("r")) + b"\n\n" + b(step("r", 1)) + b"\n{broken\n")
+    assert main(["replay", str(src), "-o", str(tmp_path / "out.jsonl")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"replay: {src}:4: invalid_json: ") and "Traceback" not in "".join(err)
+    assert err[-1] == "replay: 2 decisions, 1 dead-letters"
+
+
+def test_help_says_the_whole_description_and_the_demo_flags_have_help() -> None:
+    text = build_parser().format_help()
+    assert "deadletters, kafka, models." in " ".join(text.split())
+    demo = build_parser()._subparsers._group_actions[0].choices["demo"]  # type: ignore[union-attr]
+    helps = {a.dest: a.help for a in demo._actions}
+    assert all(helps[f] for f in ("runs", "steps", "port"))
+
+
+def test_patterns_list_on_an_empty_store_says_so(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["patterns", "list", "--data-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr()
+    assert out.out == "" and "patterns: no pattern in" in out.err and "--starter" in out.err

@@ -64,3 +64,21 @@ def test_the_table_has_a_header_and_one_aligned_line_per_agent() -> None:
         at = lines[0].index(col)
         assert lines[2][at - 2 : at] == "  " and lines[3][at - 2 : at] == "  ", col
     assert healthy.split()[1:3] == ["2", "0"] and healthy.rstrip().endswith("-")  # nothing fired
+
+
+def test_the_demo_reports_latency_and_late_decisions_against_the_clients_default_deadline() -> None:
+    """Issue 40: the demo waited up to 2 s per decision and showed "late 0"; it now runs with
+    the client's default deadline and says how many decisions missed it."""
+    import inspect
+
+    from streams.client_settings import ClientSettings
+    from streams.local.demo import fleet, latency_line
+
+    assert inspect.signature(fleet).parameters["deadline_ms"].default is None  # the client's own
+    rows = [
+        summarize("looping-agent", "r1", LOOPING, "m"),
+        summarize("healthy-agent", "r2", [entry(0, latency_ms=40.0), entry(1, latency_ms=300.0)], "m"),
+    ]
+    line = latency_line(rows, ClientSettings.model_fields["client_deadline_ms"].default)
+    assert "250 ms deadline" in line and "7 of 8 in time" in line and "late 1" in line
+    assert "median 5 ms" in line and "max 300 ms" in line
