@@ -33,11 +33,10 @@ def test_a_killed_worker_loses_no_decision_and_the_client_sees_each_once(broker,
         etrace_timeout_ms=60_000,
         client_deadline_ms=61_000,
     )
-    workers = {
-        "a": WorkerProcess.start(replica(base, tmp_path, "a"), tmp_path / "a.log"),
-    }
+    # a and b start side by side (one start's wait instead of two)
+    a, b = WorkerProcess.start_all([(replica(base, tmp_path, n), tmp_path / f"{n}.log") for n in "ab"])
+    workers = {"a": a, "b": b}
     try:
-        workers["b"] = WorkerProcess.start(replica(base, tmp_path, "b"), tmp_path / "b.log")
         wait_for_split([workers["a"], workers["b"]], partitions=4)
         progress = [0] * RUNS
         late = Counter[str]()

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from streams.agent.client import SteeringClient
-from streams.local.worker_process import free_port
-from tests.integration.conftest import make_settings, start_worker
+from streams.local.worker_process import WorkerProcess, free_port
+from tests.integration.conftest import make_settings
 
 pytestmark = pytest.mark.integration
 
@@ -76,8 +76,7 @@ def test_run_queries_are_routed_to_the_worker_that_owns_the_partition_with_the_t
     token = "s3cret-token"
     s1 = make_settings(broker, tmp_path / "a", partitions=6, web_token=token)
     s2 = s1.with_(web_port=free_port(), data_dir=str(tmp_path / "b" / "worker"))
-    w1 = start_worker(s1, tmp_path, "w1")
-    w2 = start_worker(s2, tmp_path, "w2")
+    w1, w2 = WorkerProcess.start_all([(s1, tmp_path / "w1.log"), (s2, tmp_path / "w2.log")])
     try:
         # wait for the rebalance to settle: both workers ready (/ready needs no token)
         deadline = time.monotonic() + 60

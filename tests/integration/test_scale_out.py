@@ -101,10 +101,10 @@ def test_two_workers_split_partitions_and_a_leave_and_a_join_change_no_decision(
         etrace_timeout_ms=15000,  # generous: a cold worker's first E2 answers took 3-15 s here (issue 18)
         client_deadline_ms=20000,
     )
-    a = WorkerProcess.start(replica(base, tmp_path, "a"), tmp_path / "a.log")
-    workers = {"a": a}
+    # a and b start side by side (one start's wait instead of two)
+    a, b = WorkerProcess.start_all([(replica(base, tmp_path, n), tmp_path / f"{n}.log") for n in "ab"])
+    workers = {"a": a, "b": b}
     try:
-        workers["b"] = WorkerProcess.start(replica(base, tmp_path, "b"), tmp_path / "b.log")
         split = wait_for_split([workers["a"], workers["b"]])
         assert split[0] > 0 and split[1] > 0
 
