@@ -84,9 +84,12 @@ def start_worker(settings: Settings, tmp: Path, name: str = "worker") -> WorkerP
     return WorkerProcess.start(settings, tmp / f"{name}.log")
 
 
-@pytest.fixture
-def worker(broker: str, tmp_path: Path) -> Iterator[WorkerProcess]:
-    w = start_worker(make_settings(broker, tmp_path), tmp_path)
+@pytest.fixture(scope="module")
+def worker(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
+    """A worker with the default settings, shared by the tests of one module (a start costs
+    ~10 s): each test makes its own runs and reads back only those."""
+    tmp = tmp_path_factory.mktemp("worker")
+    w = start_worker(make_settings(broker, tmp), tmp)
     yield w
     w.stop()
     assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)
