@@ -43,6 +43,31 @@ def broker() -> Iterator[str]:
         kafka("stop", PORT, str(data_dir))
 
 
+@pytest.fixture(scope="session")
+def spare_broker_session() -> Iterator[tuple[str, int, str, dict[str, str]]]:
+    """A second broker, started once for the tests that stop and restart a broker mid-run
+    (test_broker_restart, test_client_outage): theirs to take down, never the shared one."""
+    port, ctrl = free_port(), free_port()
+    data_dir = REPO / ".local" / f"test-kafka-spare-{port}"
+    shutil.rmtree(data_dir, ignore_errors=True)
+    env = {"RB_KAFKA_CTRL_PORT": str(ctrl)}
+    kafka("start", port, str(data_dir), env)
+    yield f"kafka://127.0.0.1:{port}", port, str(data_dir), env
+    kafka("stop", port, str(data_dir), env)
+    shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def spare_broker(
+    spare_broker_session: tuple[str, int, str, dict[str, str]],
+) -> tuple[str, int, str, dict[str, str]]:
+    """The spare broker, running (a test that failed mid-outage may have left it stopped):
+    (url, port, data dir, kafka.sh environment)."""
+    _, port, data_dir, env = spare_broker_session
+    kafka("start", port, data_dir, env)  # a no-op when it is running
+    return spare_broker_session
+
+
 def without_checkout() -> dict[str, str]:
     """This environment without PYTHONPATH: a checkout on it (with a build's
     rb_streams.egg-info) would read to pip as rb-streams installed already."""

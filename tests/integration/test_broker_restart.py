@@ -4,16 +4,14 @@ clients reconnect, and every step still gets its decision with the state of a re
 from __future__ import annotations
 
 import asyncio
-import shutil
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from streams.agent.client import SteeringClient
-from streams.local.broker import REPO, kafka
+from streams.local.broker import kafka
 from streams.local.simulate import BEHAVIOURS, trajectory
-from streams.local.worker_process import WorkerProcess, free_port
+from streams.local.worker_process import WorkerProcess
 from tests.integration.conftest import STARTER, make_settings
 from tests.integration.exactness import check_against_replay, check_states, read_back
 
@@ -23,20 +21,8 @@ RUNS, STEPS = 40, 24
 DEADLINE_MS = 2000
 
 
-@pytest.fixture
-def own_broker() -> Iterator[tuple[str, int, str, dict[str, str]]]:
-    port, ctrl = free_port(), free_port()
-    data_dir = REPO / ".local" / f"test-kafka-restart-{port}"
-    shutil.rmtree(data_dir, ignore_errors=True)
-    env = {"RB_KAFKA_CTRL_PORT": str(ctrl)}
-    kafka("start", port, str(data_dir), env)
-    yield f"kafka://127.0.0.1:{port}", port, str(data_dir), env
-    kafka("stop", port, str(data_dir), env)
-    shutil.rmtree(data_dir, ignore_errors=True)
-
-
-def test_a_broker_restart_mid_run_loses_nothing_and_never_blocks_an_agent(own_broker, tmp_path):
-    broker, port, data_dir, env = own_broker
+def test_a_broker_restart_mid_run_loses_nothing_and_never_blocks_an_agent(spare_broker, tmp_path):
+    broker, port, data_dir, env = spare_broker
     s = make_settings(
         broker,
         tmp_path,

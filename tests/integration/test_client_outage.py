@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from streams.agent.client import SteeringClient
 from streams.kafka.topics import ensure_topics
-from streams.local.broker import REPO, kafka
-from streams.local.worker_process import free_port
+from streams.local.broker import kafka
 from tests.integration.conftest import make_settings
 
 pytestmark = pytest.mark.integration
@@ -24,22 +21,10 @@ pytestmark = pytest.mark.integration
 OUTAGE_S = 1.0  # the broker is down this long, plus its stop and start (seconds each)
 
 
-@pytest.fixture
-def own_broker() -> Iterator[tuple[str, int, str, dict[str, str]]]:
-    port, ctrl = free_port(), free_port()
-    data_dir = REPO / ".local" / f"test-kafka-outage-{port}"
-    shutil.rmtree(data_dir, ignore_errors=True)
-    env = {"RB_KAFKA_CTRL_PORT": str(ctrl)}
-    kafka("start", port, str(data_dir), env)
-    yield f"kafka://127.0.0.1:{port}", port, str(data_dir), env
-    kafka("stop", port, str(data_dir), env)
-    shutil.rmtree(data_dir, ignore_errors=True)
-
-
 def test_a_broker_outage_is_two_lines_in_the_agents_log_and_the_rest_is_counted(
-    own_broker: tuple[str, int, str, dict[str, str]], tmp_path, caplog: pytest.LogCaptureFixture
+    spare_broker: tuple[str, int, str, dict[str, str]], tmp_path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    broker, port, data_dir, env = own_broker
+    broker, port, data_dir, env = spare_broker
     s = make_settings(broker, tmp_path, partitions=2)  # no worker: every decision is late
     caplog.set_level(logging.WARNING)
     seen: dict[str, float] = {}
