@@ -28,6 +28,8 @@ from .settings import Settings, SettingsError, check_tenant_name
 _NO_FLAG = set(Settings.SECRETS)
 # The settings the pattern commands use: where the store is.
 _STORE_FLAGS = ("data_dir", "patterns_path", "qdrant_url", "etrace_timeout_ms", "log_level")
+# bytes/s a tenant may produce per broker (streams.kafka.quotas, which needs aiokafka: kept here)
+DEFAULT_PRODUCER_BYTE_RATE = 1024 * 1024
 # `tenants add`: how to reach the broker as an admin, and the layout of the topics it creates
 KAFKA_FLAGS = (
     "broker",
@@ -521,6 +523,7 @@ def cmd_tenants_add(args: argparse.Namespace) -> int:
     """A tenant's topics and ACLs (multi-tenant mode), then the settings its agents need."""
     from aiokafka.errors import KafkaError
 
+    from .kafka.quotas import Quotas, set_quotas
     from .kafka.tenants import add_tenant, client_env
 
     s = _settings(args)
@@ -537,6 +540,15 @@ def cmd_tenants_add(args: argparse.Namespace) -> int:
     )
     for acl in done.acls:
         print(f"  allow {acl.describe()}")
+    principal = args.principal or f"User:{done.tenant}"
+    quotas = Quotas(args.producer_byte_rate or None, args.request_percentage)
+    try:
+        asyncio.run(set_quotas(s, principal, quotas))
+    except KafkaError as exc:
+        raise UserError(
+            f"could not set the quotas of {principal} on {s.broker}: {type(exc).__name__}: {exc}"
+        ) from None
+    print(f"  quota: {principal} may {quotas.describe()}")
     print("its agents' settings:")
     broker = args.tenant_broker or done.listener
     protocol = None if args.tenant_broker else done.listener_protocol
@@ -581,6 +593,16 @@ def cmd_deadletters(args: argparse.Namespace) -> int:
     if n == 0 and not args.json:
         print(f"deadletters: no matching record in {topic}", file=sys.stderr)
     return 0
+
+
+def _non_negative_int(raw: str) -> int:
+    try:
+        n = int(raw)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {raw!r}")
+    return n
 
 
 def _positive_int(raw: str) -> int:
@@ -750,6 +772,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--tenant-broker",
         default="",
         help="the address its agents use (default: the brokers' advertised SASL listener)",
+    )
+    ta.add_argument(
+        "--producer-byte-rate",
+        type=_non_negative_int,
+        default=DEFAULT_PRODUCER_BYTE_RATE,
+        help="Kafka quota: bytes/s the tenant may produce to each broker (its peak steps/s x step "
+        f"size, with room to spare; default {DEFAULT_PRODUCER_BYTE_RATE}; 0: set none)",
+    )
+    ta.add_argument(
+        "--request-percentage",
+        type=float,
+        default=None,
+        help="Kafka quota: the share of a broker's request threads the tenant may use, in percent (default: none)",
     )
     _add_settings_flags(ta, KAFKA_FLAGS)
     ta.set_defaults(func=cmd_tenants_add)

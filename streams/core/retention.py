@@ -207,3 +207,7 @@ class RunsHeld:
 
     def held(self, org: str) -> int:
         return sum(n for (_, o), n in self._counts.items() if o == org)
+
+    def orgs(self) -> dict[str, str]:
+        """run_id -> org of every run counted (a copy: the worker's `GET /runs` pages it)."""
+        return {run_id: org for run_id, (_, org) in self._runs.items()}

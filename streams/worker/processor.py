@@ -177,19 +177,26 @@ class Processor:
                 return True
             await prev_done(prev)  # an eviction: after the run's pending event, like its events
             job.now = self._clock()  # judged by the clock when it applies, not when it arrived
-        taken = self._evaluate(job)
-        if isinstance(taken, Evicted):
-            await self._evicted(job, taken)
+        # The run is held from the lookup until its state is stored: another tenant's agent
+        # taking an event of the same run id meanwhile chains behind (chains.RunChains).
+        hold = self.chains.hold(key)
+        after: asyncio.Future[None] | None = None
+        try:
+            taken = self._evaluate(job)
+            if isinstance(taken, Evicted):
+                await self._evicted(job, taken)
+                return False
+            plan = taken.effects.answer_now if isinstance(taken, Decided) else None
+            if isinstance(taken, Decided) and plan and not self.retriever.ready(taken.run_id, plan):
+                after = await self.chains.spawn(key, self._detached(job, outcome=taken), replace=hold)
+                return True
+            await self._conclude(job, taken)
             return False
-        plan = taken.effects.answer_now if isinstance(taken, Decided) else None
-        if isinstance(taken, Decided) and plan and not self.retriever.ready(taken.run_id, plan):
-            await self.chains.spawn(key, self._detached(job, outcome=taken))
-            return True
-        await self._conclude(job, taken)
-        return False
+        finally:
+            self.chains.release(key, hold, after)
 
     async def _detached(
-        self, job: _Job, prev: asyncio.Task[None] | None = None, outcome: Outcome | None = None
+        self, job: _Job, prev: asyncio.Future[None] | None = None, outcome: Outcome | None = None
     ) -> None:
         """An event finished off the agent loop: after its run's previous event, if any."""
         try:
@@ -398,7 +405,7 @@ class Processor:
                 self._internal(job, "ack", exc)
 
 
-async def prev_done(prev: asyncio.Task[None]) -> None:
+async def prev_done(prev: asyncio.Future[None]) -> None:
     """Wait for a run's earlier event to finish, whatever its outcome (it has its own boundary)."""
     await asyncio.wait([prev])
 

@@ -43,6 +43,14 @@ class Topics:
         self._decision_key = s.decision_key.get_secret_value()
         self.deadletter = topic(s.deadletter_topic)
 
+    def sources(self) -> list[tuple[str | None, str, Any]]:
+        """What the worker's agents read, (tenant, agent name, topic): the steps topic, or one
+        per tenant in multi-tenant mode, so that each tenant's events have a buffer and an
+        agent of their own and one tenant's backlog cannot queue ahead of another's."""
+        if not self.tenants:
+            return [(None, "evaluate", self.steps)]
+        return [(t, f"evaluate-{t}", self._steps_by_tenant[t]) for t in self.tenants]
+
     def tenant_of(self, topic: str) -> str | None:
         """The tenant whose steps topic this is; None outside multi-tenant mode."""
         return self._tenant_by_topic.get(topic)

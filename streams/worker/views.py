@@ -1,4 +1,5 @@
-"""The worker's HTTP views: run state, its step log, metrics, liveness and readiness.
+"""The worker's HTTP views: the runs it holds, run state, its step log, metrics, liveness and
+readiness.
 
 Faust's own /table and /router pages are off (they would show raw table values, i.e. step
 text); these are the only way in, and all but /health and /ready need the bearer token when
@@ -7,7 +8,7 @@ one is set.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import faust
@@ -28,12 +29,18 @@ def install(
     stalled: Callable[[], dict[str, float]],
     deadlettered: Callable[[str], dict[str, Any] | None] = lambda _run_id: None,
     not_progressing: Callable[[], dict[str, float]] = dict,
+    held: Callable[[], Mapping[str, str]] = dict,
+    tenants: bool = False,
+    missing: Callable[[], list[str]] = list,
 ) -> None:
     """Register the views on `app`; run views are routed to the worker holding the run.
     `deadlettered`: what this worker dead-lettered of a run lately (its first reason), so
     that a run whose run_start was refused answers why rather than a bare 404.
     `not_progressing`: partitions with events waiting and none evaluated past the stall
-    threshold (partition -> seconds): the worker is not ready."""
+    threshold (partition -> seconds): the worker is not ready. `held`: run_id -> org of the
+    runs this worker holds (`GET /runs`); `tenants`: multi-tenant mode, where a list names
+    its org. `missing`: what else keeps the worker from being ready, named by /ready
+    (`broker`: the broker does not answer; `partitions`: it owns none of the steps topic)."""
 
     def not_found(view: Any, run_id: str) -> Any:
         dl = deadlettered(run_id)
@@ -42,6 +49,12 @@ def install(
         return view.json({"error": "unknown run", "run_id": run_id}, status=404)
 
     guarded = bearer_guard(token)
+
+    @app.page("/runs")
+    @guarded
+    async def runs_view(view: Any, request: Any) -> Any:
+        status, body = list_runs(held(), lookup, request.query, tenants)
+        return view.json(body, status=status)
 
     @app.page("/runs/{run_id}")
     @guarded
@@ -81,14 +94,53 @@ def install(
 
     @app.page("/ready")
     async def ready_view(view: Any, request: Any) -> Any:
-        return ready_answer(view, ready(), stalled(), not_progressing())
+        return ready_answer(view, ready(), stalled(), not_progressing(), missing())
 
 
-def ready_answer(view: Any, ready: bool, stuck: dict[str, float], idle: dict[str, float]) -> Any:
+LIST_LIMIT = 100  # runs per page of GET /runs unless ?limit= says otherwise
+LIST_LIMIT_MAX = 1000
+
+
+def list_runs(
+    held: Mapping[str, str],
+    lookup: Callable[[str], TraceState | None],
+    query: Mapping[str, str],
+    tenants: bool = False,
+) -> tuple[int, Any]:
+    """`GET /runs?limit=&after=&org=`: (status, body). The body is a JSON list of the runs this
+    worker holds, by run id, the first `limit` after the run id `after` (the last of the
+    previous page; a page shorter than `limit` is the last), each {run_id, org_id, state,
+    step, finished, outcome}. In multi-tenant mode `org` is required: one tenant's list. Only
+    the page's runs are read from the table."""
+    raw = query.get("limit", str(LIST_LIMIT))
+    if not raw.isdigit() or not 1 <= int(raw) <= LIST_LIMIT_MAX:
+        return 400, {"error": f"limit: an integer from 1 to {LIST_LIMIT_MAX}", "limit": raw[:100]}
+    org = query.get("org")
+    if tenants and not org:
+        return 400, {"error": "org: required in multi-tenant mode (GET /runs?org=<tenant>)"}
+    after = query.get("after", "")
+    ids = sorted(r for r, o in held.items() if r > after and (org is None or o == org))
+    page = []
+    for run_id in ids:
+        st = lookup(run_id)
+        if st is None:  # evicted since it was counted
+            continue
+        s = st.summary()
+        page.append({k: s[k] for k in ("run_id", "org_id", "state", "step", "finished", "outcome")})
+        if len(page) == int(raw):
+            break
+    return 200, page
+
+
+def ready_answer(
+    view: Any, ready: bool, stuck: dict[str, float], idle: dict[str, float], missing: list[str] | None = None
+) -> Any:
     """/ready: 200 only when ready with no partition stalled or not progressing; else 503,
-    naming the partitions."""
+    naming the partitions and what is missing (`{"ready": false, "missing": ["broker"]}`)."""
     ok = ready and not stuck and not idle
     body: dict[str, Any] = {"ready": ok}
+    if missing:
+        body["missing"] = missing
     if stuck:
         body["stalled_partitions"] = stuck
     if idle:

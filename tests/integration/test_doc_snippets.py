@@ -199,3 +199,23 @@ def test_the_difficulty_doc_plugin_snippet_defines_working_scorers() -> None:
     exec(compile(first_python_block("docs/difficulty.md"), "docs/difficulty.md snippet", "exec"), ns)
     assert ns["shouting"]("STOP") == 1.0 and ns["shouting"]("calm") == 0.1
     assert callable(ns["trajectory_strict"])
+
+
+def test_get_runs_lists_the_runs_the_worker_holds_page_by_page(env: WorkerProcess) -> None:
+    """`GET /runs` on a real worker (Faust's routing: /runs beside /runs/{run_id}): paging by
+    `after` reaches the runs the snippets above started, each with its summary fields."""
+    import json
+    import urllib.request
+
+    base = f"http://127.0.0.1:{env.settings.web_port}/runs"
+    seen: dict[str, dict[str, Any]] = {}
+    after = ""
+    while True:
+        with urllib.request.urlopen(f"{base}?limit=50&after={after}", timeout=10) as r:
+            page = json.loads(r.read())
+        seen.update((x["run_id"], x) for x in page)
+        if len(page) < 50:
+            break
+        after = page[-1]["run_id"]
+    assert seen["run-42"]["finished"] and seen["run-42"]["outcome"] == "success"
+    assert list(seen) == sorted(seen)

@@ -26,6 +26,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAuthorizationFailedError
 
 from streams.agent.client import KafkaAuthError, SteeringClient
+from streams.kafka.quotas import DEFAULT_PRODUCER_BYTE_RATE, read_quotas
 from streams.kafka.security import client_kwargs, diagnose
 from streams.local.broker import REPO, kafka
 from streams.local.worker_process import WorkerProcess, free_port
@@ -36,7 +37,8 @@ pytestmark = pytest.mark.integration
 
 USERS = {"alice": "alice-secret", "bob": "b0b-s3cret", "rbworker": "w0rker-s3cret"}
 PREFIX = "mt"
-MAX_RUNS_PER_ORG = 16  # 4 per partition with 4 partitions
+MAX_RUNS_PER_ORG = 16
+BOB_BYTE_RATE = 256 * 1024  # 4 per partition with 4 partitions
 
 
 @pytest.fixture(scope="module")
@@ -89,8 +91,19 @@ def served(
     env = dict(os.environ, **{Settings.env_name(k): str(v) for k, v in admin.as_dict().items()})
     outputs = []
     for name in ("alice", "bob"):
+        quota = ["--producer-byte-rate", str(BOB_BYTE_RATE)] if name == "bob" else []  # alice: the default
         p = subprocess.run(
-            [sys.executable, "-m", "streams", "tenants", "add", name, "--worker-principal", "User:rbworker"],
+            [
+                sys.executable,
+                "-m",
+                "streams",
+                "tenants",
+                "add",
+                name,
+                "--worker-principal",
+                "User:rbworker",
+                *quota,
+            ],
             env=env,
             capture_output=True,
             text=True,
@@ -377,3 +390,11 @@ def test_the_per_org_cap_holds_against_a_flood_of_claimed_orgs_and_the_other_ten
         len(capped) >= 3 * MAX_RUNS_PER_ORG - MAX_RUNS_PER_ORG - 1
     )  # alice holds at most her cap (+1 run of test 2)
     assert bobs == [0, 0, 0]  # bob's org is not alice's: he still opens runs
+
+
+def test_tenants_add_sets_each_tenants_producer_quota_on_the_brokers(served):
+    """Read back from the broker: the default for alice, the flag's value for bob."""
+    admin: Settings = served["admin"]
+    assert "quota: User:alice may produce at most 1048576 bytes/s per broker" in served["added"][0]
+    assert asyncio.run(read_quotas(admin, "User:alice")) == {"producer_byte_rate": DEFAULT_PRODUCER_BYTE_RATE}
+    assert asyncio.run(read_quotas(admin, "User:bob")) == {"producer_byte_rate": BOB_BYTE_RATE}

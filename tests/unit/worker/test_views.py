@@ -41,8 +41,9 @@ class View:
 
 
 class Request:
-    def __init__(self, token: str | None = None) -> None:
+    def __init__(self, token: str | None = None, query: dict[str, str] | None = None) -> None:
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.query = query or {}
 
 
 def installed(
@@ -125,3 +126,70 @@ def test_a_run_whose_run_start_was_dead_lettered_answers_with_the_reason(sem: Se
     status, body = call(app, "/runs/{run_id}", "r")
     assert status == 200 and body["deadletter"]["reason"] == "out_of_order"
     assert call(app, "/runs/{run_id}", "nobody")[1] == {"error": "unknown run", "run_id": "nobody"}
+
+
+def listing(sem: Semantics, tenants: bool = False, token: str = "") -> tuple[App, Any]:
+    """A worker's views over runs of two orgs: r (the default org), a-0..a-4 (acme), b-0 (bee)."""
+    r = rig(sem, GatedStore())
+
+    async def setup() -> None:
+        events = [run_start("r"), *(run_start(f"a-{i}", org_id="acme") for i in range(5))]
+        for ev in [*events, run_start("b-0", org_id="bee")]:
+            await r.feed(ev)
+            await r.drain()
+
+    asyncio.run(setup())
+    app = App()
+    views.install(
+        app,  # type: ignore[arg-type]
+        r.table,
+        r.runs.lookup,
+        r.metrics,
+        token,
+        lambda: True,
+        dict,
+        held=r.runs.held.orgs,
+        tenants=tenants,
+    )
+    return app, r
+
+
+def get_runs(app: App, token: str | None = None, **query: str) -> tuple[int, Any]:
+    return asyncio.run(app.pages["/runs"](View(), Request(token, query)))  # type: ignore[no-any-return]
+
+
+def test_get_runs_lists_the_runs_held_by_id_paged_with_limit_and_after(sem: Semantics) -> None:
+    app, _ = listing(sem)
+    status, body = get_runs(app)
+    assert status == 200 and [x["run_id"] for x in body] == ["a-0", "a-1", "a-2", "a-3", "a-4", "b-0", "r"]
+    assert body[0] == {
+        "run_id": "a-0",
+        "org_id": "acme",
+        "state": body[0]["state"],
+        "step": 0,
+        "finished": False,
+        "outcome": None,
+    }
+    pages, after = [], ""
+    while True:
+        status, page = get_runs(app, limit="3", after=after)
+        assert status == 200
+        pages.append([x["run_id"] for x in page])
+        if len(page) < 3:
+            break
+        after = page[-1]["run_id"]
+    assert pages == [["a-0", "a-1", "a-2"], ["a-3", "a-4", "b-0"], ["r"]]
+    assert [x["run_id"] for x in get_runs(app, org="bee")[1]] == ["b-0"]
+    for bad in ("0", "x", "100000"):
+        status, body = get_runs(app, limit=bad)
+        assert status == 400 and "limit" in body["error"]
+
+
+def test_get_runs_is_per_org_in_multi_tenant_mode_and_behind_the_token(sem: Semantics) -> None:
+    app, _ = listing(sem, tenants=True, token="s3cret")
+    assert get_runs(app, org="acme")[0] == 401
+    status, body = get_runs(app, token="s3cret")
+    assert status == 400 and "org" in body["error"]
+    status, body = get_runs(app, token="s3cret", org="acme", limit="2")
+    assert status == 200 and [x["run_id"] for x in body] == ["a-0", "a-1"]
+    assert {x["org_id"] for x in get_runs(app, token="s3cret", org="acme")[1]} == {"acme"}

@@ -1,0 +1,50 @@
+"""Shares the worker's time between tenants (multi-tenant mode), so that one tenant's backlog
+does not hold another tenant's steps.
+
+Each tenant's steps topic has its own agent and buffer (`Topics.sources`), and the agents take
+turns event by event. That alone is not enough: every event the worker gets comes through
+Faust's consumer thread, which needs the interpreter lock for a moment many times per fetch,
+and an agent working through a backlog of large events holds it almost without pause. The
+fetch round trip then took ~1 s, and so did every decision of the other tenants (measured:
+bench/fairness.py, BENCHMARKS.md). So a tenant that has a backlog, while other tenants are
+active, pauses after each of its events for as long as the event took times the number of
+other active tenants: it gets at most 1/N of the worker's time, and the pauses are where the
+consumer thread and the other tenants' events run. A tenant alone, or keeping up, never
+pauses: the pacing costs nothing until two tenants compete.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+ACTIVE_WINDOW_S = 5.0  # a tenant with an event this recent is competing for the worker
+MAX_PAUSE_S = 0.5  # the longest pause after one event (an event that took very long)
+
+
+class FairShare:
+    def __init__(
+        self,
+        window_s: float = ACTIVE_WINDOW_S,
+        max_pause_s: float = MAX_PAUSE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.window_s = window_s
+        self.max_pause_s = max_pause_s
+        self._clock = clock
+        self._last: dict[str, float] = {}  # tenant -> when its last event was taken
+        self.paused_s = 0.0  # pauses so far, in seconds
+
+    def took(self, tenant: str, seconds: float, backlog: bool) -> float:
+        """`tenant`'s agent finished an event that took `seconds`; `backlog`: more of its
+        events are waiting. Returns how long the agent should pause before its next one."""
+        now = self._clock()
+        self._last[tenant] = now
+        if not backlog or seconds <= 0:
+            return 0.0
+        others = sum(1 for t, at in self._last.items() if t != tenant and now - at <= self.window_s)
+        if not others:
+            return 0.0
+        pause = min(seconds * others, self.max_pause_s)
+        self.paused_s += pause
+        return pause

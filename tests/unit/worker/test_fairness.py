@@ -1,0 +1,64 @@
+"""Tenants share the worker's time: a tenant with a backlog is paced only while other tenants
+are active, and two tenants' events of one run id never interleave."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from streams.core.monitors import Semantics
+from streams.worker.fairness import FairShare
+from tests.factories import run_start
+from tests.unit.worker.harness import GatedStore, rig
+
+
+def test_a_tenant_alone_or_keeping_up_is_never_paused() -> None:
+    now = [0.0]
+    fair = FairShare(clock=lambda: now[0])
+    assert fair.took("flood", 0.05, backlog=True) == 0.0  # alone
+    now[0] += 0.1
+    fair.took("calm", 0.01, backlog=False)
+    assert fair.took("calm", 0.01, backlog=False) == 0.0  # keeping up: no backlog
+    assert fair.paused_s == 0.0
+
+
+def test_a_backlogged_tenant_gets_one_share_while_others_are_active() -> None:
+    now = [0.0]
+    fair = FairShare(window_s=5.0, max_pause_s=0.5, clock=lambda: now[0])
+    fair.took("calm", 0.01, backlog=False)
+    assert fair.took("flood", 0.04, backlog=True) == 0.04  # two active: at most half the time
+    fair.took("third", 0.01, backlog=False)
+    assert abs(fair.took("flood", 0.04, backlog=True) - 0.08) < 1e-9  # three: a third
+    assert fair.took("flood", 2.0, backlog=True) == 0.5  # one very long event: capped
+    now[0] += 5.1  # the others went quiet
+    assert fair.took("flood", 0.04, backlog=True) == 0.0
+
+
+def test_two_tenants_starting_one_run_id_at_once_are_taken_one_after_the_other(sem: Semantics) -> None:
+    """Each tenant's topic has its own agent, so their events may be taken at once; the run
+    is held from its lookup to its store, so the second start sees the first's run and is
+    refused (org_mismatch), instead of both opening it."""
+    topics = {"mt.alice.steps": "alice", "mt.bob.steps": "bob"}
+
+    async def go() -> Any:
+        r = rig(sem, GatedStore(), tenant_of=topics.get)
+        plain = r.processor._send_decision
+
+        async def slow_send(key: bytes, value: bytes, partition: int, *, tenant: str | None) -> None:
+            await asyncio.sleep(0.02)  # a send that waits on the broker: the other agent runs
+            await plain(key, value, partition, tenant=tenant)
+
+        r.processor._send_decision = slow_send
+        await asyncio.gather(
+            r.feed(run_start("shared", e_traces_enabled=False), topic="mt.alice.steps"),
+            r.feed(run_start("shared", e_traces_enabled=False), topic="mt.bob.steps"),
+        )
+        await r.drain()
+        return r
+
+    r = asyncio.run(go())
+    assert [d["step"] for d in r.decisions] == [0]
+    assert [d["reason"] for d in r.deadletters] == ["org_mismatch"]
+    st = r.runs.lookup("shared")
+    assert st is not None and st.config.org_id == "alice"
+    assert len(r.processor.chains) == 0
