@@ -32,6 +32,7 @@ from .core.difficulty import StepScorer, TextScorer
 from .core.fsm import TransitionFn
 from .core.ladder import InvalidRunSettings
 from .core.monitors.profiles import parse_profiles
+from .core.monitors.waiting import WAIT_BUDGET_S
 from .core.policy import Policy
 from .settings import Settings, SettingsError
 
@@ -74,6 +75,8 @@ def load_plugins(settings: Settings, base: Policy | None = None) -> tuple[Policy
     """`load_policy`, and what it loaded."""
     policy, loaded = with_entry_points(base or Policy(), entry_points())
     policy = policy.with_escalation(settings.escalation_defaults)  # RB_ESCALATION, RB_ORG_ESCALATION, ...
+    if settings.wait_budget_s != WAIT_BUDGET_S:
+        policy = policy.with_wait_budget(settings.wait_budget_s)  # RB_WAIT_BUDGET_S
     policy = policy.with_prices(settings.prices)  # RB_PRICES_FILE: routing prices its switches
     if settings.monitor_profiles:
         path = settings.monitor_profiles

@@ -44,6 +44,7 @@ from .client_settings import check_tenant_name as check_tenant_name
 from .client_settings import read_secret_file as read_secret_file
 from .core.events import Limits
 from .core.ladder import Defaults
+from .core.monitors.waiting import WAIT_BUDGET_S
 from .core.prices import NO_PRICES, PriceTable
 from .core.retention import DEFAULT_MAX_RUNS_PER_ORG
 
@@ -111,6 +112,9 @@ class Settings(ClientSettings):
     # runs whose run_start sets none, and {org_id: that} (an org's own wins). Empty: none.
     monitor_defaults: str = ""
     org_monitor_defaults: str = ""
+    # a run waiting on the same call (a CI job, a busy service) gets advice once it has waited
+    # this long, and again each time as long (docs/monitors.md#waiting-is-not-looping)
+    wait_budget_s: float = Field(WAIT_BUDGET_S, gt=0, le=7 * 86400)
     qdrant_url: str = Field(
         "", pattern=r"^(https?://.*)?$"
     )  # a Qdrant server (also QDRANT_URL); empty: local mode

@@ -825,11 +825,13 @@ def _run_monitors(
     decision["monitors"] = res.as_wire()
     # fired lists of this step and the one before
     st = st.evolve(monitors=monitors, recent_fired=[*st.recent_fired[-1:], res.fired])
+    step = decision["step"]
+    pol = ladder.policy_of(cfg.escalation)
+    if pol is not None and st.rung in ("escalate", "stop") and features.action:
+        st = _progress(st, pol, features, bool(res.fired), decision)
     if st.rung == "stop":
         return st  # a stopped run gets the stop again (`_apply_rung`), nothing else
-    step = decision["step"]
     # The ladder (core.ladder): did this step ignore a warning an earlier decision carried?
-    pol = ladder.policy_of(cfg.escalation)
     ignored: ladder.Ignored | None = None
     if pol is not None:
         call = ladder.call_key(features.sig) if features.action else None
@@ -849,7 +851,15 @@ def _run_monitors(
         climbed = rung != st.rung and rung in ("escalate", "stop")
         why = ladder.reason(ignored, count, steps, rung, ladder.escalation_model(pol, cfg.model_routing))
         st = st.evolve(
-            ignored=count, ignored_steps=steps, rung=rung, rung_reason=why if climbed else st.rung_reason
+            ignored=count,
+            ignored_steps=steps,
+            rung=rung,
+            rung_reason=why if climbed else st.rung_reason,
+            quiet=0,
+            rung_call=[
+                ladder.call_key(features.sig),
+                ladder.result_key(features.obs_hash, features.is_error),
+            ],
         )
         text = f"{ladder.injection(rung if climbed else 'nudge', why, ignored)}\n\n{res.text}"
     if climbed or (ignored is not None and st.monitor_injections < MAX_MONITOR_INJECTIONS):
@@ -889,14 +899,56 @@ def _run_monitors(
     return st
 
 
+def _progress(
+    st: TraceState,
+    pol: ladder.EscalationPolicy,
+    features: StepFeatures,
+    fired: bool,
+    decision: DecisionRecord,
+) -> TraceState:
+    """A call on the escalate or stop rung: the rung comes down one when it shows progress
+    (`ladder.progress`), and a stop that no longer holds says so in this decision."""
+    p = ladder.progress(
+        pol,
+        st.rung,
+        st.ignored,
+        st.quiet,
+        st.rung_call,
+        ladder.call_key(features.sig),
+        ladder.result_key(features.obs_hash, features.is_error),
+        fired,
+    )
+    if p.how is None:
+        return st.evolve(quiet=p.quiet)
+    step = decision["step"]
+    why = ladder.lowered(st.rung_reason, p, st.ignored_steps, step)
+    kept = st.ignored_steps[-p.ignored :] if p.ignored else []
+    if st.rung == "stop":
+        text = ladder.lifted(step, p.how)
+        injection: Injection = {"source": "monitor", "text": text, "pattern_id": None, "similarity": None}
+        decision["injections"] = [*decision["injections"], injection]
+        decision["inject"] = True
+        decision["injection_text"] = render_block(decision["injections"])
+        decision["action"] = "nudge"
+    return st.evolve(
+        rung=p.rung,
+        ignored=p.ignored,
+        ignored_steps=kept,
+        quiet=0,
+        rung_call=[],
+        rung_reason=why,
+        warnings=[],
+    )
+
+
 def _failure_types(policy: Policy) -> dict[str, str]:
     return {m.name: m.failure_type for m in policy.monitors}
 
 
 def _apply_rung(prior: TraceState, st: TraceState, decision: DecisionRecord) -> None:
     """A run on the escalate or stop rung: every decision says so and routes to the escalation
-    model (a stop too, when the policy escalates), and a stop repeats its text: the rung never
-    goes down within a run."""
+    model (a stop too, when the policy escalates), and a stop repeats its text: the rung
+    comes down only when the run makes progress (`_progress`)."""
     if st.rung not in ("escalate", "stop") or st.rung_reason is None or st.config.escalation is None:
         return
     why = st.rung_reason

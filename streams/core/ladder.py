@@ -231,7 +231,8 @@ WATCH_STEPS = 3
 CALLS_KEPT = 4  # the calls a warning is about: the warned step's and the few before it
 STEPS_KEPT = 8  # evidence steps kept (action_reason.steps)
 HEAD_CHARS = 160  # how much of a warning's text the state keeps, to quote it back
-RUNGS = ("continue", "nudge", "escalate", "stop")  # in order: a run's rung never goes down
+RUNGS = ("continue", "nudge", "escalate", "stop")  # in order: down only on progress (`progress`)
+PROGRESS_STEPS = 3  # calls in a row on which no monitor fires: the run makes progress
 
 
 def policy_of(wire: Mapping[str, Any] | None) -> EscalationPolicy | None:
@@ -371,4 +372,82 @@ def injection(rung: str, why: Mapping[str, Any], ig: Ignored | None) -> str:
     return (
         f"You were warned at step {ig.warned_at} ({ig.head}) and did the same again. Do not repeat "
         "it: change your approach."
+    )
+
+
+# -- progress: the rung comes down ----------------------------------------------------------
+
+
+def result_key(obs_hash: str, failed: bool) -> str:
+    """What a call's result is compared on when the call comes back (`progress`)."""
+    return f"{obs_hash[:8]}{'!' if failed else ''}"
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A call on the escalate or stop rung, judged: the rung, ignored count and quiet streak
+    after it, and `how` the run progressed when the rung came down (else None)."""
+
+    rung: str
+    ignored: int
+    quiet: int
+    how: str | None = None
+
+
+def progress(
+    pol: EscalationPolicy,
+    rung: str,
+    ignored: int,
+    quiet: int,
+    rung_call: Sequence[str],
+    call: str,
+    result: str,
+    fired: bool,
+) -> Progress:
+    """A run on escalate or stop makes progress with a call on which no monitor fires that is
+    either the call it did again against a warning (`rung_call`), now with a new result (the
+    CI job completed, the test passes), or the PROGRESS_STEPS-th such call in a row. Then the
+    rung comes down one: stop to escalate (to nudge when the policy has no escalate rung),
+    escalate to nudge; the ignored count goes back to where that rung starts, so a run that
+    falls back into the loop climbs again, warning by warning."""
+    if fired:
+        return Progress(rung, ignored, 0)
+    quiet += 1
+    if len(rung_call) == 2 and call == rung_call[0] and result != rung_call[1]:
+        how = "a new result for the call it was warned about"
+    elif quiet >= PROGRESS_STEPS:
+        how = f"{quiet} calls in a row with no warning"
+    else:
+        return Progress(rung, ignored, quiet)
+    if rung == "stop" and pol.escalate_model_after is not None:
+        return Progress("escalate", min(ignored, pol.escalate_model_after), 0, how)
+    return Progress("nudge", 0, 0, how)
+
+
+def lowered(
+    why: Mapping[str, Any] | None, p: Progress, steps: Sequence[Sequence[int]], step: int
+) -> dict[str, Any] | None:
+    """The `action_reason` of a run brought down from stop to escalate (None on nudge: no
+    reason is carried there)."""
+    if p.rung != "escalate" or why is None:
+        return None
+    kept = [list(x) for x in steps][-p.ignored :] if p.ignored else []
+    return {
+        "monitor": why["monitor"],
+        "failure_type": why["failure_type"],
+        "ignored": p.ignored,
+        "steps": [x[1] for x in kept],
+        "text": (
+            f"{why['monitor']} warnings were ignored until the run was told to stop; it then made "
+            f"progress at step {step} ({p.how}), so it is back on escalate: the next calls still go "
+            "to the escalation model."
+        ),
+    }
+
+
+def lifted(step: int, how: str) -> str:
+    """The text the agent reads when a stop no longer holds."""
+    return (
+        f"The earlier STOP no longer holds: the run made progress at step {step} ({how}). Go on "
+        "with the task, and do not go back to the calls you were warned about."
     )

@@ -14,6 +14,7 @@ from typing import Any
 from .difficulty import BUILTIN_SCORERS, StepScorer, TextScorer, on_thought
 from .fsm import BUILTIN_TRANSITIONS, TransitionFn
 from .ladder import NO_DEFAULTS, Defaults
+from .monitors import loop
 from .monitors.base import Monitor
 from .monitors.builtin import DEFAULT_MONITORS
 from .monitors.profiles import BUILTIN_PROFILES, clean_weights, parse_profiles
@@ -91,6 +92,15 @@ class Policy:
         returning END makes the run terminal."""
         _named(name, fn, "fsm_transition")
         return replace(self, transitions=_frozen({**self.transitions, name: fn}))
+
+    def with_wait_budget(self, seconds: float) -> Policy:
+        """This policy with the built-in loop monitor advising on a wait once it has lasted
+        `seconds` (RB_WAIT_BUDGET_S; docs/monitors.md). A plugin's own loop monitor is kept."""
+        suite = tuple(
+            loop.monitor(seconds) if m.name == loop.MONITOR.name and m.state is loop.LoopState else m
+            for m in self.monitors
+        )
+        return replace(self, monitors=suite)
 
     def with_escalation(self, defaults: Defaults) -> Policy:
         """This policy with the org-wide escalation defaults."""

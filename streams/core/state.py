@@ -99,12 +99,17 @@ class TraceState:
     etraces_pending: list[list[Any]] = field(default_factory=list)
     injections_by_source: dict[str, int] = field(default_factory=dict)
     # The escalation ladder (core.ladder, docs/escalation.md), bounded: the rung (continue,
-    # nudge, escalate, stop; never goes down), warnings ignored, the last few of them as
+    # nudge, escalate, stop; down one rung on progress), warnings ignored, the last few of them as
     # [step warned, step that did it again], the warnings still judged ([monitor, failure_type, step, text head], one
     # per monitor), the action_reason of the escalate/stop rung, and (runs with a ladder only)
     # the keys of the last few calls, which a warning is about.
     rung: str = "continue"
     ignored: int = 0
+    # The rung comes down on progress (`ladder.progress`): calls in a row on which no monitor
+    # fired while on escalate or stop, and [call key, result key] of the call that last did
+    # again what a warning was about (the same call with a new result is progress).
+    quiet: int = 0
+    rung_call: list[str] = field(default_factory=list)
     ignored_steps: list[list[int]] = field(default_factory=list)
     warnings: list[list[Any]] = field(default_factory=list)
     rung_reason: dict[str, Any] | None = None

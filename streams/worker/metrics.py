@@ -20,6 +20,7 @@ from prometheus_client.metrics import MetricWrapperBase
 from ..core.engine import Sealed
 from ..core.events import load_schema
 from ..core.fsm import FSMState
+from ..core.ladder import RUNGS
 from ..core.monitors import MONITORS
 
 # A decision takes ~0.1-5 ms of worker time; buckets resolve that range and the tail.
@@ -343,7 +344,8 @@ class Metrics:
             if d["suppressed"]:
                 child(self.suppressions, d["suppressed"]).inc()
             prior, st = result.prior, result.state
-            if st is not None and st.rung != (prior.rung if prior is not None else "continue"):
+            before = prior.rung if prior is not None else "continue"
+            if st is not None and RUNGS.index(st.rung) > RUNGS.index(before):  # a climb (not progress)
                 why = st.rung_reason
                 if st.rung in ("escalate", "stop") and why is not None:
                     child(self.escalations, st.rung, why["monitor"]).inc()

@@ -24,11 +24,14 @@ FIRE_AT = 0.6
 @dataclass(frozen=True, slots=True)
 class Finding:
     """One monitor's verdict on one step: a score in [0, 1] and, when it fires, what to say.
-    `facts`: what it learnt that a monitor evaluated after it may read (`Monitor.after`)."""
+    `facts`: what it learnt that a monitor evaluated after it may read (`Monitor.after`).
+    `advice`: a hint, not a failure (a wait that is getting long): sent like a warning, but the
+    escalation ladder never counts it as ignored."""
 
     score: float
     text: str | None = None
     facts: Mapping[str, int] | None = None
+    advice: bool = False
 
     @property
     def fired(self) -> bool:

@@ -305,6 +305,9 @@ class StepFeatures:
     # The observation uncut (`observation` is cut to the thought limit): its head and tail are
     # what `outcome` and `obs_digest` read.
     whole_observation: str = field(default="", repr=False)
+    # The event's `ts` (the agent's clock, seconds): what tells waiting from looping
+    # (`waiting`); never the worker's clock, so replay reads the same times.
+    ts: float | None = None
 
     @lazy
     def outcome(self) -> Outcome:
@@ -601,6 +604,7 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
         input_cut=_looks_cut(raw_input, len(whole_input), max_chars),
         observation_cut=_round_length(whole_obs),
         whole_observation=whole_obs,
+        ts=_number(ev.get("ts")),
     )
 
 

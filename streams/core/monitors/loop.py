@@ -27,7 +27,7 @@ from typing import Any
 from ...untrusted import cut, fenced
 from ..scan import leftmost, names
 from ..scoring.observation import window
-from . import grounding
+from . import grounding, waiting
 from .base import NOTHING, Context, Finding, Monitor
 from .features import StepFeatures, short_hash, sketch_similarity
 from .semantics import Semantics
@@ -143,6 +143,8 @@ class Entry:
     obs_cut: bool = False  # the result was cut by its producer: its tail is unseen
     shape: str = ""  # hash of action + input with digits masked (`grep -A 20` / `grep -A 30`)
     place: str = ""  # hash of the page the call acted on, when the result names one (`_place`)
+    ts: float | None = None  # the event's time (the agent's clock): waiting is told by it
+    wait: str = ""  # `waiting.kind`: "pending", "transient", "sleep", or "" (a result like any other)
 
     def encode(self) -> list[Any]:
         return [
@@ -171,6 +173,8 @@ class Entry:
             self.obs_cut,
             self.shape,
             self.place,
+            self.ts,
+            self.wait,
         ]
 
     @classmethod
@@ -216,6 +220,8 @@ class Entry:
             obs_cut=f.observation_cut,
             shape=short_hash(f"{f.action}\x00{DIGITS.sub('#', f.input)}") if f.action else "",
             place=_place(f) if f.action else "",
+            ts=f.ts,
+            wait=waiting.kind(f),
         )
 
 
@@ -341,6 +347,8 @@ class LoopState:
 
     window: list[list[Any]] = field(default_factory=list)
     frames: dict[str, list[Any]] = field(default_factory=dict)
+    gaps: list[float] = field(default_factory=list)  # seconds before the last ordinary steps (`waiting`)
+    waits: list[list[Any]] = field(default_factory=list)  # the calls waited on (`waiting.Wait`)
 
 
 def frame_of(frames: dict[str, list[Any]], tool: str | None) -> set[int]:
@@ -1118,17 +1126,81 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def evaluate(st: LoopState, f: StepFeatures, ctx: Context, sem: Semantics) -> tuple[LoopState, Finding]:
+def _waiting(
+    w: Window, waits: list[list[Any]], gaps: list[float], budget: float
+) -> tuple[bool, list[list[Any]], waiting.Wait | None]:
+    """Whether this step waits: it repeats a call (same agent, tool and input) spaced out in
+    time, on a pending or transient result (`waiting`). Then no rule speaks of it: the same
+    "in progress" after waiting says nothing about progress. Also the calls waited on after
+    it, and the one whose wait just passed another `budget` seconds (advice is due)."""
+    cur = w.cur
+    if not cur.sig or cur.ts is None:
+        return False, waits, None
+    same = [e for e in w.before if e.sig == cur.sig and e.agent == cur.agent]
+    prev = same[-1] if same else None
+    dt = waiting.gap(prev.ts, cur.ts) if prev is not None else None
+    before = waiting.gap(same[-2].ts, same[-1].ts) if len(same) >= 2 else None
+    waits_now = bool(cur.wait) and waiting.spaced(dt, before, gaps)
+    started = prev is not None and bool(prev.wait) and prev.ts is not None
+    since = prev.ts if started and prev is not None and prev.ts is not None else cur.ts
+    first = prev.step if started and prev is not None else cur.step
+    k = waiting.key(cur.agent, cur.sig)
+    kept, due = waiting.advance(waits, k, since, first, cur.ts, waits_now, not cur.wait, budget)
+    return waits_now, kept, due
+
+
+def _long_wait(w: Window, wait: waiting.Wait) -> Finding:
+    """Advice on a wait past its budget: not a loop (the ladder does not judge it), a check."""
+    cur = w.cur
+    minutes = int((waiting.gap(wait.since, cur.ts) or 0.0) // 60)
+    answer = {
+        "pending": "that the work is not done yet",
+        "transient": "with an error of the moment (a busy or unavailable service)",
+    }.get(cur.wait, "")
+    return Finding(
+        0.7,
+        f"{_who([cur], cur)} waited {minutes} minutes on {_name(cur)} ({_input(cur)}): "
+        f"{wait.calls} calls since step {wait.first}"
+        + (f", each answering {answer}" if answer else "")
+        + ". Waiting is right while the work runs, but this is long: check that it is still "
+        "making progress (its log or status page), or go on with other work and come back to it.",
+        advice=True,
+    )
+
+
+def evaluate(
+    st: LoopState, f: StepFeatures, ctx: Context, sem: Semantics, budget: float = waiting.WAIT_BUDGET_S
+) -> tuple[LoopState, Finding]:
     lines = _result_lines(f) if f.action else _page_lines(f)
     cur = Entry.of(f, frame_of(st.frames, f.action), lines)
     kept = st.window[-(WINDOW - 1) :]
     frames = _learn(st.frames, f, cur.obs, lines)
     w = Window([*(Entry.decode(e) for e in kept), cur], f, frames)
-    new = LoopState(window=[*kept, cur.encode()], frames=frames)
+    last = w.before[-1] if w.before else None
+    gaps = waiting.remember_gap(st.gaps, waiting.gap(last.ts, cur.ts) if last else None, bool(cur.wait))
+    waits_now, waits, due = _waiting(w, st.waits, st.gaps, budget)
+    new = LoopState(window=[*kept, cur.encode()], frames=frames, gaps=gaps, waits=waits)
+    if due is not None:
+        return new, _long_wait(w, due)
+    if waits_now:
+        return new, NOTHING
     found = [x for x in (rule(w, sem) for rule in RULES) if x is not None]
     if not found:
         return new, NOTHING
     return new, max(found, key=lambda x: x.score)
 
 
-MONITOR = Monitor("semantic_loop", "loop", "loop", LoopState, evaluate)
+def monitor(wait_budget_s: float = waiting.WAIT_BUDGET_S) -> Monitor[LoopState]:
+    """The loop monitor, advising on a wait once it is `wait_budget_s` long (RB_WAIT_BUDGET_S)."""
+    if wait_budget_s == waiting.WAIT_BUDGET_S:
+        return Monitor("semantic_loop", "loop", "loop", LoopState, evaluate)
+
+    def with_budget(
+        st: LoopState, f: StepFeatures, ctx: Context, sem: Semantics
+    ) -> tuple[LoopState, Finding]:
+        return evaluate(st, f, ctx, sem, wait_budget_s)
+
+    return Monitor("semantic_loop", "loop", "loop", LoopState, with_budget)
+
+
+MONITOR = monitor()

@@ -170,8 +170,9 @@ def evaluate(
     )
     # every text through the backstop: a monitor (a plugin's too) that let event text through
     # unquoted still cannot forge the marker, a tag, a control character or an open fence
-    said = tuple((n, scrub(t)) for n in fired if (t := found[n].text))
-    texts = [t for _n, t in said]
+    spoken = tuple((n, scrub(t)) for n in fired if (t := found[n].text))
+    texts = [t for _n, t in spoken]
+    said = tuple((n, t) for n, t in spoken if not found[n].advice)  # advice is never "ignored"
     result = MonitorResult(
         scores=scores,
         fired=fired,

@@ -164,11 +164,13 @@ def test_stop_comes_only_when_a_policy_sets_stop_after() -> None:
     assert next_rung(parse_escalation({"stop_after": 3}), 3, "nudge") == "stop"
 
 
-def test_a_stopped_run_stays_stopped_whatever_it_does_next() -> None:
-    run = looping(Run(escalation=LADDER), 6)
-    for k in range(7, 12):
-        run.feed(other("r", k))
-    tail = run.decisions[-5:]
+def test_a_stopped_run_stays_stopped_while_it_makes_no_progress() -> None:
+    """Until it makes progress (tests/unit/core/test_waiting_ladder.py): the same call with the
+    same result again, or fewer than PROGRESS_STEPS quiet calls, keep the stop."""
+    run = looping(Run(escalation=LADDER), 12)
+    run.feed(other("r", 13))
+    run.feed(other("r", 14))
+    tail = run.decisions[-9:]
     assert all(d["action"] == "stop" and d["action_reason"] is not None for d in tail)
     assert all("STOP" in (d["injection_text"] or "") for d in tail)
     assert run.state.rung == "stop"

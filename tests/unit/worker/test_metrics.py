@@ -107,3 +107,31 @@ def test_the_worker_climbs_the_same_ladder_as_replay_and_counts_each_rung_once(s
     assert get("rb_escalations_total", {"action": "stop", "monitor": "late_sprawl"}) == 0
     summary = r.runs.lookup("r").summary()  # type: ignore[attr-defined]
     assert summary["rung"] == "stop" and summary["ignored_warnings"] == 2
+
+
+def test_a_rung_that_comes_down_on_progress_is_not_counted_as_an_escalation(sem) -> None:
+    """Issue 38: rb_escalations_total counts climbs; a stop lifted to escalate by progress
+    (docs/escalation.md#when-the-rung-comes-down) is no new escalation."""
+    from streams.core.state import TraceState
+    from tests.driving import sealed
+    from tests.factories import b, run_start, step
+
+    m = Metrics(process=False)
+    table: dict[str, TraceState] = {}
+
+    def feed(ev: dict[str, object]) -> str:
+        res = sealed(b(ev), table.get, None, 1.0, sem)
+        assert res.state is not None and res.decision is not None
+        table["r"] = res.state
+        m.observe(res, 0.001, 2.0)
+        return str(res.decision["action"])
+
+    feed(run_start("r", escalation={"escalate_model_after": 1, "stop_after": 2}))
+    test = {"command": "pytest tests/test_x.py"}
+    failed = "FAILED tests/test_x.py::test_x - AssertionError: 1 != 2"
+    for k in range(1, 7):
+        feed(step("r", k, action="bash", action_input=test, observation=failed, observation_is_error=True))
+    assert feed(step("r", 7, action="bash", action_input=test, observation="1 passed")) == "escalate"
+    get = m.registry.get_sample_value
+    assert get("rb_escalations_total", {"action": "escalate", "monitor": "semantic_loop"}) == 1
+    assert get("rb_escalations_total", {"action": "stop", "monitor": "semantic_loop"}) == 1

@@ -1,0 +1,172 @@
+"""Waiting is not looping: the same call again, after time has passed, on a result that says
+"not yet" or "not now".
+
+The first complaint users have about every loop detector is that it stops agents that poll a
+CI job or retry a busy service. Such a call repeats by design: what it asks about changes
+with time, so the same "in progress" again says nothing about the run's progress. Two kinds
+of result make a call one to wait on (`kind`):
+
+- a pending state: in progress, queued, pending, not ready, `"status": "running"`,
+  `ContainerCreating`;
+- a transient error: HTTP 5xx, 429, a rate limit, a network timeout, "retry", "try again",
+  "temporarily unavailable". (A command the framework timed out is not one: the command hung.)
+A file opened with a read or editor tool is content, never a pending state.
+
+A repeat of such a call is *waiting* when it is spaced out in real time (`spaced`): the time
+since the same call last ran is at least WAIT_GAP_S and at least WAIT_RATIO times the run's
+usual step gap (an agent whose every step takes 8 s of model time does not wait by taking
+8 s), or it backs off (the gap at least doubled since the call's previous one, and is past
+BACKOFF_MIN_S and the usual gap). Times are the events' own `ts`, never the worker's clock,
+so replay decides alike. A 503 retried with no time between is not waiting: it is a loop.
+
+A long wait gets its own advice, once per WAIT_BUDGET_S of it (`Waits.advance`). Pure and
+bounded: a run's state keeps GAPS_KEPT gaps and WAITS_KEPT waits.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .features import StepFeatures, short_hash
+
+WAIT_GAP_S = 10.0  # seconds between the same call, at least, for a repeat to be waiting
+WAIT_RATIO = 2.0  # ... and at least this many of the run's usual step gaps
+BACKOFF_GROWTH = 2.0  # a gap this many times the call's previous gap is a backoff
+BACKOFF_MIN_S = 2.0  # ... when it is at least this long
+WAIT_BUDGET_S = 1200.0  # a wait this long gets advice (RB_WAIT_BUDGET_S), and again each time as long
+GAPS_KEPT = 8  # gaps of ordinary steps kept: the run's usual step gap is their median
+WAITS_KEPT = 4  # waits tracked at once (one per call waited on)
+TRANSIENT_CHARS = 400  # of a result's head read for a transient error
+SHORT_RESULT = 400  # a result that did not fail must be this short to be a transient error
+PENDING_CHARS = 2000  # of a result's head read for a pending state
+
+PENDING = re.compile(
+    r"\b(?:in[ _-]progress|queued|pending|not (?:yet )?ready|containercreating|podinitializing|"
+    r"init:\d{1,3}/\d{1,3}|still (?:running|starting|pending|processing|building|waiting|in progress)|"
+    r"waiting for (?:the )?(?:job|run|build|pod|container|deployment|workflow|operation)s?|"
+    r"not (?:yet )?(?:finished|completed?|done))\b"
+    r"|\b(?:status|state|phase)[\"']?\s{0,3}[:=]\s{0,3}[\"']?"
+    r"(?:running|starting|waiting|creating|provisioning|initializing|building|processing)\b",
+    re.IGNORECASE,
+)
+TRANSIENT = re.compile(
+    r"\brate[ _-]?limit|\btoo many requests|\bthrottl|\btemporarily\b|"
+    r"\btemporary (?:failure|error|issue|problem|outage)|\bunavailable\b|\boverloaded\b|"
+    r"\bconnection (?:reset|refused|aborted)|\becon(?:nreset|nrefused)\b|\betimedout\b|\btry again|\bretry|"
+    r"\b(?:connect(?:ion)?|read|request|gateway|socket|upstream|network) ?timed? ?out|"
+    r"\b(?:http\S{0,4}|status(?:[ _]code)?|code|error)\W{0,4}(?:429|5\d\d)\b|"
+    r"\b(?:429|5\d\d)\W{1,3}(?:internal|bad gateway|service|gateway|too many|server)",
+    re.IGNORECASE,
+)
+# A command that only waits (`sleep 30`): the agent backing off by itself.
+SLEEP = re.compile(r"sleep\s{1,8}\d{1,6}(?:\.\d{1,3})?[smh]?")
+WAIT_TOOLS = frozenset({"wait", "sleep"})
+
+
+def kind(f: StepFeatures) -> str:
+    """What makes step `f` a call to wait on: "sleep" (it only waits), "transient" (a failure
+    of the moment), "pending" (the work asked about is not done yet), or "" (none: a result
+    like any other)."""
+    if not f.action or f.modifies:
+        return ""
+    if f.action in WAIT_TOOLS or (f.command and SLEEP.fullmatch(f.command[:40].strip())):
+        return "sleep"
+    obs = f.whole_observation
+    if not obs:
+        return ""
+    if (f.is_error or len(obs) <= SHORT_RESULT) and (
+        TRANSIENT.search(f.error_line[:TRANSIENT_CHARS]) or TRANSIENT.search(obs[:TRANSIENT_CHARS])
+    ):
+        return "transient"
+    if PENDING.search(obs[:PENDING_CHARS]) and not (f.reads and not f.command):
+        return "pending"  # a file opened with a read tool is content: its "not done yet" is a comment
+    return ""
+
+
+def usual(gaps: Sequence[float]) -> float | None:
+    """The run's usual step gap: the median of the gaps kept (None: none yet)."""
+    if not gaps:
+        return None
+    s = sorted(gaps)
+    return s[len(s) // 2]
+
+
+def gap(a: float | None, b: float | None) -> float | None:
+    """Seconds from time `a` to time `b`, when both are known and it is a real span."""
+    if a is None or b is None:
+        return None
+    d = b - a
+    return d if math.isfinite(d) and d >= 0 else None
+
+
+def spaced(dt: float | None, before: float | None, gaps: Sequence[float]) -> bool:
+    """A repeat `dt` seconds after the same call (`before`: the gap before that one, if the
+    call ran twice already) is spaced out in time: waiting, not a retry."""
+    if dt is None:
+        return False
+    floor = WAIT_RATIO * (usual(gaps) or 0.0)
+    if before is not None and before > 0 and dt >= BACKOFF_GROWTH * before:
+        return dt >= max(BACKOFF_MIN_S, floor)
+    return dt >= max(WAIT_GAP_S, floor)
+
+
+def remember_gap(gaps: Sequence[float], dt: float | None, waits: bool) -> list[float]:
+    """`gaps` with the gap before this step, kept when the step is an ordinary one (a wait's
+    gap is not the run's pace)."""
+    if dt is None or waits:
+        return list(gaps)
+    return [*gaps[-(GAPS_KEPT - 1) :], round(dt, 3)]
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """One call waited on: since when (its first pending or failing answer), its last call,
+    how many calls, the step of the first, and how many budgets of it were advised on."""
+
+    key: str
+    since: float
+    last: float
+    calls: int
+    first: int
+    advised: int
+
+    def encode(self) -> list[Any]:
+        return [self.key, self.since, self.last, self.calls, self.first, self.advised]
+
+
+def key(agent: str, sig: str) -> str:
+    return short_hash(f"{agent}\x00{sig}")[:12]
+
+
+def advance(
+    waits: Sequence[Sequence[Any]],
+    k: str,
+    since: float,
+    step: int,
+    now: float,
+    waiting: bool,
+    ended: bool,
+    budget: float,
+) -> tuple[list[list[Any]], Wait | None]:
+    """The waits after this step's call `k` at time `now`: `waiting` (a spaced repeat on a
+    pending or transient result) starts or extends its wait (`since`: the first call of it);
+    `ended` (a result that is neither) ends it. Waits whose call has not come back for a whole
+    budget are over. Returns the wait to advise on now (its length past one more budget)."""
+    kept = [Wait(*w) for w in waits if (gap(float(w[2]), now) or 0.0) < budget]
+    mine = next((w for w in kept if w.key == k), None)
+    others = [w for w in kept if w.key != k]
+    if ended or (mine is None and not waiting):
+        return [w.encode() for w in others], None
+    if mine is None:
+        mine = Wait(k, since, now, 2, step, 0)
+    else:
+        mine = Wait(k, mine.since, now, mine.calls + 1, mine.first, mine.advised)
+    due = waiting and (gap(mine.since, now) or 0.0) >= budget * (mine.advised + 1)
+    if due:
+        mine = Wait(k, mine.since, now, mine.calls, mine.first, int((gap(mine.since, now) or 0.0) // budget))
+    others = sorted(others, key=lambda w: w.last)[-(WAITS_KEPT - 1) :]
+    return [*(w.encode() for w in others), mine.encode()], mine if due else None
