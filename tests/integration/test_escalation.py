@@ -125,7 +125,7 @@ def test_a_stopped_run_keeps_answering_stop(ladder_worker: WorkerProcess) -> Non
         got = actions([d for _, _, d in drive(s, [RERUN] * 10)])
         s.finish()
     first = got.index("stop")
-    assert got[first:] == ["stop"] * (len(got) - first), got  # the rung never goes down
+    assert got[first:] == ["stop"] * (len(got) - first), got  # the same call again is no progress
     assert s.outcome == STOPPED_OUTCOME
 
 
