@@ -122,11 +122,27 @@ def worker(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wo
 
 @pytest.fixture(scope="session")
 def adapters_worker(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    """One worker shared by the framework adapters' modules (a start costs ~10 s): every test
-    makes its own runs and reads back only those."""
+    """One worker shared by the framework adapters' modules, test_escalation and
+    test_deadletters (a start costs ~10 s): every test makes its own runs and reads back only
+    those."""
     tmp = tmp_path_factory.mktemp("adapters")
     # signed decisions (RB_DECISION_KEY): the adapters' clients, made from these settings, check them
     w = start_worker(make_settings(broker, tmp, client_deadline_ms=15000, decision_key=DECISION_KEY), tmp)
+    yield w
+    w.stop()
+    assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)
+
+
+@pytest.fixture(scope="session")
+def seeded_worker(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
+    """One worker with the starter pattern library, shared by test_etraces and test_langchain
+    (a seeded start embeds the whole library): every test makes its own runs and reads back
+    only those, and counts metrics as differences."""
+    tmp = tmp_path_factory.mktemp("seeded")
+    s = make_settings(
+        broker, tmp, patterns_seed=str(STARTER), etrace_timeout_ms=2000, client_deadline_ms=15000
+    )
+    w = start_worker(s, tmp)
     yield w
     w.stop()
     assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)

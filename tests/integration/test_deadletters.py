@@ -13,7 +13,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -22,20 +21,16 @@ import pytest
 from streams import deadletters as dl
 from streams.agent.client import SteeringClient
 from streams.local.worker_process import WorkerProcess, free_port
-from tests.integration.conftest import make_settings, start_worker
+from tests.integration.conftest import make_settings
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def dl_worker(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    """One worker for the module; each test uses its own run ids."""
-    tmp_path = tmp_path_factory.mktemp("deadletters")
-    w = start_worker(make_settings(broker, tmp_path, client_deadline_ms=15000), tmp_path)
-    asyncio.run(w.wait_ready())
-    yield w
-    w.stop()
-    assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)
+def dl_worker(adapters_worker: WorkerProcess) -> WorkerProcess:
+    """The session's shared worker (the same settings this module's own had); each test uses
+    its own run ids (no other module sends it a bad run_start)."""
+    return adapters_worker
 
 
 def run_start(run_id: str, **fields: Any) -> bytes:

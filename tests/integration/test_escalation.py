@@ -3,7 +3,6 @@ nudge -> escalate -> stop when they ignore warnings, and only then (issue 30).""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from streams.agent.client import Decision, SyncSteeringClient
 from streams.agent.session import STOPPED_OUTCOME, RunStopped, SteeringSession
 from streams.local.worker_process import WorkerProcess
-from tests.integration.conftest import make_settings, run_summary, start_worker
+from tests.integration.conftest import run_summary
 
 pytestmark = pytest.mark.integration
 
@@ -59,13 +58,10 @@ CHANGE_COURSE: list[dict[str, Any]] = [
 
 
 @pytest.fixture(scope="module")
-def ladder_worker(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    """One worker for the module (a start costs ~10 s); every test reads back only its runs."""
-    tmp_path = tmp_path_factory.mktemp("ladder")
-    w = start_worker(make_settings(broker, tmp_path, client_deadline_ms=15000), tmp_path)
-    yield w
-    w.stop()
-    assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)
+def ladder_worker(adapters_worker: WorkerProcess) -> WorkerProcess:
+    """The session's shared worker (the same settings this module's own had); every test
+    reads back only its runs."""
+    return adapters_worker
 
 
 def session(client: SyncSteeringClient, **kw: Any) -> SteeringSession:

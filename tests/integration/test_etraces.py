@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from streams.agent.client import SteeringClient
 from streams.core.render import MARKER
 from streams.local.worker_process import WorkerProcess
 from tests.factories import b, step
-from tests.integration.conftest import STARTER, make_settings, start_worker
+from tests.integration.conftest import make_settings, start_worker
 from tests.integration.kafka_io import read_all
 
 pytestmark = pytest.mark.integration
@@ -53,16 +53,10 @@ class Blackhole:
 
 
 @pytest.fixture(scope="module")
-def seeded(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    """One seeded worker for the module (a start costs ~10 s): the tests use their own run ids."""
-    tmp_path = tmp_path_factory.mktemp("seeded")
-    s = make_settings(
-        broker, tmp_path, patterns_seed=str(STARTER), etrace_timeout_ms=2000, client_deadline_ms=15000
-    )
-    w = start_worker(s, tmp_path)
-    yield w
-    w.stop()
-    assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)
+def seeded(seeded_worker: WorkerProcess) -> WorkerProcess:
+    """The session's seeded worker (shared with test_langchain): the tests use their own run
+    ids and count metrics as differences."""
+    return seeded_worker
 
 
 def metric(w: WorkerProcess, name: str, **labels: str) -> float:
@@ -76,6 +70,19 @@ def metric(w: WorkerProcess, name: str, **labels: str) -> float:
             if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
                 total += sample.value
     return total
+
+
+def metric_reaches(
+    w: WorkerProcess, name: str, at_least: float, timeout_s: float = 5.0, **labels: str
+) -> float:
+    """The metric once it is at least `at_least`, or its value at the timeout (/metrics is
+    rendered at most once a second, so a read just after another may be a second old)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = metric(w, name, **labels)
+        if value >= at_least or time.monotonic() > deadline:
+            return value
+        time.sleep(0.2)
 
 
 def test_first_call_gets_universal_rules_rendered_for_the_model(seeded: WorkerProcess) -> None:
@@ -101,6 +108,8 @@ def test_a_typical_first_step_gets_shared_e2_guidance_on_the_next_decision(seede
 
     task, steps = trajectory("healthy", 3, seed=1)
     first, second = next(steps), next(steps)
+    hits = metric(seeded, "rb_etrace_lookups_total", tier="e2", result="hit")
+    waits = metric(seeded, "rb_etrace_wait_seconds_count")
 
     async def scenario() -> tuple[Any, Any]:
         async with SteeringClient(seeded.settings, deadline_ms=15000) as c:
@@ -114,8 +123,8 @@ def test_a_typical_first_step_gets_shared_e2_guidance_on_the_next_decision(seede
     assert d1.data["skipped_reason"] == "e-traces E2 retrieving: its guidance comes with the next decision"
     e2 = [i for i in d.data["injections"] if i["source"] == "e2"]
     assert e2 and all(i["similarity"] >= 0.7 and i["pattern_id"] for i in e2)
-    assert metric(seeded, "rb_etrace_lookups_total", tier="e2", result="hit") >= 1
-    assert metric(seeded, "rb_etrace_wait_seconds_count") >= 1
+    assert metric_reaches(seeded, "rb_etrace_lookups_total", hits + 1, tier="e2", result="hit") >= hits + 1
+    assert metric_reaches(seeded, "rb_etrace_wait_seconds_count", waits + 1) >= waits + 1
 
 
 def test_e1_opens_with_a_monitor_fire_and_stays_inside_the_org(seeded: WorkerProcess) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,7 +17,6 @@ from streams.agent.client import SyncSteeringClient
 from streams.agent.langchain_middleware import SteeringMiddleware
 from streams.core.render import MARKER
 from streams.local.worker_process import WorkerProcess
-from tests.integration.conftest import STARTER, make_settings, start_worker
 from tests.integration.kafka_io import read_all
 
 pytestmark = pytest.mark.integration
@@ -43,19 +41,10 @@ def call(name: str, i: int, **args: Any) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def lc_worker(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    """One worker for the module (a start costs ~10 s): every test makes its own runs and reads
-    back only those."""
-    tmp_path = tmp_path_factory.mktemp("lc")
-    w = start_worker(
-        make_settings(
-            broker, tmp_path, patterns_seed=str(STARTER), etrace_timeout_ms=2000, client_deadline_ms=15000
-        ),
-        tmp_path,
-    )
-    yield w
-    w.stop()
-    assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)
+def lc_worker(seeded_worker: WorkerProcess) -> WorkerProcess:
+    """The session's seeded worker (shared with test_etraces): every test makes its own runs
+    and reads back only those."""
+    return seeded_worker
 
 
 def agent_for(client: SyncSteeringClient, script: Script, tools: list[Any]) -> tuple[Any, SteeringMiddleware]:
