@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -54,21 +55,29 @@ def http_json(w: WorkerProcess, path: str) -> dict[str, Any]:
 
 
 def read_back(s: Settings, prefix: str, n_inputs: int, n_decisions: int) -> tuple[list[dict], list[dict]]:
-    """(inputs, decisions) of the runs named `prefix*`, as a read_committed consumer sees them."""
+    """(inputs, decisions) of the runs named `prefix*`, as a read_committed consumer sees them:
+    read again until `n_decisions` distinct (run, step) have a decision (re-sent copies count
+    once: a worker still working through a backlog after a crash has sent some twice) or 120 s
+    have passed."""
     inputs = [
         e
         for e in asyncio.run(read_all(s.bootstrap_servers, s.steps_topic, idle_s=2.0))
         if e["run_id"].startswith(prefix)
     ]
     assert len(inputs) == n_inputs
-    live = [
-        d
-        for d in asyncio.run(
-            read_all(s.bootstrap_servers, s.steering_topic, expect=n_decisions, timeout_s=120)
-        )
-        if d["run_id"].startswith(prefix)
-    ]
-    return inputs, live
+    deadline = time.monotonic() + 120
+    while True:
+        left = max(1.0, deadline - time.monotonic())
+        live = [
+            d
+            for d in asyncio.run(
+                read_all(s.bootstrap_servers, s.steering_topic, expect=n_decisions, timeout_s=left)
+            )
+            if d["run_id"].startswith(prefix)
+        ]
+        if len({(d["run_id"], d["step"]) for d in live}) >= n_decisions or time.monotonic() >= deadline:
+            return inputs, live
+        time.sleep(1.0)
 
 
 def check_against_replay(inputs: list[dict], live: list[dict], patterns: Path | None = STARTER) -> Replayer:
