@@ -20,9 +20,10 @@ import faust
 from ..core.monitors import Semantics
 from ..core.policy import Policy
 from ..etraces.retrieval import Retriever
-from ..kafka.security import faust_credentials
+from ..kafka.security import client_kwargs, faust_credentials
 from ..settings import Settings
 from . import views
+from .broker_watch import BrokerWatch, QuietKafkaLogs
 from .fairness import FairShare
 from .gauges import PartitionProbe, ProgressWatch
 from .metrics import Metrics
@@ -185,6 +186,12 @@ class Worker:
             active=self.ready,
         )
         self.app.timer(1.0, name="rb-gauges")(gauges.publish)
+        # Is the broker there? /ready, rb_broker_connected, one log line per outage.
+        self._steps_names = topics.steps_names
+        self.quiet_logs = QuietKafkaLogs()
+        self.quiet_logs.install()
+        self.broker = BrokerWatch(self._probe_client, metrics.broker_connected, self.quiet_logs)
+        self.app.timer(1.0, name="rb-broker")(self.broker.probe)
         self.app.timer(s.evict_interval_s, name="rb-evict")(self._sweep)
         views.install(
             self.app,
@@ -203,9 +210,40 @@ class Worker:
 
     # -- health -------------------------------------------------------------
     def ready(self) -> bool:
-        """Tables recovered and no rebalance in progress."""
+        """Tables recovered, no rebalance in progress, the broker answering and partitions of
+        the steps topic owned: a worker without its broker or without partitions decides
+        nothing, so a load balancer or an orchestrator must not count it."""
         recovery = self.app.tables.recovery  # type: ignore[attr-defined]
-        return bool(recovery.completed.is_set() and not self.app.in_recovery and not self.app.rebalancing)
+        return bool(
+            recovery.completed.is_set()
+            and not self.app.in_recovery
+            and not self.app.rebalancing
+            and self.broker.connected
+            and self._owns_partitions()
+        )
+
+    def _missing(self) -> list[str]:
+        """What /ready names when the worker is not ready for want of it."""
+        return [
+            name
+            for name, have in (("broker", self.broker.connected), ("partitions", self._owns_partitions()))
+            if not have
+        ]
+
+    def _owns_partitions(self) -> bool:
+        try:
+            return any(tp.topic in self._steps_names for tp in self.app.consumer.assignment())
+        except Exception:  # no consumer yet
+            return False
+
+    def _probe_client(self) -> Any:
+        """The broker watch's own connection (made on the loop that probes)."""
+        from aiokafka import AIOKafkaClient
+
+        s = self.settings
+        return AIOKafkaClient(
+            bootstrap_servers=s.bootstrap_servers, client_id=f"{s.app_id}-probe", **client_kwargs(s)
+        )
 
     def stalled(self) -> dict[str, float]:
         """Partitions whose oldest unacked event has waited past RB_STALL_THRESHOLD_S:

@@ -207,6 +207,11 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.broker_connected = Gauge(
+            "rb_broker_connected",
+            "1 while the Kafka broker answers this worker (a metadata request each second), 0 while not",
+            registry=r,
+        )
         self.assigned_partitions = Gauge(
             "rb_assigned_partitions",
             "Partitions of the steps topic this worker owns (they split across replicas)",

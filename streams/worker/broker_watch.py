@@ -1,0 +1,142 @@
+"""Is the broker there? The worker asks it each second (a metadata request on a connection of
+its own) so that `/ready`, `rb_broker_connected` and the log say so while it is away, instead
+of `/ready` answering true and the Kafka clients writing ~60 ERROR lines a second (issue 40).
+
+While the broker is away, the Kafka client libraries' warnings and errors (aiokafka, Faust)
+are counted, not logged: the outage is one line when it starts and one, with the count, when
+the broker answers again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+PROBE_TIMEOUT_S = 2.0  # a broker that does not answer the metadata request in this long is away
+QUIETED = ("aiokafka", "faust", "mode")  # the loggers whose warnings an outage multiplies
+
+
+class QuietKafkaLogs(logging.Filter):
+    """The first warning or error of an episode passes as written; the rest are counted until
+    the broker answers again (`answered`). Installed on every logger under QUIETED (a
+    logger's filter sees only its own records); records below WARNING pass untouched."""
+
+    def __init__(self, prefixes: tuple[str, ...] = QUIETED) -> None:
+        super().__init__()
+        self.prefixes = prefixes
+        self.quieted = 0
+        self._open = False
+        self._in_episode = 0
+        self._mutex = threading.Lock()
+        self._loggers: list[logging.Logger] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING or record.name.startswith(__name__):
+            return True
+        with self._mutex:
+            if not self._open:
+                self._open, self._in_episode = True, 0
+                return True
+            self._in_episode += 1
+            self.quieted += 1
+        return False
+
+    def answered(self) -> int:
+        """The broker answered: the episode, if any, is over. Returns its quieted count."""
+        with self._mutex:
+            n, self._open, self._in_episode = self._in_episode, False, 0
+        return n
+
+    def install(self) -> None:
+        """On every logger under QUIETED that exists now; called again by each probe, so the
+        loggers of modules imported later (Faust's transport) get it too."""
+        names = {
+            n
+            for n in list(logging.root.manager.loggerDict)
+            if any(n == p or n.startswith(p + ".") for p in self.prefixes)
+        }
+        have = {lg.name for lg in self._loggers}
+        for name in sorted(names | set(self.prefixes) - have):
+            lg = logging.getLogger(name)
+            lg.addFilter(self)
+            self._loggers.append(lg)
+
+    def remove(self) -> None:
+        for lg in self._loggers:
+            lg.removeFilter(self)
+        self._loggers = []
+
+
+class BrokerWatch:
+    """`probe()` once a second (a timer): `connected`, the gauge, and one line per outage."""
+
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        gauge: Any,
+        quiet: QuietKafkaLogs | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        timeout_s: float = PROBE_TIMEOUT_S,
+    ) -> None:
+        """`connect()`: a started-on-demand aiokafka client (made on the loop that probes)."""
+        self.connect, self.gauge, self.quiet, self.clock = connect, gauge, quiet, clock
+        self.timeout_s = timeout_s
+        self.connected = False
+        self.down_since: float | None = None
+        self._client: Any = None
+        self._answered_once = False
+        gauge.set(0)
+
+    async def probe(self) -> bool:
+        if self.quiet is not None:
+            self.quiet.install()
+        try:
+            if self._client is None:  # bootstrapping fetches the metadata: that is the probe
+                client = self.connect()
+                try:
+                    await asyncio.wait_for(client.bootstrap(), self.timeout_s)
+                except BaseException:
+                    closing = asyncio.ensure_future(client.close())
+                    await asyncio.wait([closing], timeout=1.0)
+                    raise
+                self._client = client
+            else:
+                await asyncio.wait_for(self._client.fetch_all_metadata(), self.timeout_s)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.failed(exc)
+            return False
+        self.answered()
+        return True
+
+    def failed(self, exc: BaseException) -> None:
+        if self.connected or (self.down_since is None and self._answered_once):
+            why = "no answer" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"[:200]
+            log.error(
+                "Kafka broker unreachable (%s): this worker is not ready and decides nothing until "
+                "it answers; Kafka client messages are counted, not logged, meanwhile",
+                why,
+            )
+        if self.down_since is None:
+            self.down_since = self.clock()
+        self.connected = False
+        self.gauge.set(0)
+
+    def answered(self) -> None:
+        quieted = self.quiet.answered() if self.quiet is not None else 0
+        if self.down_since is not None and self._answered_once:
+            log.warning(
+                "Kafka broker reachable again after %.1f s (%d Kafka client messages not logged)",
+                self.clock() - self.down_since,
+                quieted,
+            )
+        self.down_since = None
+        self.connected = self._answered_once = True
+        self.gauge.set(1)

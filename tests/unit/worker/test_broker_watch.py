@@ -1,0 +1,89 @@
+"""The worker's broker watch: /ready and rb_broker_connected follow the broker, an outage is
+one log line when it starts and one when it ends, and the Kafka clients' flood of warnings
+(~60 ERROR lines a second, issue 40) is counted instead of logged. The outage through a real
+broker: tests/integration/test_client_fail_open.py."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+import pytest
+from aiokafka import AIOKafkaClient
+from prometheus_client import CollectorRegistry, Gauge
+
+from streams.worker.broker_watch import BrokerWatch, QuietKafkaLogs
+
+
+def gauge() -> Gauge:
+    return Gauge("rb_broker_connected", "test", registry=CollectorRegistry())
+
+
+def test_an_outage_is_one_line_when_it_starts_one_when_it_ends_and_the_kafka_flood_is_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import aiokafka  # noqa: F401  (its loggers exist once imported)
+
+    quiet = QuietKafkaLogs()
+    logging.getLogger("faust.transport.drivers.aiokafka")  # imported after the filter: a probe adds it
+    quiet.install()
+    g = gauge()
+    now = [100.0]
+    watch = BrokerWatch(lambda: None, g, quiet, clock=lambda: now[0])
+    try:
+        with caplog.at_level(logging.WARNING):
+            watch.answered()
+            quiet.install()  # (what each probe does)
+            assert watch.connected and g._value.get() == 1
+            for i in range(120):  # two seconds of a dead broker, as aiokafka and Faust log it
+                logging.getLogger("aiokafka.conn").error("Unable connect to node with id 1: %d", i)
+                logging.getLogger("faust.transport.drivers.aiokafka").error("Fetch failed %d", i)
+                if i % 20 == 0:
+                    watch.failed(ConnectionRefusedError("refused"))
+                now[0] += 0.1
+            assert not watch.connected and g._value.get() == 0
+            watch.answered()
+    finally:
+        quiet.remove()
+    lines = [r.getMessage() for r in caplog.records]
+    ours = [m for m in lines if m.startswith("Kafka broker")]
+    assert len(ours) == 2, ours
+    assert ours[0].startswith("Kafka broker unreachable (ConnectionRefusedError: refused)")
+    assert ours[1] == "Kafka broker reachable again after 12.0 s (239 Kafka client messages not logged)"
+    assert [m for m in lines if not m.startswith("Kafka broker")] == ["Unable connect to node with id 1: 0"]
+    assert quiet.quieted == 239
+
+
+def test_a_worker_that_never_reached_its_broker_is_not_connected_and_says_so_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there: refused
+    g = gauge()
+
+    async def main() -> list[bool]:
+        watch = BrokerWatch(lambda: AIOKafkaClient(bootstrap_servers=f"127.0.0.1:{port}"), g, timeout_s=1.0)
+        return [await watch.probe() for _ in range(3)]
+
+    with caplog.at_level(logging.ERROR, logger="streams.worker.broker_watch"):
+        assert asyncio.run(main()) == [False, False, False]
+    assert g._value.get() == 0
+    # never connected: the worker's start says so elsewhere; no outage line repeated per probe
+    assert [r for r in caplog.records if r.name == "streams.worker.broker_watch"] == []
+
+
+def test_ready_names_what_is_missing_and_answers_503() -> None:
+    from streams.worker.views import ready_answer
+
+    class View:
+        def json(self, body: dict[str, object], status: int) -> tuple[int, dict[str, object]]:
+            return status, body
+
+    assert ready_answer(View(), False, {}, {}, ["broker", "partitions"]) == (
+        503,
+        {"ready": False, "missing": ["broker", "partitions"]},
+    )
+    assert ready_answer(View(), True, {}, {}, []) == (200, {"ready": True})
