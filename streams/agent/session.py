@@ -33,7 +33,7 @@ from ..contract import REASONBLOCKS_MARKER
 from ..untrusted import scrub
 from . import compose
 from .client import Action, Decision, StepLogEntry, SyncSteeringClient, action_of
-from .validation import validate_run_fields
+from .validation import check_run_field_names, validate_run_fields
 
 STOPPED_OUTCOME = "failure: stopped_by_steering"
 
@@ -142,6 +142,10 @@ class SteeringSession:
     ) -> None:
         if on_stop not in ("raise", "return"):
             raise ValueError(f"on_stop must be 'raise' or 'return', got {on_stop!r}")
+        # A misspelt option (`modle_routing=`) or a value the worker would refuse is a mistake
+        # in the code: raised here, with a suggestion, not found out as an unsteered run.
+        check_run_field_names("SteeringSession", run_fields, ("run_id", "model", "on_stop", "placement"))
+        validate_run_fields({k: v for k, v in run_fields.items() if v is not None}, extra_names(client))
         self.client = client
         self.on_stop = on_stop
         self.placement = compose.check_placement(placement)

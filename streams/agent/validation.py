@@ -65,8 +65,10 @@ _MAX_COUNT = 2**31 - 1  # the schema's bound on a rung's count
 # but the envelope: type, schema_version, run_id, ts); a unit test keeps it equal to the schema.
 RUN_FIELDS: tuple[str, ...] = (
     "agent_name",
+    "cross_provider_tool_switch",
     "e_traces_enabled",
     "escalation",
+    "extensions",
     "framework",
     "fsm_thresholds",
     "fsm_transition",
@@ -195,7 +197,8 @@ def validate_run_fields(fields: Mapping[str, Any], extra_names: Collection[str] 
     """Raise ValueError naming the first bad field among the run's settings the worker would
     refuse at run_start (it would dead-letter the run: `invalid_fsm_thresholds`,
     `invalid_config`, `invalid_run_start`), with the reason it would give. `extra_names`:
-    scorer, transition and profile names the worker has beyond the built-in ones."""
+    scorer, transition and profile names the worker has beyond the built-in ones. Each field's
+    type and bounds are the run_start schema's (`token_budget="x"`, `org_id=5` are refused)."""
     validate_fsm_thresholds(fields.get("fsm_thresholds"))
     _named("fsm_transition", fields.get("fsm_transition"), TRANSITIONS, extra_names)
     _named("scorer", fields.get("scorer"), SCORERS, extra_names)
@@ -222,3 +225,21 @@ def validate_run_fields(fields: Mapping[str, Any], extra_names: Collection[str] 
         for name, w in weights.items():
             if isinstance(w, bool) or not isinstance(w, int | float):
                 raise ValueError(f"monitor_weights.{name} must be a number")
+    _schema_types(fields)
+
+
+def _schema_types(fields: Mapping[str, Any]) -> None:
+    """Each known field against the run_start schema (types, lengths, bounds): a value the
+    worker would dead-letter is a ValueError here, naming the field. Unknown names are
+    `check_run_field_names`'s (with a suggestion), so they are left out."""
+    from fastjsonschema import JsonSchemaValueException
+
+    from ..contract import SCHEMA_VERSION, fast_validator
+
+    known = {k: v for k, v in fields.items() if k in RUN_FIELDS and v is not None}
+    try:
+        fast_validator("run_start")(
+            {"type": "run_start", "schema_version": SCHEMA_VERSION, "run_id": "r", **known}
+        )
+    except JsonSchemaValueException as exc:
+        raise ValueError(f"invalid run_start: {exc.message}") from None  # names the field: data.token_budget

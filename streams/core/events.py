@@ -7,6 +7,7 @@ maximum, so nothing downstream (sums, the encoders) can meet an integer it canno
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from dataclasses import dataclass
@@ -119,6 +120,8 @@ def decode(raw: bytes | str | None, limits: Limits) -> dict[str, Any]:
         raise Rejected(
             "schema_violation", f"type {etype!r} is not one of {', '.join(EVENT_TYPES)}", run_id, step
         )
+    if etype == "run_start":
+        unknown_run_start_field(obj, run_id)
     try:
         fast_validator(etype)(obj)
     except fastjsonschema.JsonSchemaValueException as exc:
@@ -134,6 +137,26 @@ def decode(raw: bytes | str | None, limits: Limits) -> dict[str, Any]:
     if d is not None and not math.isfinite(d):
         raise Rejected("schema_violation", "difficulty must be a finite number", run_id, step)
     return obj
+
+
+@cache
+def _run_start_fields() -> tuple[str, ...]:
+    return tuple(load_schema("run_start")["properties"])
+
+
+def unknown_run_start_field(obj: dict[str, Any], run_id: str | None) -> None:
+    """A run_start is closed: a top-level field the schema does not name (a misspelt
+    `escalaton`, `modle_routing`) is dead-lettered `invalid_run_start` naming it, with the
+    closest known name, rather than the run going on without the option its author set. A
+    deployment's own fields go in `extensions`."""
+    known = _run_start_fields()
+    for name in obj:
+        if name in known:
+            continue
+        shown = str(name)[:100]
+        close = difflib.get_close_matches(str(name)[:100], known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else " (a deployment's own fields go in `extensions`)"
+        raise Rejected("invalid_run_start", f"unknown field {shown!r}{hint}", run_id)
 
 
 EXPLAIN_MAX_DEPTH = 32  # deeper events are explained by the fast validator's own message

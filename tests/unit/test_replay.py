@@ -147,3 +147,15 @@ def test_replay_applies_a_signed_eviction_exactly_when_the_worker_does(sem):
     )
     assert all(dl is None for _, dl in rp.run(topic))
     assert "x" not in rp.states and "y" in rp.states
+
+
+def test_replay_dead_letters_a_run_start_with_misspelt_fields_as_the_worker_does():
+    """Issue 40: `modle_routing`, `escalaton`, `task_profle` gave "2 decisions, 0 dead-letters"."""
+    evs = [run_start("a", modle_routing={"FAST": "small"}, escalaton={"stop_after": 2}, task_profle="qa")]
+    evs += [step("a", 1), run_finish("a")]
+    out, dls = io.BytesIO(), io.BytesIO()
+    n_dec, n_dl = replay_file(io.BytesIO(b"\n".join(b(e) for e in evs)), out, dls, sem=semantics())
+    first = orjson.loads(dls.getvalue().splitlines()[0])
+    assert n_dec == 0 and n_dl == 3
+    assert first["reason"] == "invalid_run_start"
+    assert first["detail"] == "unknown field 'modle_routing'; did you mean 'model_routing'?"

@@ -126,14 +126,31 @@ def test_on_stop_must_be_raise_or_return() -> None:
         SteeringSession(FakeClient(), "r", on_stop="ignore")  # type: ignore[arg-type]
 
 
-def test_start_refuses_bad_escalation_options_before_sending_anything() -> None:
+def test_a_session_refuses_bad_escalation_options_at_construction_before_sending_anything() -> None:
     client = FakeClient()
-    s = SteeringSession(client, "r", escalation={"stop_after": 0})  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"escalation\.stop_after must be an integer >= 1"):
-        s.start()
+        SteeringSession(client, "r", escalation={"stop_after": 0})  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="monitors_off: unknown monitor 'loop'"):
-        asyncio.run(SteeringSession(client, "r2", monitors_off=["loop"]).astart())  # type: ignore[arg-type]
-    assert client.events == [] and not s.started
+        SteeringSession(client, "r2", monitors_off=["loop"])  # type: ignore[arg-type]
+    assert client.events == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"modle_routing": {}}, TypeError, "did you mean 'model_routing'"),
+        ({"escalaton": {}}, TypeError, "did you mean 'escalation'"),
+        ({"token_budget": "x"}, ValueError, r"data\.token_budget must be integer"),
+        ({"org_id": 5}, ValueError, r"data\.org_id must be string"),
+    ],
+)
+def test_a_session_refuses_a_misspelt_or_mistyped_run_field_at_construction(
+    kwargs: dict[str, object], error: type[Exception], message: str
+) -> None:
+    client = FakeClient()
+    with pytest.raises(error, match=message):
+        SteeringSession(client, "r", **kwargs)  # type: ignore[arg-type]
+    assert client.events == []
 
 
 def test_good_options_go_out_in_the_run_start() -> None:

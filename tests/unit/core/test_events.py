@@ -158,3 +158,26 @@ def test_a_steps_usage_and_served_model_are_optional_and_checked():
         assert err.value.reason == "schema_violation"
     with pytest.raises(Rejected):
         decode(b(step("r", 1, served_model="m" * 257)), Limits())
+
+
+@pytest.mark.parametrize(
+    ("field", "meant"),
+    [("escalaton", "escalation"), ("modle_routing", "model_routing"), ("task_profle", "task_profile")],
+)
+def test_a_run_start_with_an_unknown_field_is_invalid_run_start_naming_it_with_a_suggestion(
+    field: str, meant: str
+) -> None:
+    with pytest.raises(Rejected) as err:
+        decode(b(run_start("r", **{field: {}})), Limits())
+    assert err.value.reason == "invalid_run_start"
+    assert err.value.run_id == "r"
+    assert err.value.detail == f"unknown field {field!r}; did you mean {meant!r}?"
+
+
+def test_a_run_starts_extensions_stay_open_and_known_fields_are_unchanged() -> None:
+    ev = run_start("r", extensions={"my_team": {"anything": [1, "x"]}}, metadata={"k": "v"})
+    got = decode(b(ev), Limits())
+    assert {k: got[k] for k in ev} == ev  # (the schema's defaults are filled in beside)
+    plain = run_start("r", task="t", model="m", escalation={"stop_after": 2})
+    got = decode(b(plain), Limits())
+    assert {k: got[k] for k in plain} == plain
