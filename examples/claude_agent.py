@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -68,7 +69,13 @@ async def session(
                     elif isinstance(b, TextBlock) and not any(isinstance(x, ToolUseBlock) for x in m.content):
                         print(f"  {m.model:<28} answers: {first_line(b.text)}")
             elif isinstance(m, ResultMessage):
-                print(f"  result: {m.subtype} after {m.num_turns} turns")
+                # After a stop, Claude Code ends its turn normally and reports "success": say
+                # what happened to the run, not what the CLI's result type says.
+                stopped = steering.stop_reason(m.session_id) is not None or (
+                    steering.session is not None and steering.session.stopped_by_steering
+                )
+                what = "stopped by steering" if stopped else m.subtype
+                print(f"  result: {what} after {m.num_turns} turns")
     return steering
 
 
@@ -125,7 +132,10 @@ async def live(client: SyncSteeringClient) -> None:
     }
     prompt = "tests/test_session.py fails: guest tokens have no expires_at. Fix auth/session.py."
     print(f"\na live session in {root}")
-    report(await session(client, prompt, None, options), None)
+    try:
+        report(await session(client, prompt, None, options), None)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)  # the session's scratch repository
 
 
 def main() -> None:

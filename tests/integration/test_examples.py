@@ -7,13 +7,17 @@ example started with `RB_EXAMPLE_WORKER_PREFIX` uses it instead of starting its 
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from streams.local.broker import reachable
 from streams.local.worker_process import WorkerProcess
 from tests.integration.conftest import PORT, STARTER, make_settings, start_worker
 
@@ -69,6 +73,8 @@ def test_claude_agent_example_is_steered_and_stopped(shared: WorkerProcess) -> N
     assert "set_model(claude-opus-4-5) sent to Claude Code" in out
     assert "continue=false, stopReason = Run stopped by rb-streams steering: semantic_loop warned" in out
     assert out.rstrip().endswith(": failure: stopped_by_steering")
+    stopped = out[out.index("session 2") :]  # the CLI says "success" after a stop: not shown as such
+    assert "result: stopped by steering after" in stopped and "result: success" not in stopped
 
 
 def test_otel_example_monitors_an_instrumented_smolagents_run(shared: WorkerProcess) -> None:
@@ -84,3 +90,83 @@ def test_openai_agents_example_hands_off_injects_and_escalates(shared: WorkerPro
     assert any("has run `run_check` with the same input" in line for line in steered), out
     assert "Coder   model o3       escalate" in out  # the ignored warning: model_routing["SLOW"]
     assert "final answer (Coder): The check passes" in out
+
+
+def own_stack_env(tmp: Path) -> dict[str, str]:
+    """An example that starts its own worker (no RB_EXAMPLE_WORKER_PREFIX), its temporary
+    folders under `tmp`, and any broker it starts with its data there too."""
+    env = {k: v for k, v in os.environ.items() if k != "RB_EXAMPLE_WORKER_PREFIX"}
+    return {**env, "TMPDIR": str(tmp / "tmpdir"), "RB_KAFKA_DIR": str(tmp / "kafka")}
+
+
+def test_an_example_that_fails_removes_its_worker_and_folder(tmp_path: Path) -> None:
+    """loop_guard exits 3 (steering stopped its loop): its own worker is stopped and its
+    /tmp/rb-example-* folder removed; the broker it did not start is left running."""
+    env = own_stack_env(tmp_path)
+    (tmp_path / "tmpdir").mkdir()
+    p = subprocess.run(
+        [sys.executable, "-m", "examples.loop_guard", "--port", str(PORT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert p.returncode == 3, p.stdout[-2000:] + p.stderr[-3000:]
+    assert "starting a worker" in p.stdout and "Traceback" not in p.stderr
+    assert list((tmp_path / "tmpdir").iterdir()) == []
+    assert reachable("127.0.0.1", PORT)
+
+
+def free_pair() -> int:
+    """A port whose next one is free too (the broker's controller listens there)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+
+
+def test_ctrl_c_in_an_example_stops_its_broker_and_worker_without_a_traceback(tmp_path: Path) -> None:
+    """Ctrl-C while the example starts its worker (the longest wait): exit 130, one line, no
+    KeyboardInterrupt traceback; the broker and the worker it started are stopped and its
+    folder is gone."""
+    port = free_pair()
+    env = own_stack_env(tmp_path)
+    (tmp_path / "tmpdir").mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-u", "-m", "examples.messages_loop", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        out = ""
+        deadline = time.monotonic() + 240
+        assert proc.stdout is not None
+        while "starting a worker" not in out and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            out += line
+        assert "starting the local Kafka broker" in out and "starting a worker" in out, out
+        time.sleep(2)  # the worker process is loading (a start takes ~10 s): interrupt that
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if reachable("127.0.0.1", port):  # the test's own clean-up if the example's failed
+            from streams.local.broker import kafka
+
+            kafka("stop", port, str(tmp_path / "kafka"))
+    assert proc.returncode == 130, out + rest + err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "interrupted" in err
+    assert not reachable("127.0.0.1", port)  # the broker the example started is stopped
+    assert list((tmp_path / "tmpdir").iterdir()) == []
