@@ -79,3 +79,15 @@ def test_each_tenant_is_answered_on_its_own_topics() -> None:
     ]
     assert topics.steps_names == {"rb.acme.steps", "rb.globex.steps"}
     assert topics.tenant_of("rb.acme.steps") == "acme" and topics.tenant_of("rb.steps") is None
+
+
+def test_each_tenant_is_read_by_an_agent_of_its_own_and_one_tenant_mode_by_one() -> None:
+    """One agent and buffer per tenant: a tenant's backlog queues behind itself only."""
+    one = Topics(FakeApp(), Settings.from_env({}), 4)  # type: ignore[arg-type]
+    assert [(t, name, topic.name) for t, name, topic in one.sources()] == [(None, "evaluate", "rb.steps")]
+    s = Settings.from_env({}, tenants="acme,globex", control_key="k", decision_key="d")
+    many = Topics(FakeApp(), s, 4)  # type: ignore[arg-type]
+    assert [(t, name, topic.name) for t, name, topic in many.sources()] == [
+        ("acme", "evaluate-acme", "rb.acme.steps"),
+        ("globex", "evaluate-globex", "rb.globex.steps"),
+    ]
