@@ -178,6 +178,6 @@ def test_a_run_starts_extensions_stay_open_and_known_fields_are_unchanged() -> N
     ev = run_start("r", extensions={"my_team": {"anything": [1, "x"]}}, metadata={"k": "v"})
     got = decode(b(ev), Limits())
     assert {k: got[k] for k in ev} == ev  # (the schema's defaults are filled in beside)
-    plain = run_start("r", task="t", model="m", escalation={"stop_after": 2})
+    plain = run_start("r", task="t", model="m", model_routing={"FAST": "small"}, token_budget=100)
     got = decode(b(plain), Limits())
     assert {k: got[k] for k in plain} == plain
