@@ -263,6 +263,8 @@ def cmd_cost(args: argparse.Namespace) -> int:
                 raise UserError(f"cost: {exc}", 2) from None
         if args.runs:
             runs = runs[: args.runs]
+        if args.step_seconds is not None:
+            runs = rc.retimed(runs, args.step_seconds)
         got = rc.evaluate(rc.source_name(path), runs, prices, compose, replayer)
         reports.extend(got)
         fleets.append(rc.fleet_of(rc.source_name(path), got))
@@ -273,6 +275,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
         out: dict[str, Any] = {
             "prices_file": s.prices_file,
             "cost": dict(prices.cost),
+            "step_seconds": args.step_seconds,
             "fleets": [rc.fleet_dict(f) for f in fleets],
         }
         if args.per_run or chosen is not None:
@@ -284,6 +287,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
             f"cost: every run as if on {c['model']}, FAST routed to {c['fast']}"
             + (f", SLOW to {c['slow']} (upgrades)" if c.get("slow") else "")
             + f"; prices {s.prices_file}; tokens estimated from text; % against never switching, no steering"
+            + ("" if args.step_seconds is None else f"; steps re-timed {args.step_seconds:g} s apart")
         )
         for line in rc.table(fleets):
             print(line)
@@ -605,6 +609,16 @@ def _non_negative_int(raw: str) -> int:
     return n
 
 
+def _positive_float(raw: str) -> float:
+    try:
+        x = float(raw)
+    except ValueError:
+        x = 0.0
+    if not 0 < x < 1e6:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {raw!r}")
+    return x
+
+
 def _positive_int(raw: str) -> int:
     try:
         n = int(raw)
@@ -700,6 +714,9 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--runs", type=_positive_int, default=None, help="only the first N runs of each file")
     co.add_argument("--run", default=None, help="print (and plot) this run")
     co.add_argument("--per-run", action="store_true", help="one line (or JSON object) per run too")
+    co.add_argument(
+        "--step-seconds", type=_positive_float, default=None, help="re-time each run's steps S seconds apart"
+    )
     co.add_argument("--json", action="store_true", help="one JSON object")
     co.add_argument("--plot", default=None, metavar="FILE.png", help="cost over a run's calls and fleet bars")
     _add_settings_flags(co, ("prices_file", "max_event_bytes", "max_thought_chars", "monitor_profiles"))

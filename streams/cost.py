@@ -78,6 +78,18 @@ def read_runs(lines: Iterable[bytes], where: str) -> list[tuple[dict[str, Any], 
     return list(runs.values())
 
 
+def retimed(
+    runs: Sequence[tuple[dict[str, Any], list[dict[str, Any]]]], seconds: float
+) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """The runs with step k at run_start's ts + k * `seconds` (the dev data's events are 2 s
+    apart, much closer than real model calls: caches there never expire)."""
+    out = []
+    for start, steps in runs:
+        t0 = float(start.get("ts") or 0.0)
+        out.append((start, [{**ev, "ts": t0 + k * seconds} for k, ev in enumerate(steps, start=1)]))
+    return out
+
+
 def _as_fleet(start: Mapping[str, Any], model: str, routing: Mapping[str, str]) -> dict[str, Any]:
     out = {k: v for k, v in start.items() if k not in ("model_routing",)}
     out["model"] = model

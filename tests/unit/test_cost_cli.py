@@ -113,3 +113,12 @@ def test_a_trajectory_that_is_not_jsonl_is_one_line(
 def test_an_unknown_run_is_one_line(slice_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["cost", str(slice_file), "--prices-file", str(EXAMPLE), "--run", "nope"]) == 2
     assert "no such run" in one_line(capsys.readouterr().err)
+
+
+def test_retimed_spaces_each_runs_steps_from_its_start() -> None:
+    from streams.cost import retimed
+
+    runs = [({"run_id": "r", "ts": 100.0}, [{"step": 1, "ts": 102.0}, {"step": 2, "ts": 104.0}])]
+    ((start, steps),) = retimed(runs, 30.0)
+    assert start["ts"] == 100.0 and [s["ts"] for s in steps] == [130.0, 160.0]
+    assert runs[0][1][0]["ts"] == 102.0  # the input is not changed
