@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from streams.entry import HINT
 from streams.local.worker_process import WorkerProcess
 from tests.integration.conftest import make_settings, start_worker, without_checkout
 
@@ -146,9 +148,29 @@ def test_a_worker_command_on_the_agent_install_says_what_to_install(
     setup: tuple[Path, WorkerProcess],
 ) -> None:
     env_dir, _ = setup
-    for cmd in (["rb-streams", "worker"], ["python", "-m", "streams", "config"]):
+    for cmd in (["rb-streams", "worker"], ["python", "-m", "streams", "replay", "x.jsonl"]):
         out = run_in(env_dir, *cmd)
         assert out.returncode == 2, (cmd, out.stdout, out.stderr)
         lines = [x for x in out.stderr.splitlines() if x.strip()]
         assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
-        assert "pip install 'rb-streams[worker]'" in lines[0] and "numpy" in lines[0], lines[0]
+        assert HINT in lines[0] and "numpy" in lines[0], lines[0]
+
+
+def test_the_agent_install_runs_version_help_config_and_an_example_against_a_running_worker(
+    setup: tuple[Path, WorkerProcess],
+) -> None:
+    """Issue 40: these exited 2 ("the worker needs ...") or died on `No module named 'numpy'`."""
+    env_dir, w = setup
+    out = run_in(env_dir, "rb-streams", "--version")
+    assert out.returncode == 0 and out.stdout.startswith("rb-streams "), out.stderr
+    out = run_in(env_dir, "rb-streams", "--help")
+    assert out.returncode == 0 and "kafka" in out.stdout and "config" in out.stdout, out.stderr
+    out = run_in(env_dir, "rb-streams", "config", env={"RB_BROKER": w.settings.broker})
+    assert out.returncode == 0 and w.settings.broker in out.stdout, out.stderr
+    # an example from a checkout, its `streams` the venv's (the checkout is not on the path)
+    shutil.copytree(ROOT / "examples", env_dir.parent / "examples", dirs_exist_ok=True)
+    env = {"RB_EXAMPLE_WORKER_PREFIX": w.settings.topic_prefix}
+    port = w.settings.bootstrap_servers.rpartition(":")[2]
+    out = run_in(env_dir, "python", "-m", "examples.messages_loop", "--port", port, env=env)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "call 1: model" in out.stdout and "Traceback" not in out.stderr

@@ -44,3 +44,49 @@ def test_the_version_is_the_packages(capsys: pytest.CaptureFixture[str]) -> None
     with pytest.raises(SystemExit) as exc:
         main(["--version"], requires=REQUIRES)
     assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"rb-streams {__version__}"
+
+
+MISSING = [*REQUIRES, 'rb-no-such-dist>=1; extra == "worker"']  # an install without the worker
+
+
+def test_a_client_only_install_prints_its_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"], requires=MISSING)
+    assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"rb-streams {__version__}"
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"], requires=MISSING)
+    out = capsys.readouterr().out
+    assert exc.value.code == 0 and "kafka" in out and "config" in out and HINT in " ".join(out.split())
+
+
+def test_the_client_only_commands_cover_the_clis_commands() -> None:
+    from streams.cli import build_parser
+    from streams.entry import WORKER_COMMANDS
+
+    sub = build_parser()._subparsers._group_actions[0]  # type: ignore[union-attr]
+    assert set(sub.choices) == {*WORKER_COMMANDS, "kafka", "config"}  # type: ignore[attr-defined]
+
+
+def test_a_client_only_install_shows_the_agent_sides_config_and_refuses_a_bad_one(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RB_BROKER", "kafka://broker-1:9092")
+    assert main(["config"], requires=MISSING) == 0
+    out = capsys.readouterr().out
+    assert "RB_BROKER" in out and "kafka://broker-1:9092" in out and "RB_CLIENT_DEADLINE_MS" in out
+    monkeypatch.setenv("RB_BROKER", "ftp://x:1")
+    assert main(["config", "--json"], requires=MISSING) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("rb-streams: invalid configuration: RB_BROKER")
+
+
+def test_a_client_only_install_runs_the_local_broker_command(capfd: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert main(["kafka", "status", "--port", str(port)], requires=MISSING) == 1
+    assert capfd.readouterr().out.strip() == "not running"  # the broker script's own answer
+    assert main(["replay", "x.jsonl", "--strict"], requires=MISSING) == 2  # a worker command: one line
+    assert capfd.readouterr().err.startswith("rb-streams: the worker needs")
