@@ -1,13 +1,38 @@
 #!/usr/bin/env bash
 # The test command: bootstrap, lint, type-check, then unit + integration tests. The
-# integration tests start their own local Kafka broker (deploy/kafka/kafka.sh) and workers.
+# integration tests use a local Kafka broker (deploy/kafka/kafka.sh) and start their workers.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/bootstrap.sh
 bash scripts/install_prometheus.sh >/dev/null
 export HF_HUB_OFFLINE=1
+
+# The tests' broker (tests/integration/conftest.py: port RB_TEST_KAFKA_PORT, data in
+# .local/test-kafka-<port>) starts in the background while ruff and mypy run, instead of after
+# them (a JVM start: ~10 s); the tests find it listening, and this script stops it at the end.
+port="${RB_TEST_KAFKA_PORT:-19092}"
+kdir="$PWD/.local/test-kafka-$port"
+klog="$PWD/.local/test-kafka-$port.start.log"
+broker_pid=""
+stop_broker() {
+  [ -n "$broker_pid" ] || return 0
+  wait "$broker_pid" 2>/dev/null || true
+  [ -n "${RB_TEST_KEEP_BROKER:-}" ] || RB_KAFKA_PORT="$port" RB_KAFKA_DIR="$kdir" bash deploy/kafka/kafka.sh stop || true
+}
+if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+  rm -rf "$kdir"
+  mkdir -p "$(dirname "$klog")"
+  RB_KAFKA_PORT="$port" RB_KAFKA_DIR="$kdir" bash deploy/kafka/kafka.sh start >"$klog" 2>&1 &
+  broker_pid=$!
+  trap stop_broker EXIT
+fi
+
 echo "== ruff"; .venv/bin/ruff check streams tests bench && .venv/bin/ruff format --check streams tests bench
 echo "== mypy"; .venv/bin/mypy
+if [ -n "$broker_pid" ]; then
+  if ! wait "$broker_pid"; then echo "the tests' broker did not start:"; cat "$klog"; exit 1; fi
+  cat "$klog"
+fi
 echo "== pytest"
 t0=$(date +%s)
 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 "$@"
