@@ -112,13 +112,53 @@ def unreachable(s: KafkaSettings, wait_s: float = 5.0) -> str | None:
         for hp in addrs:
             host, _, port = hp.rpartition(":")
             try:
-                with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
-                    return None
+                with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0) as conn:
+                    if s.kafka_security.endswith("SSL"):
+                        return None  # TLS first: aiokafka's handshake says what is wrong there
+                    return not_kafka(conn, hp)
             except OSError:
                 continue
         if time.monotonic() >= deadline:
             return unreachable_message(addrs)
         time.sleep(0.5)
+
+
+KAFKA_PROBE_S = 5.0  # how long a listening port gets to answer a Kafka request
+
+
+def not_kafka(conn: socket.socket, where: str, timeout_s: float = KAFKA_PROBE_S) -> str | None:
+    """None when the peer answers a Kafka ApiVersions request (v0, allowed before SASL) with a
+    Kafka response; else one line saying that the port is not a Kafka broker. Without it a
+    worker pointed at, say, a web server waits 30 s and says "KafkaConnectionError"."""
+    correlation = 0x52425354
+    client = b"rb-streams-probe"
+    body = (18).to_bytes(2, "big") + (0).to_bytes(2, "big") + correlation.to_bytes(4, "big")
+    body += len(client).to_bytes(2, "big") + client
+    got = b""
+    closed = False
+    try:
+        conn.settimeout(timeout_s)
+        conn.sendall(len(body).to_bytes(4, "big") + body)
+        end = time.monotonic() + timeout_s
+        while len(got) < 8 and time.monotonic() < end:
+            chunk = conn.recv(8 - len(got))
+            if not chunk:
+                closed = True
+                break
+            got += chunk
+    except OSError:
+        pass  # a reset or a timeout: judged by what came back
+    size = int.from_bytes(got[:4], "big") if len(got) >= 4 else -1
+    if len(got) == 8 and 4 <= size <= 1 << 20 and int.from_bytes(got[4:8], "big") == correlation:
+        return None
+    if not got:
+        what = "the connection closed, no answer" if closed else f"no answer within {timeout_s:g} s"
+    else:
+        what = f"it answered {got[:8]!r}"
+    return (
+        f"{where} accepts connections but is not a Kafka broker ({what} to a Kafka request): "
+        "check RB_BROKER's port (and RB_SECURITY_PROTOCOL)"
+    )
 
 
 def unreachable_message(addrs: list[str]) -> str:

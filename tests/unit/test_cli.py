@@ -430,3 +430,42 @@ def test_patterns_list_on_an_empty_store_says_so(capsys: pytest.CaptureFixture[s
     assert main(["patterns", "list", "--data-dir", str(tmp_path)]) == 0
     out = capsys.readouterr()
     assert out.out == "" and "patterns: no pattern in" in out.err and "--starter" in out.err
+
+
+@pytest.mark.parametrize(
+    ("reply", "said"),
+    [(b"HTTP/1.1 400 Bad Request\r\n\r\n", "it answered b'HTTP/1.1'"), (None, "no answer within")],
+)
+def test_a_worker_pointed_at_a_port_that_is_not_kafka_says_so_within_seconds(
+    reply: bytes | None,
+    said: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """A web server (answers something else) or a silent service (answers nothing) on
+    RB_BROKER's port: one line naming it, not "internal error: KafkaConnectionError" after 32 s."""
+    import threading
+
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen()
+        port = srv.getsockname()[1]
+
+        def serve() -> None:
+            conn, _ = srv.accept()
+            with conn:
+                conn.recv(1024)
+                if reply is not None:
+                    conn.sendall(reply)
+                time.sleep(7)  # silent past the probe's 5 s
+
+        threading.Thread(target=serve, daemon=True).start()
+        monkeypatch.setenv("RB_BROKER", f"127.0.0.1:{port}")
+        monkeypatch.setenv("RB_DATA_DIR", str(tmp_path))
+        t0 = time.monotonic()
+        assert main(["worker"]) == 1
+        assert time.monotonic() - t0 < 10
+    line = one_line(capsys.readouterr().err)
+    assert f"127.0.0.1:{port} accepts connections but is not a Kafka broker" in line and said in line
+    assert "RB_BROKER" in line
