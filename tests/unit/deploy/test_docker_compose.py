@@ -397,3 +397,15 @@ def test_kubernetes_settings_with_the_mounted_secret_are_valid_and_fail_closed(t
     s = Settings.from_env({**cm, SECRETS_DIR_ENV: str(mounted)})
     with pytest.raises(SettingsError, match="RB_WEB_TOKEN"):  # no token on 0.0.0.0
         s.check_web_exposure()
+
+
+def test_the_grafana_readme_says_compose_runs_it_and_asks_for_no_service_compose_has() -> None:
+    """Issue 40: it told the reader to add prometheus and grafana services that compose has."""
+    text = (ROOT / "deploy" / "grafana" / "README.md").read_text()
+    assert "```yaml" not in text and "to go next to" not in text
+    assert {"prometheus", "grafana"} <= set(COMPOSE["services"])
+    assert "already runs both" in text
+    for mount in COMPOSE["services"]["grafana"]["volumes"]:
+        host, _, container = mount.partition(":")
+        if host.startswith("./deploy/grafana/"):
+            assert container.split(":")[0] in text, mount  # the README names where each is mounted
