@@ -1,11 +1,12 @@
 """`rb-streams cost`: what rb-streams' steering and routing do to a fleet's bill under caching.
 
 Reads trajectory files (wire events, JSONL), replays each through the core (the worker's
-decisions: `streams.replay.Replayer`) as if every run ran on the price table's `cost.model`
-with `model_routing {"FAST": cost.fast}` (and, when the table names one, a second replay with
-`"SLOW": cost.slow`: upgrades, spending by design, reported apart), and prices every call with
-the pure cost model (`streams.core.cost`) and the agent's own composer
-(`streams.agent.compose.anthropic_request`). COST.md holds the figures and the command.
+decisions: `streams.replay.Replayer`) as if every run ran on the model the price table's
+`[cost]` section names, with `model_routing {"FAST": fast}` (and, when the section names a
+`slow` model, a second replay with `"SLOW": slow`: upgrades, spending by design, reported
+apart), and prices every call with the pure cost model (`streams.core.cost`) and the agent's
+own composer (`streams.agent.compose.anthropic_request`). COST.md holds the figures and the
+command.
 """
 
 from __future__ import annotations
