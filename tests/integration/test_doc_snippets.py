@@ -115,7 +115,7 @@ def run_readme(tool_calls: list[tuple[str, dict[str, Any]]]) -> tuple[dict[str, 
 
 
 def test_the_readme_snippet_steers_a_run_and_finishes_it(env: WorkerProcess) -> None:
-    work = [
+    work: list[tuple[str, dict[str, Any]]] = [
         ("read_file", {"path": "auth/session.py"}),
         (
             "edit_file",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import socket
@@ -421,7 +422,8 @@ def test_replay_names_each_malformed_line_by_number_and_reason(
 def test_help_says_the_whole_description_and_the_demo_flags_have_help() -> None:
     text = build_parser().format_help()
     assert "deadletters, kafka, models." in " ".join(text.split())
-    demo = build_parser()._subparsers._group_actions[0].choices["demo"]  # type: ignore[union-attr]
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    demo = sub.choices["demo"]
     helps = {a.dest: a.help for a in demo._actions}
     assert all(helps[f] for f in ("runs", "steps", "port"))
 
