@@ -109,10 +109,11 @@ def start_worker(settings: Settings, tmp: Path, name: str = "worker") -> WorkerP
     return WorkerProcess.start(settings, tmp / f"{name}.log")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def worker(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    """A worker with the default settings, shared by the tests of one module (a start costs
-    ~10 s): each test makes its own runs and reads back only those."""
+    """A worker with the default settings, shared by the session (test_fuzz,
+    test_hostile_producer, test_pipeline; a start costs ~10 s): each test makes its own runs
+    and reads back only those, or only what came after it began (kafka_io.end_offsets)."""
     tmp = tmp_path_factory.mktemp("worker")
     w = start_worker(make_settings(broker, tmp), tmp)
     yield w

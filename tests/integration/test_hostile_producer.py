@@ -15,7 +15,7 @@ from aiokafka import AIOKafkaProducer
 
 from streams.agent.client import SteeringClient
 from streams.local.worker_process import WorkerProcess
-from tests.integration.kafka_io import read_all
+from tests.integration.kafka_io import end_offsets, read_all
 
 pytestmark = pytest.mark.integration
 
@@ -51,6 +51,9 @@ def test_the_three_events_that_crashed_the_worker_are_answered_and_it_keeps_runn
     ]
 
     async def main() -> tuple[list[dict], list[int]]:
+        # the worker is shared: read back only what comes after this point
+        decided = await end_offsets(s.bootstrap_servers, s.steering_topic)
+        refused = await end_offsets(s.bootstrap_servers, s.deadletter_topic)
         p = AIOKafkaProducer(bootstrap_servers=s.bootstrap_servers, max_request_size=1_048_576)
         await p.start()
         try:
@@ -59,8 +62,10 @@ def test_the_three_events_that_crashed_the_worker_are_answered_and_it_keeps_runn
                 await p.send_and_wait(s.steps_topic, orjson.dumps(ev), key=rid.encode())
         finally:
             await p.stop()
-        got = await read_all(s.bootstrap_servers, s.steering_topic, expect=3, timeout_s=60)
-        dead.extend(await read_all(s.bootstrap_servers, s.deadletter_topic, expect=1, timeout_s=30))
+        got = await read_all(s.bootstrap_servers, s.steering_topic, expect=3, timeout_s=60, since=decided)
+        dead.extend(
+            await read_all(s.bootstrap_servers, s.deadletter_topic, expect=1, timeout_s=30, since=refused)
+        )
         async with SteeringClient(s, deadline_ms=10_000) as c:  # the next run, as usual
             steps = [(await c.start_run("after-hostile")).step]  # type: ignore[union-attr]
             for k in (1, 2):

@@ -10,6 +10,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import pytest
 
 from streams.agent.client import SteeringClient
 from streams.local.worker_process import WorkerProcess, free_port
-from tests.integration.conftest import make_settings
+from tests.integration.conftest import make_settings, start_worker
 
 pytestmark = pytest.mark.integration
 
@@ -50,6 +51,17 @@ async def drive(settings, run_ids: list[str], steps: int, thought: str = "ls", *
                 assert await c.step(rid, k, thought=thought, tokens=100, difficulty=0.05) is not None
 
         await asyncio.gather(*(one(r) for r in run_ids))
+
+
+@pytest.fixture(scope="module")
+def worker(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
+    """This module's own worker (not the session's): the Prometheus test counts every FAST run
+    the worker holds."""
+    tmp = tmp_path_factory.mktemp("observability")
+    w = start_worker(make_settings(broker, tmp), tmp)
+    yield w
+    w.stop()
+    assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)
 
 
 def test_run_endpoints_show_state_budget_and_step_log(worker):

@@ -19,7 +19,7 @@ from streams.local.simulate import BEHAVIOURS, trajectory
 from streams.replay import Replayer
 from tests.factories import b, run_finish, run_start, step
 from tests.integration.conftest import STARTER, make_settings, start_worker
-from tests.integration.kafka_io import read_all
+from tests.integration.kafka_io import end_offsets, read_all
 from tests.models import models, semantics
 
 pytestmark = pytest.mark.integration
@@ -199,6 +199,7 @@ def _replay_matches_worker(worker, tmp_path):
 
 def test_bad_input_is_dead_lettered_and_valid_runs_continue(worker):
     s = worker.settings
+    since = asyncio.run(end_offsets(s.bootstrap_servers, s.deadletter_topic))  # the worker is shared
 
     async def scenario() -> list[dict]:
         async with SteeringClient(s, deadline_ms=15_000) as c:
@@ -228,7 +229,7 @@ def test_bad_input_is_dead_lettered_and_valid_runs_continue(worker):
             return bad
 
     asyncio.run(scenario())
-    dead = asyncio.run(read_all(s.bootstrap_servers, s.deadletter_topic, expect=9))
+    dead = asyncio.run(read_all(s.bootstrap_servers, s.deadletter_topic, expect=9, since=since))
     reasons = sorted(d["reason"] for d in dead)
     assert reasons == sorted(
         [
