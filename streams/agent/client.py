@@ -14,7 +14,8 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Coroutine, Sequence
+from collections import deque
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -31,7 +32,7 @@ from ..kafka.security import client_kwargs, diagnose
 from ..logsafe import safe_for_log
 from .usage import of as usage_of
 from .usage import total as usage_total
-from .validation import validate_run_fields
+from .validation import check_run_field_names, validate_run_fields
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -44,8 +45,9 @@ NOT_STARTED = (
 class KafkaLogQuiet(logging.Filter):
     """While a client runs, aiokafka's warnings and errors (hundreds of lines a broker outage:
     every reconnect attempt, every failed request) are cut to the first one, as aiokafka wrote
-    it, one line saying the rest are counted, and one when the broker answers again; the rest
-    are counted (`quieted`). A lone warning (a leader moving) is just that warning.
+    it; the rest are counted (`quieted`) until the broker answers again. The outage itself is
+    the client's one health line (`SteeringClient.healthy`), which gives this count when the
+    broker is back. A lone warning (a leader moving) is just that warning.
 
     One per process, installed on every aiokafka logger by the first client that starts and
     removed when the last one stops (a logger's filter sees only its own records, hence each
@@ -70,29 +72,19 @@ class KafkaLogQuiet(logging.Filter):
                 return True
             self._in_outage += 1
             self.quieted += 1
-            second = self._in_outage == 1
-            if second:
+            if self._in_outage == 1:
                 self.outages += 1
-        if second:
-            log.warning(
-                "Kafka client trouble (the broker may be unreachable): its further messages are "
-                "counted, not logged, until the broker answers again"
-            )
         return False
 
-    def answered(self) -> None:
-        """The broker took an event or delivered a record: an outage, if one is open, is over."""
+    def answered(self) -> int:
+        """The broker took an event or delivered a record: an outage, if one is open, is over.
+        Returns how many of its messages were not logged."""
         if self._since is None:
-            return
+            return 0
         with self._mutex:
-            since, n = self._since, self._in_outage
-            self._since = None
-        if since is not None and n:
-            log.warning(
-                "Kafka broker reachable again after %.1f s (%d Kafka client messages not logged)",
-                time.monotonic() - since,
-                n,
-            )
+            n = self._in_outage if self._since is not None else 0
+            self._since, self._in_outage = None, 0
+        return n
 
     @property
     def in_outage(self) -> bool:
@@ -207,6 +199,9 @@ class _Run:
     # The run's last event handed to the producer (a task until the producer took it): the
     # next one waits for it, so a run's events keep their order even when a call gives up.
     enqueued: asyncio.Task[Any] | None = None
+    # an event of this run was dropped (the queue was full): its later ones would be out of
+    # order for the worker, so they are dropped too (counted)
+    broken: bool = False
 
 
 def step_event(
@@ -262,6 +257,16 @@ def step_event(
     return fit(event)
 
 
+# Failing open (issue 40): the broker away never costs the agent its run, only its steering.
+CONNECT_TIMEOUT_S = 3.0  # a start (or reconnect) waits this long for the broker, then goes on
+CLOSE_TIMEOUT_S = 2.0  # stop() waits this long for the producer to flush, then closes anyway
+MAX_QUEUED_EVENTS = 10_000  # events held while the broker is away (the newest are dropped past it)
+MAX_QUEUED_BYTES = 32 * 1024 * 1024
+RETRY_MIN_S, RETRY_MAX_S = 0.5, 5.0  # reconnect attempts back off between these
+PROBE_EVERY_S = 1.0  # with nothing heard from the broker for this long, it is asked (metadata)
+PROBE_TIMEOUT_S = 2.0  # a broker that does not answer the probe in this long is away
+HealthCallback = Callable[[bool, str], None]
+
 # The largest steering record the client reads (a decision is a few KB; its texts are cut by
 # the worker): a bigger one is dropped unparsed, whoever wrote it.
 DECISION_MAX_BYTES = 128 * 1024
@@ -316,7 +321,7 @@ def fit(event: dict[str, Any], limit: int = EVENT_BYTES_SENT) -> dict[str, Any]:
 
 
 def _entry(
-    step: int, d: Decision | None, tokens: int | None, latency_ms: float, model: str | None
+    step: int, d: Decision | None, tokens: int | None, latency_ms: float, model: str | None, late: bool = True
 ) -> StepLogEntry:
     if d is None:
         return StepLogEntry(
@@ -329,11 +334,11 @@ def _entry(
             [],
             [],
             None,
-            "decision late: proceeding unsteered",
+            "decision late: proceeding unsteered" if late else "steering unavailable: proceeding unsteered",
             tokens,
             latency_ms,
             steered=False,
-            late=True,
+            late=late,
         )
     inj = d.data.get("injections") or []
     mon = d.data.get("monitors") or {}
@@ -354,6 +359,26 @@ def _entry(
     )
 
 
+async def _close(part: AIOKafkaProducer | AIOKafkaConsumer, timeout: float) -> None:
+    """Stop an aiokafka producer or consumer within `timeout` (a producer flushes first: during
+    an outage that would wait for its request timeout), then close its connections whatever
+    its stop managed. Nothing raises: aiokafka's stop raises CancelledError when its sender was
+    mid-request, which a `with` block's exit would pass to the agent."""
+    stopping = asyncio.ensure_future(part.stop())
+    done, _ = await asyncio.wait([stopping], timeout=timeout)
+    if not done:
+        stopping.cancel()
+        await asyncio.wait([stopping], timeout=1.0)
+    if stopping.done() and not stopping.cancelled():
+        stopping.exception()  # retrieved: not "never retrieved"
+    kafka = getattr(part, "client", None) or getattr(part, "_client", None)
+    if kafka is not None:
+        closing = asyncio.ensure_future(kafka.close())
+        await asyncio.wait([closing], timeout=1.0)
+        if closing.done() and not closing.cancelled():
+            closing.exception()
+
+
 class SteeringClient:
     """Async client. Use `async with SteeringClient(...) as c:` or start()/stop()."""
 
@@ -365,7 +390,16 @@ class SteeringClient:
         topic_prefix: str | None = None,
         deadline_ms: int | None = None,
         client_id: str | None = None,
+        on_health: HealthCallback | None = None,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+        close_timeout_s: float = CLOSE_TIMEOUT_S,
+        max_queued_events: int = MAX_QUEUED_EVENTS,
+        max_queued_bytes: int = MAX_QUEUED_BYTES,
     ) -> None:
+        """`on_health(healthy, reason)`: called (on the client's loop; keep it quick, it must not
+        raise) when steering becomes unavailable or available again. While the broker is away
+        at most `max_queued_events` / `max_queued_bytes` of events wait for it; newer ones are
+        dropped (`dropped_events`)."""
         s = settings or ClientSettings.from_env()
         self.settings = s
         self.bootstrap_servers = bootstrap_servers or s.bootstrap_servers
@@ -398,19 +432,178 @@ class SteeringClient:
         self._drop_logged_at = -DROP_LOG_EVERY_S
         self._drops_unlogged = 0
         self._quiet = False  # holds KAFKA_LOG_QUIET (between start and stop)
+        self.on_health = on_health
+        self.connect_timeout_s, self.close_timeout_s = connect_timeout_s, close_timeout_s
+        self.max_queued_events, self.max_queued_bytes = max_queued_events, max_queued_bytes
+        self._started = False  # start() was called (and stop() not yet)
+        self._connected = False  # producer and consumer up, steering partitions known
+        self._healthy = False
+        self.health_reason = "not started"
+        self._down_since: float | None = None
+        self._last_answer = 0.0  # when the broker last took an event or delivered a record
+        self._backlog: deque[tuple[_Run, bytes]] = deque()  # events held until the first connect
+        self._queued = self._queued_bytes = 0  # events accepted and not yet acknowledged
+        self.dropped_events = 0  # events dropped: the queue was full (or the client stopped)
+        self._dropped_in_outage = 0
+        self._sending: set[asyncio.Task[Any]] = set()
+        self._unwatched: set[int] = set()  # steering partitions to add once the broker answers
+        self._supervisor: asyncio.Task[None] | None = None
 
     # -- lifecycle ----------------------------------------------------------
     async def start(self) -> None:
-        """Connect. Raises KafkaAuthError when the broker rejects the credentials."""
+        """Connect, waiting at most `connect_timeout_s`. A broker that is down, unreachable or
+        silent, or a steering topic not created yet, does not raise: the client goes on
+        unsteered (`healthy` False, one log line) and connects in the background. Raises
+        KafkaAuthError when the broker rejects the credentials (a configuration mistake)."""
         if not self._quiet:
             KAFKA_LOG_QUIET.acquire()
             self._quiet = True
+        self._started = True
         try:
-            await self._start()
-        except KafkaConnectionError:
-            await self.stop()
-            await diagnose(self.settings.with_(broker=self.bootstrap_servers))
-            raise
+            await asyncio.wait_for(self._start(), self.connect_timeout_s)
+        except Exception as exc:
+            await self._teardown()
+            if isinstance(exc, KafkaConnectionError):
+                try:  # the one case worth raising: credentials or a certificate turned down
+                    await asyncio.wait_for(
+                        diagnose(self.settings.with_(broker=self.bootstrap_servers)), self.connect_timeout_s
+                    )
+                except KafkaAuthError:
+                    await self.stop()
+                    raise
+                except Exception:
+                    pass
+            self._set_health(False, self._why(exc))
+        else:
+            self._set_health(True, "connected")
+        self._supervisor = asyncio.create_task(self._supervise(), name="rb-client-supervise")
+
+    def _why(self, exc: BaseException) -> str:
+        if isinstance(exc, TimeoutError):
+            return (
+                f"the broker at {self.bootstrap_servers} did not answer within {self.connect_timeout_s:g} s"
+            )
+        if isinstance(exc, KafkaConnectionError):
+            return f"cannot reach the broker at {self.bootstrap_servers}"
+        return safe_for_log(str(exc) or type(exc).__name__, 300)
+
+    @property
+    def healthy(self) -> bool:
+        """True while the broker answers and decisions can come; False before start, while the
+        broker is away (the agent goes on unsteered) and after stop. `health_reason` says why."""
+        return self._healthy
+
+    def _set_health(self, healthy: bool, reason: str) -> None:
+        """Record a health change: one log line per outage (when it starts, and when it ends),
+        and `on_health` called on each change."""
+        was = self._healthy
+        self._healthy, self.health_reason = healthy, reason
+        if healthy == was and not (not healthy and self._down_since is None):
+            return
+        now = time.monotonic()
+        if not healthy:
+            self._down_since = now
+            self._dropped_in_outage = 0
+            log.warning(
+                "steering unavailable: %s; the agent goes on unsteered (events queued up to %d, "
+                "reconnecting in the background)",
+                reason,
+                self.max_queued_events,
+            )
+        else:
+            since, self._down_since = self._down_since, None
+            quieted = KAFKA_LOG_QUIET.answered()
+            if since is not None:
+                log.warning(
+                    "steering available again after %.1f s (%d events dropped, %d Kafka client "
+                    "messages not logged)",
+                    now - since,
+                    self._dropped_in_outage,
+                    quieted,
+                )
+        if self.on_health is not None:
+            try:
+                self.on_health(healthy, reason)
+            except Exception as exc:  # the agent's callback must not stop the client
+                log.warning("on_health callback failed: %s", safe_for_log(repr(exc), 200))
+
+    def _answered(self) -> None:
+        """The broker took an event or delivered a record."""
+        self._last_answer = time.monotonic()
+        if not self._healthy and self._connected and self._started:
+            self._set_health(True, "connected")
+
+    async def _supervise(self) -> None:
+        """In the background until stop: connect (backing off) while not connected; once
+        connected, ask the broker for metadata when nothing was heard from it for a while, so
+        an outage (a stopped or silent broker) is seen, and its end."""
+        delay = RETRY_MIN_S
+        while True:
+            if not self._connected:
+                await asyncio.sleep(delay)
+                try:
+                    await asyncio.wait_for(self._start(), self.connect_timeout_s)
+                except Exception as exc:
+                    await self._teardown()
+                    self.health_reason = self._why(exc)
+                    delay = min(delay * 2, RETRY_MAX_S)
+                    continue
+                delay = RETRY_MIN_S
+                await self._flush_backlog()
+                self._set_health(True, "connected")
+                continue
+            await asyncio.sleep(PROBE_EVERY_S)
+            if self._unwatched and self._healthy:
+                for partition in sorted(self._unwatched):
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(self._watch(partition), PROBE_TIMEOUT_S)
+                        self._unwatched.discard(partition)
+            if time.monotonic() - self._last_answer < PROBE_EVERY_S:
+                continue
+            producer = self._producer
+            if producer is None:
+                continue
+            try:
+                await asyncio.wait_for(producer.client.fetch_all_metadata(), PROBE_TIMEOUT_S)
+            except Exception as exc:
+                if self._healthy:
+                    why = "no answer" if isinstance(exc, TimeoutError) else type(exc).__name__
+                    self._set_health(
+                        False, f"the broker at {self.bootstrap_servers} stopped answering ({why})"
+                    )
+                continue
+            self._answered()
+
+    async def _flush_backlog(self) -> None:
+        """Connected at last: the runs started meanwhile get their steering partitions (watched
+        first, so no decision is missed), then the events held since start go out, each run's
+        in order."""
+        for run in list(self._runs.values()):
+            if run.partition < 0:
+                run.partition = wire.partition_for(run.run_id, self._partitions)
+                self._unwatched.add(run.partition)
+        for partition in sorted(self._unwatched):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._watch(partition), PROBE_TIMEOUT_S)
+                self._unwatched.discard(partition)
+        while self._backlog:
+            run, value = self._backlog.popleft()
+            self._send(run, value, admitted=True)
+
+    async def _teardown(self) -> None:
+        """Close what a (failed or finished) connection left: each part within close_timeout_s,
+        and never an exception (an outage makes aiokafka's stop raise, even CancelledError)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task], timeout=self.close_timeout_s)
+        consumer, producer = self._consumer, self._producer
+        self._consumer = self._producer = None
+        self._connected = False
+        self._assigned.clear()
+        for part in (consumer, producer):
+            if part is not None:
+                await _close(part, self.close_timeout_s)
 
     async def _start(self) -> None:
         fast_validator("decision", True)  # compiled now (tens of ms), not within decision 0's deadline
@@ -442,18 +635,34 @@ class SteeringClient:
         if not parts:
             raise RuntimeError(f"topic {self.steering_topic} does not exist: start the worker first")
         self._partitions = len(parts)
+        self._connected = True
+        self._last_answer = time.monotonic()
         self._task = asyncio.create_task(self._consume(), name="rb-client-consume")
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-        for part in (self._consumer, self._producer):
-            if part is not None:
-                with contextlib.suppress(Exception):
-                    await part.stop()
-        self._consumer = self._producer = None
+        """Close within about 2 x close_timeout_s whatever the broker does; never raises. Events
+        the broker has not taken by then are lost (counted in `dropped_events`, one line)."""
+        supervisor, self._supervisor = self._supervisor, None
+        if supervisor is not None:
+            supervisor.cancel()
+            await asyncio.wait([supervisor], timeout=self.close_timeout_s)
+        unsent = len(self._backlog)
+        while self._backlog:
+            _run, value = self._backlog.popleft()
+            self._release(len(value))
+        await self._teardown()
+        sending = list(self._sending)
+        for task in sending:
+            task.cancel()
+        if sending:
+            await asyncio.wait(sending, timeout=self.close_timeout_s)
+        lost = unsent + self._queued
+        if lost and self._started:
+            self.dropped_events += lost
+            log.warning("steering client stopped with %d events the broker never took (it was away)", lost)
+        self._queued = self._queued_bytes = 0
+        self._started = False
+        self._healthy, self.health_reason, self._down_since = False, "stopped", None
         if self._quiet:
             self._quiet = False
             KAFKA_LOG_QUIET.release()
@@ -495,11 +704,17 @@ class SteeringClient:
             if not self._assigned:
                 await asyncio.sleep(0.01)
                 continue
-            async with self._lock:
-                batches = await self._consumer.getmany(timeout_ms=20, max_records=1000)
+            try:
+                async with self._lock:
+                    batches = await self._consumer.getmany(timeout_ms=20, max_records=1000)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the broker away: aiokafka reconnects; the probe reports it
+                await asyncio.sleep(0.2)
+                continue
             now = time.perf_counter()
             if batches:
-                KAFKA_LOG_QUIET.answered()
+                self._answered()
             for records in batches.values():
                 for rec in records:
                     try:
@@ -587,9 +802,17 @@ class SteeringClient:
     async def _publish_and_wait(
         self, run: _Run, step: int, event: dict[str, Any], wait: bool
     ) -> Decision | None:
-        assert self._producer is not None
         key = (run.run_id, step)
         run.last_published = max(run.last_published, step)
+        value = wire.dumps(event)
+        if not self._admit(run, len(value)):
+            return None
+        if not self._connected:  # never connected yet: held until the broker answers
+            self._backlog.append((run, value))
+            return None
+        if not self._healthy:  # the broker is away: no decision can come, so none is awaited
+            self._send(run, value, admitted=True)
+            return None
         fut: asyncio.Future[Decision] | None = None
         if wait:
             fut = asyncio.get_running_loop().create_future()
@@ -599,9 +822,7 @@ class SteeringClient:
         # The agent never waits past its deadline, not even for Kafka itself: while the broker
         # is away the producer keeps the event (in order with the run's later ones) and retries,
         # and this call reports an unsteered step.
-        enqueue = asyncio.ensure_future(self._enqueue(run.enqueued, wire.dumps(event), run.run_id))
-        enqueue.add_done_callback(self._on_sent)
-        run.enqueued = enqueue
+        enqueue = self._send(run, value, admitted=True)
         deadline = self.deadline_ms / 1000.0
 
         def left() -> float:
@@ -613,41 +834,87 @@ class SteeringClient:
             if fut is None:
                 return None
             return await asyncio.wait_for(asyncio.shield(fut), left())
-        except TimeoutError:
+        except Exception:  # past the deadline, or the producer refused the event (counted, logged)
             self._waiters.pop(key, None)
             self._sent_at.pop(key, None)
             return None
+
+    def _admit(self, run: _Run, size: int) -> bool:
+        """Room for one more event while the broker is slow or away? The newest is dropped when
+        the queue is full: the held events are each run's oldest (its run_start first), which
+        the worker needs in order to steer it when the broker is back; a run that lost an event
+        loses its later ones too (the worker would refuse them as out of order)."""
+        if (
+            run.broken
+            or self._queued >= self.max_queued_events
+            or self._queued_bytes + size > self.max_queued_bytes
+        ):
+            if not run.broken and self._dropped_in_outage == 0:
+                log.warning(
+                    "steering queue full (%d events, %d bytes): newer events are dropped and counted "
+                    "until the broker answers",
+                    self._queued,
+                    self._queued_bytes,
+                )
+            run.broken = True
+            self.dropped_events += 1
+            self._dropped_in_outage += 1
+            return False
+        self._queued += 1
+        self._queued_bytes += size
+        return True
+
+    def _release(self, size: int) -> None:
+        self._queued = max(0, self._queued - 1)
+        self._queued_bytes = max(0, self._queued_bytes - size)
+
+    def _send(self, run: _Run, value: bytes, *, admitted: bool) -> asyncio.Task[Any]:
+        """Hand an (admitted) event to the producer after the run's previous one."""
+        enqueue = asyncio.ensure_future(self._enqueue(run.enqueued, value, run.run_id))
+        enqueue.add_done_callback(self._on_sent)
+        self._sending.add(enqueue)
+        enqueue.add_done_callback(self._sending.discard)
+        run.enqueued = enqueue
+        return enqueue
 
     async def _enqueue(
         self, prev: asyncio.Task[Any] | None, value: bytes, run_id: str
     ) -> asyncio.Future[Any]:
         """Hand the event to the producer after the run's previous one (metadata waits can
-        hold a send while the broker is away)."""
-        assert self._producer is not None
-        if prev is not None and not prev.done():
-            await asyncio.wait([prev])
-        sent: asyncio.Future[Any] = await self._producer.send(
-            self.steps_topic, value, key=run_id.encode("utf-8")
-        )
+        hold a send while the broker is away). Its queue slot is freed when the broker has
+        taken it or the producer gave up."""
+        try:
+            if prev is not None and not prev.done():
+                await asyncio.wait([prev])
+            producer = self._producer
+            if producer is None:
+                raise KafkaConnectionError("the steering client is not connected")
+            sent: asyncio.Future[Any] = await producer.send(
+                self.steps_topic, value, key=run_id.encode("utf-8")
+            )
+        except BaseException:
+            self._release(len(value))
+            raise
         sent.add_done_callback(self._on_delivered)
+        sent.add_done_callback(lambda _f: self._release(len(value)))
         return sent
 
     def _on_sent(self, sent: asyncio.Future[Any]) -> None:
         if not sent.cancelled() and sent.exception() is not None:
             self.failed_sends += 1
-            if not KAFKA_LOG_QUIET.in_outage:  # in an outage: counted (failed_sends) only
-                log.error("an event could not be published: %s", sent.exception())
+            if self._healthy and not KAFKA_LOG_QUIET.in_outage:  # in an outage: counted only
+                log.error("an event could not be published: %s", safe_for_log(str(sent.exception()), 300))
 
     def _on_delivered(self, sent: asyncio.Future[Any]) -> None:
         if not sent.cancelled() and sent.exception() is None:
-            KAFKA_LOG_QUIET.answered()
+            self._answered()
         else:
             self._on_sent(sent)
 
     def _run_of(self, run_id: str) -> _Run:
         run = self._runs.get(run_id)
         if run is None:
-            if self._producer is None:
+            if not self._started:
                 raise RuntimeError(NOT_STARTED)
             raise KeyError(f"run {run_id!r} was not started by this client (start_run first)")
         return run
@@ -656,18 +923,25 @@ class SteeringClient:
         """Publish run_start and wait for decision 0 (which applies to the first call)."""
         if run_id in self._runs:
             raise ValueError(f"run {run_id!r} already started by this client")
+        check_run_field_names("start_run", fields)  # a misspelt field: TypeError with a suggestion
         validate_run_fields(fields, self.extra_names)
         check_run_start({"type": "run_start", "schema_version": SCHEMA_VERSION, "run_id": run_id, **fields})
-        if self._producer is None:
+        if not self._started:
             raise RuntimeError(NOT_STARTED)
-        run = _Run(run_id, wire.partition_for(run_id, self._partitions))
+        # not connected yet: the partition is known once the broker has answered
+        run = _Run(run_id, wire.partition_for(run_id, self._partitions) if self._connected else -1)
         self._runs[run_id] = run
-        await self._watch(run.partition)
+        if self._connected:
+            try:  # bounded: seeking the partition's end needs the broker
+                await asyncio.wait_for(self._watch(run.partition), self.deadline_ms / 1000.0)
+            except Exception:
+                self._unwatched.add(run.partition)
         event = {"type": "run_start", "schema_version": SCHEMA_VERSION, "run_id": run_id, "ts": time.time()}
         event.update({k: v for k, v in fields.items() if v is not None})
         t0 = time.perf_counter()
         d = await self._publish_and_wait(run, 0, event, True)
-        run.step_log.append(_entry(0, d, None, (time.perf_counter() - t0) * 1000, fields.get("model")))
+        ms = (time.perf_counter() - t0) * 1000
+        run.step_log.append(_entry(0, d, None, ms, fields.get("model"), late=self._healthy))
         return d
 
     async def step(
@@ -709,7 +983,8 @@ class SteeringClient:
         t0 = time.perf_counter()
         d = await self._publish_and_wait(run, step, event, True)
         tokens = event.get("tokens")  # filled from `usage` when not given
-        run.step_log.append(_entry(step, d, tokens, (time.perf_counter() - t0) * 1000, model_id))
+        ms = (time.perf_counter() - t0) * 1000
+        run.step_log.append(_entry(step, d, tokens, ms, model_id, late=self._healthy))
         return d
 
     async def finish_run(self, run_id: str, outcome: str = "success") -> None:
@@ -725,7 +1000,8 @@ class SteeringClient:
 
     async def send_raw(self, value: bytes, key: bytes | None = None) -> None:
         """Publish arbitrary bytes to the steps topic (tests and tooling)."""
-        assert self._producer is not None
+        if self._producer is None:
+            raise RuntimeError("the steering client is not connected")
         await self._producer.send_and_wait(self.steps_topic, value, key=key)
 
     def step_log(self, run_id: str) -> list[StepLogEntry]:
@@ -735,6 +1011,16 @@ class SteeringClient:
         """Drop a finished run's bookkeeping (step log, duplicate filter): a long-lived client
         serving many runs stays bounded. Late decisions for it are ignored from then on."""
         self._runs.pop(run_id, None)
+
+
+async def _cancel_the_rest() -> None:
+    """Cancel every task still on this loop but the caller, and wait for them (bounded)."""
+    me = asyncio.current_task()
+    rest = [t for t in asyncio.all_tasks() if t is not me]
+    for task in rest:
+        task.cancel()
+    if rest:
+        await asyncio.wait(rest, timeout=1.0)
 
 
 class SyncSteeringClient:
@@ -775,14 +1061,22 @@ class SyncSteeringClient:
         self._run(self._client.start())
 
     def stop(self) -> None:
+        """Close within a few seconds whatever the broker does, and never raise (leaving a
+        `with` block during an outage used to raise CancelledError and exit the agent 1)."""
         if self._stopped:
             return
+        self._stopped = True
+        bound = 2 * self._client.close_timeout_s + 3.0
         try:
-            self._run(self._client.stop())
-        finally:
-            self._stopped = True
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=5)
+            asyncio.run_coroutine_threadsafe(self._client.stop(), self._loop).result(timeout=bound)
+        except Exception as exc:  # includes concurrent.futures' TimeoutError and CancelledError
+            log.warning("steering client stop: %s (closed anyway)", safe_for_log(repr(exc), 200))
+        with contextlib.suppress(Exception):  # nothing left pending ("Task was destroyed")
+            asyncio.run_coroutine_threadsafe(_cancel_the_rest(), self._loop).result(timeout=2.0)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self._loop.close()
 
     def __enter__(self) -> SyncSteeringClient:
         self.start()
@@ -807,6 +1101,21 @@ class SyncSteeringClient:
     def extra_names(self) -> tuple[str, ...]:
         """Scorer, transition and profile names the workers add (RB_CLIENT_EXTRA_NAMES)."""
         return self._client.extra_names
+
+    @property
+    def healthy(self) -> bool:
+        """True while steering works; False while the broker is away (the agent goes on
+        unsteered), before start and after stop. `health_reason` says why."""
+        return self._client.healthy
+
+    @property
+    def health_reason(self) -> str:
+        return self._client.health_reason
+
+    @property
+    def dropped_events(self) -> int:
+        """Events dropped because the queue was full while the broker was away (or unsent at stop)."""
+        return self._client.dropped_events
 
     # The async client's counters, read as they stand (ints written by its loop's thread).
     @property

@@ -98,6 +98,28 @@ def test_the_adapters_accept_the_scorer_names_the_client_was_told_the_workers_ha
     adapters(client)[adapter](scorer="my_scorer")
 
 
+@pytest.mark.parametrize(
+    "adapter", ["AgentsSteering", "ClaudeAgentSteering", "SteeringSpanProcessor", "SteeringMiddleware"]
+)
+@pytest.mark.parametrize(
+    ("field", "value"), [("token_budget", "x"), ("org_id", 5), ("e_traces_enabled", "yes")]
+)
+def test_the_adapters_refuse_a_run_field_of_the_wrong_type_at_construction(
+    adapter: str, field: str, value: object
+) -> None:
+    with pytest.raises(ValueError, match=rf"invalid run_start: data\.{field} must be"):
+        adapters(FakeClient())[adapter](**{field: value})
+
+
+def test_start_run_refuses_a_misspelt_run_field_with_a_suggestion() -> None:
+    from streams.agent.client import SteeringClient
+
+    c = SteeringClient(ClientSettings.from_env({}))
+    with pytest.raises(TypeError, match="'escalaton'; did you mean 'escalation'"):
+        asyncio.run(c.start_run("r", escalaton={"stop_after": 2}))
+    assert "r" not in c._runs
+
+
 @pytest.mark.timeout(30)  # the bug this guards against: a stopped client's call waited for ever
 def test_a_client_not_started_or_already_stopped_says_so_instead_of_failing_or_hanging() -> None:
     from streams.agent.session import SteeringSession

@@ -1,0 +1,100 @@
+"""Each framework adapter on a real client whose broker is not there (a port nothing listens
+on): the agent runs to its end, unsteered, and nothing raises into it (issue 40). The client's
+own outages (stopped, restarted, silent broker): tests/integration/test_client_fail_open.py."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from streams.agent.client import SyncSteeringClient
+from streams.settings import ClientSettings
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[SyncSteeringClient]:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens: every connection is refused
+    c = SyncSteeringClient(ClientSettings.from_env({"RB_BROKER": f"kafka://127.0.0.1:{port}"}))
+    c.start()
+    assert not c.healthy
+    yield c
+    t0 = time.monotonic()
+    c.stop()
+    assert time.monotonic() - t0 < 6.0
+
+
+def langchain(client: SyncSteeringClient) -> Any:
+    from tests.unit.agent.test_langchain_ladder import agent_for, ask, looping
+
+    agent, _ = agent_for(client, looping(3))  # type: ignore[arg-type]
+    return lambda: ask(agent)["messages"][-1].content
+
+
+def openai_agents(client: SyncSteeringClient) -> Any:
+    from streams.agent.openai_agents import AgentsSteering
+    from tests.unit.agent.test_openai_agents import ScriptedProvider, coder, looping, run
+
+    steering, agent, provider = AgentsSteering(client, model="gpt-4.1"), coder(), ScriptedProvider(looping(3))
+    return lambda: run(steering, agent, provider).final_output
+
+
+def claude_agent(client: SyncSteeringClient) -> Any:
+    from streams.agent.claude_agent import ClaudeAgentSteering
+    from tests.unit.agent.test_claude_agent import call, hook_inputs
+
+    st = ClaudeAgentSteering(client, model="claude-sonnet-4-5")
+
+    async def go() -> list[Any]:
+        out = [await call(st.on_user_prompt_submit, hook_inputs("UserPromptSubmit")[0])]
+        out += [await call(st.on_post_tool_use, h) for h in hook_inputs("PostToolUse")[:3]]
+        out.append(await call(st.on_stop, hook_inputs("Stop")[0]))
+        return out
+
+    return lambda: asyncio.run(go())
+
+
+def otel(client: SyncSteeringClient) -> Any:
+    from streams.agent.otel import SteeringSpanProcessor
+    from tests.unit.agent.test_otel import agent_run, tracer_with
+
+    proc = SteeringSpanProcessor(client)
+    tracer = tracer_with(proc)
+
+    def go() -> Any:
+        took = agent_run(tracer, 5)
+        assert proc.force_flush(5_000)
+        assert proc.errors == 0
+        return sum(took)
+
+    return go
+
+
+# each builds its agent (imports and construction are not timed) and returns the run
+ADAPTERS: dict[str, Callable[[SyncSteeringClient], Callable[[], Any]]] = {
+    "SteeringMiddleware": langchain,
+    "AgentsSteering": openai_agents,
+    "ClaudeAgentSteering": claude_agent,
+    "SteeringSpanProcessor": otel,
+}
+
+
+@pytest.mark.parametrize("adapter", list(ADAPTERS))
+def test_an_adapter_with_no_broker_runs_the_agent_to_its_end_unsteered(
+    client: SyncSteeringClient, adapter: str
+) -> None:
+    go = ADAPTERS[adapter](client)
+    t0 = time.monotonic()
+    result = go()
+    took = time.monotonic() - t0
+    print(f"\n{adapter} with no broker: {took * 1000:.0f} ms, result {str(result)[:60]!r}")
+    assert result is not None
+    assert took < 5.0  # no call waited for a broker
+    assert not client.healthy
