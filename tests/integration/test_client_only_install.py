@@ -14,15 +14,13 @@ import subprocess
 import sys
 import textwrap
 import venv
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from streams.entry import HINT
 from streams.local.worker_process import WorkerProcess
-from tests.integration.conftest import make_settings, start_worker, without_checkout
+from tests.integration.conftest import without_checkout
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,18 +89,12 @@ def _install(wheel: Path, tmp: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def setup(
-    broker: str, built_wheel: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Path, WorkerProcess]]:
+    adapters_worker: WorkerProcess, built_wheel: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, WorkerProcess]:
+    """The agent's install, and the session's shared worker (the settings this module's own
+    worker had): the agent's run is its own."""
     tmp = tmp_path_factory.mktemp("client-only")
-    with ThreadPoolExecutor(1) as pool:  # the worker starts while pip installs
-        starting = pool.submit(start_worker, make_settings(broker, tmp, client_deadline_ms=15000), tmp)
-        try:
-            env_dir = _install(built_wheel, tmp)
-        finally:
-            w = starting.result()
-    yield env_dir, w
-    w.stop()
-    assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)
+    return _install(built_wheel, tmp), adapters_worker
 
 
 def run_in(env_dir: Path, *cmd: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
