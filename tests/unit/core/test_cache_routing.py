@@ -66,9 +66,9 @@ def test_a_switch_deep_into_a_run_that_the_stint_cannot_repay_is_declined() -> N
 def test_the_runs_own_long_stints_make_a_later_switch_pay() -> None:
     long_stints = ["NORMAL"] + (["FAST"] * 12 + ["NORMAL"]) * 2 + ["NORMAL"] * 10 + ["FAST"]
     prior_only = ["NORMAL"] * 37 + ["FAST"]
-    kw = {"step_kw": {"obs": 3000, "thought": 200}}
-    assert drive(long_stints, **kw)[-1].code == "downgrade"
-    assert drive(prior_only, **kw)[-1].code == "declined"
+    sizes = {"obs": 3000, "thought": 200}
+    assert drive(long_stints, step_kw=sizes)[-1].code == "downgrade"
+    assert drive(prior_only, step_kw=sizes)[-1].code == "declined"
 
 
 def test_an_upgrade_is_named_as_routed_and_reported_apart() -> None:

@@ -63,7 +63,7 @@ def test_never_switching_reads_the_history_and_writes_each_new_turn() -> None:
 def test_steering_at_the_end_costs_its_own_tokens_and_in_the_system_prompt_rewrites_history() -> None:
     ss = steps(20)
     base = run_cost(START, ss, ["big"] * 20, [None] * 20, PRICES, compose)
-    texts = [None] * 20
+    texts: list[str | None] = [None] * 20
     texts[10] = "[REASONBLOCKS]\nYou ran the same command three times."
     end = run_cost(START, ss, ["big"] * 20, texts, PRICES, compose, "end")
     system = run_cost(START, ss, ["big"] * 20, texts, PRICES, compose, "system")

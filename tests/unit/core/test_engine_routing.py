@@ -29,7 +29,7 @@ def _drive(start: dict[str, Any], difficulties: list[float], policy: Policy) -> 
     )
     for ev in [start, *steps]:
         s = sealed(b(ev), states.get, policy=policy)
-        assert s.decision is not None
+        assert s.decision is not None and s.state is not None and s.decision_bytes is not None
         states["r"] = s.state
         out.append(orjson.loads(s.decision_bytes))
     return out

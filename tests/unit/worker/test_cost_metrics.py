@@ -30,6 +30,7 @@ def test_routed_calls_and_their_estimated_cost_are_counted_per_org() -> None:
     events += [step("r", n, difficulty=0.05, ts=float(n), thought="x" * 6000) for n in range(1, 10)]
     for ev in events:
         s = sealed(b(ev), states.get, policy=policy)
+        assert s.state is not None
         states["r"] = s.state
         m.observe(s, 0.001, 100.0)
     calls = sum(
@@ -49,6 +50,7 @@ def test_a_run_without_routing_counts_nothing() -> None:
     states: dict[str, TraceState] = {}
     for ev in [run_start("r", org_id="acme", **OFF), step("r", 1)]:
         s = sealed(b(ev), states.get)
+        assert s.state is not None
         states["r"] = s.state
         m.observe(s, 0.001, 100.0)
     assert m.registry.get_sample_value("rb_cost_usd_total", {"org": "acme", "kind": "routed"}) is None
