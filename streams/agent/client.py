@@ -463,7 +463,7 @@ class SteeringClient:
             await asyncio.wait_for(self._start(), self.connect_timeout_s)
         except Exception as exc:
             await self._teardown()
-            if isinstance(exc, KafkaConnectionError):
+            if self.settings.kafka_security != "PLAINTEXT":
                 try:  # the one case worth raising: credentials or a certificate turned down
                     await asyncio.wait_for(
                         diagnose(self.settings.with_(broker=self.bootstrap_servers)), self.connect_timeout_s
