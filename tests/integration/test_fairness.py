@@ -19,13 +19,15 @@ from tests.integration.conftest import make_settings, start_worker
 pytestmark = pytest.mark.integration
 
 FLOOD_STEPS = 200  # of ~120 KB: ~24 MB, a backlog of several seconds of the worker's time
-FLOOR_MS = 50.0  # an unloaded p95 below this counts as this (a quiet machine's few ms are noise)
+# An unloaded p95 below this counts as this: on a busy 2-core machine every process stalls
+# now and then for ~100-300 ms, loaded or not (before the fix the p95 here was ~1,800 ms).
+FLOOR_MS = 100.0
 
 
 @pytest.fixture(scope="module")
 def two_tenants(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
     tmp: Path = tmp_path_factory.mktemp("fairness")
-    w = start_worker(fairness_settings(make_settings(broker, tmp, log_level="warn")), tmp)
+    w = start_worker(fairness_settings(make_settings(broker, tmp)), tmp)
     yield w
     w.stop()
     assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)
