@@ -531,7 +531,9 @@ class SteeringClient:
         """The broker took an event or delivered a record."""
         self._last_answer = time.monotonic()
         if not self._healthy and self._connected and self._started:
-            self._set_health(True, "connected")
+            self._set_health(True, "connected")  # (its line gives the quieted count)
+        else:  # a blip's quieted messages stay counted; aiokafka's next warning is shown again
+            KAFKA_LOG_QUIET.answered()
 
     async def _supervise(self) -> None:
         """In the background until stop: connect (backing off) while not connected; once
