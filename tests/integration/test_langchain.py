@@ -118,10 +118,15 @@ def test_a_looping_agent_gets_a_loop_injection_in_its_next_system_message(lc_wor
     assert [d["step"] for d in finish] == list(range(len(script.calls)))
 
 
+NOTE = "The module is small and the next file to read is clear. "
+
+
 def test_an_easy_run_is_routed_to_the_fast_model(lc_worker: WorkerProcess) -> None:
     files = [f"src/mod_{i}.py" for i in range(9)]
     replies = [
-        AIMessage(content=f"Read {f}.", tool_calls=[call("read_file", i, path=f)])
+        # each reply writes ~750 tokens: the cheaper model's output saves more than the cache
+        # write the switch costs (issue 39: routing declines a switch that cannot pay)
+        AIMessage(content=f"Read {f}. " + NOTE * 60, tool_calls=[call("read_file", i, path=f)])
         for i, f in enumerate(files)
     ]
     script = Script([*replies, AIMessage(content="Done.")])
