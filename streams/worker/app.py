@@ -280,6 +280,7 @@ class Worker:
             timer = threading.Timer(limit, overdue)
             timer.daemon = True
             timer.start()
+            await self.broker.close()
             await stop()
 
         setattr(self.app, "on_stop", on_stop)  # noqa: B010 (a bound method of the instance)

@@ -116,6 +116,15 @@ class BrokerWatch:
         self.answered()
         return True
 
+    async def close(self) -> None:
+        """Close the probe's connection (the worker is stopping); within a second, never raises."""
+        client, self._client = self._client, None
+        if client is not None:
+            closing = asyncio.ensure_future(client.close())
+            await asyncio.wait([closing], timeout=1.0)
+            if closing.done() and not closing.cancelled():
+                closing.exception()
+
     def failed(self, exc: BaseException) -> None:
         if self.connected or (self.down_since is None and self._answered_once):
             why = "no answer" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"[:200]
