@@ -644,4 +644,17 @@ def topic_text(f: StepFeatures) -> str:
     raw JSON input would add the same tool vocabulary to every step and blur the topic).
     Drift and sprawl embed this same text, so each step costs one fast embedding."""
     about = f.command or " ".join(f.paths) or (f.act_text.split(":", 1)[-1] if f.act_text else "")
-    return " ".join(" ".join(p for p in (f.thought.strip(), about) if p).split())[:TOPIC_CHARS]
+    return _squeezed_head(" ".join(p for p in (f.thought.strip(), about) if p), TOPIC_CHARS)
+
+
+def _squeezed_head(text: str, n: int) -> str:
+    """`" ".join(text.split())[:n]` without splitting all of a 20,000-character thought: the
+    first n characters of the squeezed text depend only on a head of the text that squeezes
+    to at least n characters (a word cut at the head's end is cut after character n)."""
+    head = 4 * n
+    while head < len(text):
+        squeezed = " ".join(text[:head].split())
+        if len(squeezed) > n:
+            return squeezed[:n]
+        head *= 4
+    return " ".join(text.split())[:n]

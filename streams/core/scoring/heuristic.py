@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 
 HEDGE_WORDS = frozenset(
     [
@@ -75,6 +76,8 @@ ERROR_CAP = 3
 HEDGE_DENSITY_FULL = 0.10  # one hedge every ten words saturates the signal
 # Scoring cost must not depend on how much text an agent sends.
 MAX_SCORED_CHARS = 20_000
+# Every entity holds one of these: a text without any has none (no scan of it needed).
+_ENTITY_CHARS = ("/", ".", '"', "'", "`")
 
 
 def signals(text: str) -> dict[str, float]:
@@ -83,16 +86,31 @@ def signals(text: str) -> dict[str, float]:
     lower = text.lower()
     words = _WORD.findall(lower)
     n = len(words)
-    hedges = sum(1 for w in words if w in HEDGE_WORDS)
+    counts = Counter(words)  # counted in C: a 20,000-character thought has ~3,000 words
+    hedges = sum(counts[w] for w in HEDGE_WORDS)
     hedges += sum(lower.count(p) for p in HEDGE_PHRASES)
-    errors = sum(1 for w in words if w in ERROR_WORDS)
-    entities = len(_ENTITY.findall(text))
+    errors = sum(counts[w] for w in ERROR_WORDS)
+    entities = _entities(text)
     return {
         "hedging": min(1.0, (hedges / max(n, 1)) / HEDGE_DENSITY_FULL),
         "length": min(n, LENGTH_CAP) / LENGTH_CAP,
         "error": min(errors, ERROR_CAP) / ERROR_CAP,
         "entity": min(entities, ENTITY_CAP) / ENTITY_CAP,
     }
+
+
+def _entities(text: str) -> int:
+    """How many entities the text names, counted up to ENTITY_CAP (all the signal reads): a
+    long thought stops being scanned at its tenth, and one with no entity character is not
+    scanned at all (the scan was ~4 ms of a 20,000-character thought's step)."""
+    if not any(c in text for c in _ENTITY_CHARS):
+        return 0
+    n = 0
+    for _ in _ENTITY.finditer(text):
+        n += 1
+        if n >= ENTITY_CAP:
+            break
+    return n
 
 
 def heuristic_score(text: str | None) -> float:
