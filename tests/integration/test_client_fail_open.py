@@ -70,6 +70,11 @@ def test_a_client_started_without_its_broker_runs_unsteered_then_steers_when_it_
         assert [e.skipped_reason for e in c.step_log("fo-1")] == [
             "steering unavailable: proceeding unsteered"
         ] * 4
+        session = SteeringSession(c, "fo-2", task="t", model="m")  # a session on it, the same
+        session.start()
+        for _ in range(2):
+            assert session.begin_step().decision is None
+            session.end_step(thought="unsteered", action="read_file", observation="ok")
         own_broker.start()
         asyncio.run(ensure_topics(s))
         deadline = time.monotonic() + 30
@@ -78,7 +83,11 @@ def test_a_client_started_without_its_broker_runs_unsteered_then_steers_when_it_
             time.sleep(0.2)
         c.step("fo-1", 4, thought="step 4")  # connected: sent at once, after the held ones
         c.finish_run("fo-1")
-    events = asyncio.run(read_all(s.bootstrap_servers, s.steps_topic, idle_s=2.0))
+        session.begin_step()
+        session.end_step(thought="steered again", action="read_file", observation="ok")
+        session.finish()
+    everything = asyncio.run(read_all(s.bootstrap_servers, s.steps_topic, idle_s=2.0))
+    events = [e for e in everything if e["run_id"] == "fo-1"]
     print(f"\n4 calls with no broker: {calls_s * 1000:.0f} ms; health changes {seen}")
     assert calls_s < 0.5
     assert [(e["type"], e.get("step")) for e in events] == [
@@ -86,6 +95,8 @@ def test_a_client_started_without_its_broker_runs_unsteered_then_steers_when_it_
         *(("step", k) for k in (1, 2, 3, 4)),
         ("run_finish", None),
     ]
+    of_session = [(e["type"], e.get("step")) for e in everything if e["run_id"] == "fo-2"]
+    assert of_session == [("run_start", None), ("step", 1), ("step", 2), ("step", 3), ("run_finish", None)]
     assert [h for h, _ in seen] == [False, True] and c.dropped_events == 0
     lines = [r.getMessage() for r in caplog.records if r.name == "streams.agent.client"]
     assert sum(m.startswith("steering unavailable") for m in lines) == 1, lines
@@ -93,12 +104,19 @@ def test_a_client_started_without_its_broker_runs_unsteered_then_steers_when_it_
 
 
 AGENT = r"""
-import json, sys, time
+import json, sys, time, urllib.request
 from streams.agent.client import SyncSteeringClient
 from streams.local.broker import kafka
 from streams.settings import ClientSettings
 
 port, data_dir, env, broker, prefix = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4], sys.argv[5]
+ready_url = f"http://127.0.0.1:{sys.argv[6]}/ready"  # the worker's
+def worker_ready():
+    try:
+        with urllib.request.urlopen(ready_url, timeout=2):
+            return True
+    except OSError:
+        return False
 s = ClientSettings.from_env({"RB_BROKER": broker, "RB_TOPIC_PREFIX": prefix})
 health, slowest, k = [], 0.0, 0
 def wait(want, limit):
@@ -116,15 +134,25 @@ with SyncSteeringClient(s, deadline_ms=200, on_health=lambda h, r: health.append
     kafka("stop", int(port), data_dir, env)
     lost_after = wait(False, 20)
     for _ in range(10):  # unsteered calls while the broker is away: queued, not awaited
-        wait(True, 0) if c.healthy else wait(False, 20); k += 1; c.step("mid-1", k, thought="down")
+        k += 1; c.step("mid-1", k, thought="down")
     kafka("start", int(port), data_dir, env)
     back_after = wait(True, 60)
+    t = time.monotonic()
+    while not worker_ready():  # the worker rejoins its group
+        assert time.monotonic() - t < 90, "the worker never became ready again"
+        k += 1; c.step("mid-1", k, thought="x"); time.sleep(0.3)
+    t, decision = time.monotonic(), None
+    while decision is None:  # steered again: the run's events of the outage reached the worker
+        assert time.monotonic() - t < 30, "no decision after the broker came back"
+        k += 1; decision = c.step("mid-1", k, thought="x")
+    steered_again = decision.step
     kafka("stop", int(port), data_dir, env)
     wait(False, 20)
     for _ in range(5):  # events the producer still holds when the agent leaves `with`
         k += 1; c.step("mid-1", k, thought="down again")
     t_close = time.monotonic()
 print(json.dumps({"health": health, "slowest": slowest, "lost_after": lost_after, "back_after": back_after,
+                  "steered_again_at_step": steered_again,
                   "close_s": time.monotonic() - t_close, "steps": k, "dropped": c.dropped_events}))
 """
 
@@ -168,6 +196,7 @@ def test_losing_the_broker_mid_run_restarting_it_and_closing_during_an_outage_ne
     watcher = threading.Thread(target=watch_worker, args=(w, seen, missing, done), daemon=True)
     watcher.start()
     args = [own_broker.port, own_broker.data_dir, json.dumps(own_broker.env), own_broker.url, s.topic_prefix]
+    args.append(s.web_port)
     try:
         p = subprocess.run(
             [sys.executable, "-W", "default", "-c", AGENT, *map(str, args)],
@@ -202,6 +231,7 @@ def test_losing_the_broker_mid_run_restarting_it_and_closing_during_an_outage_ne
     assert len(outage_lines) == 2, outage_lines
     assert len(kafka_noise) <= 20, kafka_noise[:40]
     assert out["health"] == [True, False, True, False]
+    assert out["steered_again_at_step"] > 10  # a decision after the restart: steering resumed
     assert out["slowest"] < 1.5  # each call about its deadline (200 ms), never the broker's
     assert out["close_s"] < 8.0  # 2 x close timeout (2 s) and the slack of a busy machine
     lines = [ln for ln in p.stderr.splitlines() if "steering unavailable" in ln]
