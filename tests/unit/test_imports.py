@@ -127,7 +127,9 @@ AGENT_SIDE = (
     "streams.client_settings",
     "streams.kafka",
     "streams.kafka.security",
+    "streams.kafka.signing",  # decision signatures: standard library only
     "streams.kafka.wire",
+    "streams.logsafe",  # escaping for log lines: standard library only
 )
 
 
