@@ -12,16 +12,21 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..agent.client import Decision, SteeringClient, StepLogEntry
+from ..agent.compose import anthropic_request
+from ..core.cost import run_cost
+from ..core.prices import PRIOR_STATE_RATIO, PRIOR_UNIT, PriceTable
 from ..etraces.patterns import starter_library
 from ..settings import Settings
 from .broker import kafka, reachable
 from .simulate import BEHAVIOURS, trajectory
 from .worker_process import WorkerProcess, free_port
 
-ROUTING = {"FAST": "claude-haiku-4-5", "SLOW": "claude-sonnet-4-6", "SKIP": "claude-sonnet-4-6"}
-DEFAULT_MODEL = "claude-sonnet-4-6"  # the agents' own model: a call not routed elsewhere uses it
+ROUTING = {"FAST": "claude-haiku-4-5", "SLOW": "claude-opus-4-5", "SKIP": "claude-opus-4-5"}
+DEFAULT_MODEL = "claude-sonnet-4-5"  # the agents' own model: a call not routed elsewhere uses it
+EXAMPLE_PRICES = Path(__file__).resolve().parents[2] / "deploy" / "prices.example.toml"
 
 
 @dataclass
@@ -39,6 +44,10 @@ class AgentSummary:
     injections: Counter[str] = field(default_factory=Counter)  # source -> calls it steered
     actions: Counter[str] = field(default_factory=Counter)  # escalate / stop, when any
     latencies: list[float] = field(default_factory=list)  # ms, of the decisions that came in time
+    task: str = ""
+    steps: list[dict[str, Any]] = field(default_factory=list)  # the step payloads it sent
+    routed: list[str] = field(default_factory=list)  # call k+1's model (decision k's, or its own)
+    texts: list[str | None] = field(default_factory=list)  # call k+1's steering text
 
 
 def summarize(agent: str, run_id: str, log: Sequence[StepLogEntry], default_model: str) -> AgentSummary:
@@ -56,6 +65,51 @@ def summarize(agent: str, run_id: str, log: Sequence[StepLogEntry], default_mode
         if e.action in ("escalate", "stop"):
             s.actions[e.action] += 1
     return s
+
+
+def demo_prices() -> tuple[PriceTable, str]:
+    """The example price table from a source checkout, else the documented default ratios."""
+    if EXAMPLE_PRICES.is_file():
+        from ..prices import load_prices
+
+        return load_prices(EXAMPLE_PRICES), "USD, deploy/prices.example.toml"
+    table = {m: PRIOR_UNIT.scaled(PRIOR_STATE_RATIO.get(s, 1.0)) for s, m in ROUTING.items()}
+    table[DEFAULT_MODEL] = PRIOR_UNIT
+    return PriceTable(models=table), "units: the agents' model's input token = 1, FAST 1/3, SLOW 5/3"
+
+
+def cost_line(rows: Sequence[AgentSummary]) -> str:
+    """The fleet's bill under prompt caching (the core cost model on the demo's own steps):
+    never switching, downgrades (routing's saving), upgrades (spending by design, apart) and
+    steering's own cost at the end placement."""
+    prices, unit = demo_prices()
+
+    def compose(request: Any, decision: Any, placement: str) -> Any:
+        return anthropic_request(request, decision, placement="end")
+
+    base = down = both = steer = 0.0
+    for r in rows:
+        if not r.steps:
+            continue
+        start = {"task": r.task}
+        n = len(r.steps)
+        none: list[str | None] = [None] * n
+        cheap = [m if m == ROUTING["FAST"] else DEFAULT_MODEL for m in r.routed]
+        base += run_cost(start, r.steps, [DEFAULT_MODEL] * n, none, prices, compose).usd
+        down += run_cost(start, r.steps, cheap, none, prices, compose).usd
+        both += run_cost(start, r.steps, r.routed, none, prices, compose).usd
+        steer += run_cost(start, r.steps, [DEFAULT_MODEL] * n, r.texts, prices, compose).usd
+    if base <= 0:
+        return "cost: no steps"
+
+    def pct(x: float) -> str:
+        return f"{100 * (x - base) / base:+.1f}%"
+
+    return (
+        f"cost under prompt caching ({unit}; tokens estimated from the steps' text): never switching "
+        f"{base:.4f}; routing's downgrades {pct(down)}; with upgrades to {ROUTING['SLOW']} "
+        f"{pct(both)} (spending by design, apart); steering's own cache cost {pct(steer)}"
+    )
 
 
 def _counts(c: Counter[str]) -> str:
@@ -120,12 +174,19 @@ async def agent(
         token_budget=200_000,
     )
     show(_line(run_id, 0, d))
+    sent: list[dict[str, Any]] = []
+    routed: list[str] = []
+    texts: list[str | None] = []
     for i, payload in enumerate(script, start=1):
+        routed.append((d.model if d is not None else None) or DEFAULT_MODEL)
+        texts.append(d.injection_text if d is not None else None)
         await asyncio.sleep(random.uniform(0.05, 0.2))  # the "model call"
         d = await client.step(run_id, i, **payload)
+        sent.append(payload)
         show(_line(run_id, i, d))
     await client.finish_run(run_id, "success")
     summary = summarize(f"{behaviour}-agent", run_id, client.step_log(run_id), DEFAULT_MODEL)
+    summary.task, summary.steps, summary.routed, summary.texts = task, sent, routed, texts
     client.forget(run_id)  # a --forever fleet keeps the client's memory flat
     return summary
 
@@ -184,6 +245,7 @@ def simulate(settings: Settings, runs: int, steps: int, forever: bool) -> int:
         summaries = asyncio.run(fleet(settings, runs, steps, forever))
         print(f"\nwhat each agent got from steering:\n\n{summary_table(summaries)}")
         print(latency_line(summaries, settings.client_deadline_ms))
+        print(cost_line(summaries))
     return 0
 
 
@@ -214,6 +276,7 @@ def main(runs: int = 7, steps: int = 30, port: int = 9092, keep_broker: bool = F
         summaries = asyncio.run(fleet(settings, runs, steps))
         print(f"\nwhat each agent got from steering:\n\n{summary_table(summaries)}")
         print(f"\n{latency_line(summaries, settings.client_deadline_ms)}")
+        print(f"\n{cost_line(summaries)}")
         print(
             "\ndone: every step in time got its decision above (FAST -> cheap model, SLOW -> strong model; "
             "fired monitors and the steering text the agent adds to its next call: monitor "

@@ -108,7 +108,7 @@ def _step(rnd: random.Random, behaviour: str, module: str, k: int, n: int) -> di
             "observation": "No matches found.",
         }
     if behaviour == "flailing" and late:
-        if k % 2:
+        if k % 2 and k <= n - 8:  # the last eight: the test re-run, failing every time (a streak: SLOW)
             return _edit(f"Try another fix for the failure (attempt {k}).", f"src/{module}.py", rnd)
         return _bash(
             "Run the failing test again.",

@@ -286,3 +286,4 @@ def test_simulate_command_drives_agents_against_the_configured_worker(worker):
         line.split()[0]: line.split()[1:3] for line in lines if line.startswith(("healthy-", "looping-"))
     }
     assert table and all(v == ["4", "0"] for v in table.values()), p.stdout
+    assert any(line.startswith("cost under prompt caching") and "never switching" in line for line in lines)

@@ -6,7 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from streams.agent.client import StepLogEntry
-from streams.local.demo import SUMMARY_COLUMNS, summarize, summary_table
+from streams.local.demo import (
+    DEFAULT_MODEL,
+    ROUTING,
+    SUMMARY_COLUMNS,
+    AgentSummary,
+    cost_line,
+    summarize,
+    summary_table,
+)
+from streams.local.simulate import trajectory
 
 
 def entry(step: int, **kw: Any) -> StepLogEntry:
@@ -82,3 +91,19 @@ def test_the_demo_reports_latency_and_late_decisions_against_the_clients_default
     line = latency_line(rows, ClientSettings.model_fields["client_deadline_ms"].default)
     assert "250 ms deadline" in line and "7 of 8 in time" in line and "late 1" in line
     assert "median 5 ms" in line and "max 300 ms" in line
+
+
+def _row(behaviour: str, model: str) -> AgentSummary:
+    task, script = trajectory(behaviour, 12, 0)
+    steps = list(script)
+    routed = [DEFAULT_MODEL] * 6 + [model] * (len(steps) - 6)
+    return AgentSummary(behaviour, "r", task=task, steps=steps, routed=routed, texts=[None] * len(steps))
+
+
+def test_the_demo_prints_routings_cost_effect_with_upgrades_apart() -> None:
+    cheap = cost_line([_row("healthy", ROUTING["FAST"])])
+    assert "routing's downgrades -" in cheap  # a long FAST stint on the cheap model saves
+    assert "steering's own cache cost +0.0%" in cheap
+    strong = cost_line([_row("flailing", ROUTING["SLOW"])])
+    assert "routing's downgrades +0.0%" in strong  # no downgrade: nothing saved, nothing lost
+    assert f"with upgrades to {ROUTING['SLOW']} +" in strong  # spending by design, shown apart

@@ -40,3 +40,10 @@ def test_texts_vary_from_step_to_step():
 def test_unknown_behaviour_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown behaviour"):
         trajectory("sleepy", 3)
+
+
+def test_the_flailing_run_ends_in_a_failure_streak_long_enough_for_slow():
+    # the FSM enters SLOW after five hard steps in a row: the demo's run that reaches the strong model
+    _, steps = trajectory("flailing", 30, 0)
+    errors = [bool(s.get("observation_is_error")) for s in steps]
+    assert errors[-8:] == [True] * 8
