@@ -3,9 +3,13 @@ scroll away, and the demo ended without a per-agent summary)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
+
 from streams.agent.client import StepLogEntry
+from streams.local import demo
 from streams.local.demo import (
     DEFAULT_MODEL,
     ROUTING,
@@ -107,3 +111,12 @@ def test_the_demo_prints_routings_cost_effect_with_upgrades_apart() -> None:
     strong = cost_line([_row("flailing", ROUTING["SLOW"])])
     assert "routing's downgrades +0.0%" in strong  # no downgrade: nothing saved, nothing lost
     assert f"with upgrades to {ROUTING['SLOW']} +" in strong  # spending by design, shown apart
+
+
+def test_without_the_example_price_table_the_cost_is_in_the_default_ratios(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(demo, "EXAMPLE_PRICES", tmp_path / "missing.toml")
+    line = cost_line([_row("healthy", ROUTING["FAST"])])
+    assert "units: the agents' model's input token = 1" in line
+    assert "routing's downgrades -" in line
