@@ -82,6 +82,10 @@ def main() -> int:
     print(f"CPU per 2 KB step:   {fmt_spread(out['2kb_ms'], ' ms')}")
     print(f"CPU per 120 KB step: {fmt_spread(out['120kb_ms'], ' ms')}")
     print(f"120 KB / 2 KB:       {fmt_spread(out['ratio'], 'x')}")
+    print(
+        f"SUMMARY step_cost: CPU per step {fmt_spread(out['2kb_ms'], ' ms')} at 2 KB, "
+        f"{fmt_spread(out['120kb_ms'], ' ms')} at 120 KB ({out['ratio']['median']:.2f}x)"
+    )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=1)

@@ -26,6 +26,7 @@ BENCHES = {
     "headline": ["--smoke", "--rounds", "1", "--only", "flat_cost,etraces"],
     "soak": ["--minutes", "0.15", "--concurrency", "2", "--steps", "3", "--sample", "3", "--retention", "2"],
     "regex_cost": ["--sizes", "1,2", "--step-sizes", "2", "--repeat", "1", "--step-units", "a-"],
+    "step_cost": ["--runs", "1", "--repeat", "1"],
 }
 
 
