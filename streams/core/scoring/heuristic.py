@@ -61,6 +61,10 @@ ERROR_WORDS = frozenset(
     ]
 )
 _WORD = re.compile(r"[A-Za-z0-9_']+")
+# `_WORD` on ASCII text, in C: every other byte becomes a space, and the text splits on spaces
+# (a 20,000-character thought: ~0.15 ms instead of ~0.6 ms).
+_WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_'")
+_NON_WORD_TO_SPACE = bytes(c if c in _WORD_BYTES else 0x20 for c in range(256))
 # File paths (a/b.c, ./x, /x/y), dotted identifiers (pkg.mod.fn), quoted strings. A path is
 # only tried where a run of name characters starts: the search passed that start first, and
 # from any later position in the run the run ends the same way, so retrying there (a rescan
@@ -84,7 +88,7 @@ def signals(text: str) -> dict[str, float]:
     """The four normalised signals in [0, 1]."""
     text = text[:MAX_SCORED_CHARS]
     lower = text.lower()
-    words = _WORD.findall(lower)
+    words = _words(lower)
     n = len(words)
     counts = Counter(words)  # counted in C: a 20,000-character thought has ~3,000 words
     hedges = sum(counts[w] for w in HEDGE_WORDS)
@@ -97,6 +101,13 @@ def signals(text: str) -> dict[str, float]:
         "error": min(errors, ERROR_CAP) / ERROR_CAP,
         "entity": min(entities, ENTITY_CAP) / ENTITY_CAP,
     }
+
+
+def _words(text: str) -> list[str]:
+    """`_WORD.findall(text)`."""
+    if text.isascii():
+        return text.encode("ascii").translate(_NON_WORD_TO_SPACE).decode("ascii").split()
+    return _WORD.findall(text)
 
 
 def _entities(text: str) -> int:

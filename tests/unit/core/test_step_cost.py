@@ -129,3 +129,12 @@ def test_entities_are_counted_up_to_their_cap_as_before() -> None:
     for _ in range(300):
         t = _text(rng, rng.randint(0, 3000)) + rng.choice(["", " a/b", " x.y", ' "q"', " 'qq'", " `c`"])
         assert heuristic._entities(t) == min(len(heuristic._ENTITY.findall(t)), heuristic.ENTITY_CAP)
+
+
+def test_words_are_read_as_the_word_pattern_reads_them() -> None:
+    rng = random.Random(9)
+    alphabet = "aZ09_' \t\n\x0b\x0c\x1c\x1f\x7f-.,/\"" + "\u00e9\u00a0\u2019\u212a"
+    texts = [_text(rng, 2000).lower(), "", " ", "it's_9 x--y", "a\x1cb"]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))) for _ in range(3000)]
+    for t in texts:
+        assert heuristic._words(t) == heuristic._WORD.findall(t), repr(t)
