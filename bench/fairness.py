@@ -47,7 +47,33 @@ from streams.settings import Settings
 
 TENANTS = ("calm", "flood")
 INBOUND: list[tuple[float, float]] = []  # (send time, ms from send to the worker's decision)
-WORDS = ["error", "warning", "retry", "request", "response", "status", "token", "session", "build", "test", "module", "import", "function", "return", "value", "config", "cache", "index", "table", "query", "latency", "buffer", "commit", "branch", "merge"]
+WORDS = [
+    "error",
+    "warning",
+    "retry",
+    "request",
+    "response",
+    "status",
+    "token",
+    "session",
+    "build",
+    "test",
+    "module",
+    "import",
+    "function",
+    "return",
+    "value",
+    "config",
+    "cache",
+    "index",
+    "table",
+    "query",
+    "latency",
+    "buffer",
+    "commit",
+    "branch",
+    "merge",
+]
 
 
 @dataclass
