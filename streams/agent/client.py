@@ -925,6 +925,9 @@ class SteeringClient:
         """Publish run_start and wait for decision 0 (which applies to the first call)."""
         if run_id in self._runs:
             raise ValueError(f"run {run_id!r} already started by this client")
+        ts = fields.pop("ts", None)  # the envelope's time, when the caller backfills a run
+        if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int | float)):
+            raise ValueError(f"start_run: ts must be a number of seconds, got {type(ts).__name__}")
         check_run_field_names("start_run", fields)  # a misspelt field: TypeError with a suggestion
         validate_run_fields(fields, self.extra_names)
         check_run_start({"type": "run_start", "schema_version": SCHEMA_VERSION, "run_id": run_id, **fields})
@@ -938,7 +941,12 @@ class SteeringClient:
                 await asyncio.wait_for(self._watch(run.partition), self.deadline_ms / 1000.0)
             except Exception:
                 self._unwatched.add(run.partition)
-        event = {"type": "run_start", "schema_version": SCHEMA_VERSION, "run_id": run_id, "ts": time.time()}
+        event = {
+            "type": "run_start",
+            "schema_version": SCHEMA_VERSION,
+            "run_id": run_id,
+            "ts": time.time() if ts is None else ts,
+        }
         event.update({k: v for k, v in fields.items() if v is not None})
         t0 = time.perf_counter()
         d = await self._publish_and_wait(run, 0, event, True)

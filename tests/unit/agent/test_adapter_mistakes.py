@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,17 @@ def test_start_run_refuses_a_misspelt_run_field_with_a_suggestion() -> None:
     with pytest.raises(TypeError, match="'escalaton'; did you mean 'escalation'"):
         asyncio.run(c.start_run("r", escalaton={"stop_after": 2}))
     assert "r" not in c._runs
+
+
+def test_start_run_takes_the_envelope_time_but_refuses_one_that_is_not_a_number() -> None:
+    """`ts` backfills a run's start time (replays compare on it): not a run field, not a typo."""
+    from streams.agent.client import NOT_STARTED, SteeringClient
+
+    c = SteeringClient(ClientSettings.from_env({}))
+    with pytest.raises(RuntimeError, match=re.escape(NOT_STARTED)):  # past the field checks
+        asyncio.run(c.start_run("r", ts=1767225600.0))
+    with pytest.raises(ValueError, match="ts must be a number"):
+        asyncio.run(c.start_run("r", ts="yesterday"))
 
 
 @pytest.mark.timeout(30)  # the bug this guards against: a stopped client's call waited for ever
