@@ -24,7 +24,7 @@ from ..kafka.security import client_kwargs, faust_credentials
 from ..settings import Settings
 from . import views
 from .broker_watch import BrokerWatch, QuietKafkaLogs
-from .fairness import FairShare
+from .fairness import FairShare, shorten_fetch_wait
 from .gauges import PartitionProbe, ProgressWatch
 from .metrics import Metrics
 from .processor import Processor
@@ -180,6 +180,9 @@ class Worker:
             # lock for a moment at each step of a fetch; while an agent works through a
             # backlog it got the lock only every 5 ms (Python's default switch interval).
             sys.setswitchinterval(TENANTS_SWITCH_INTERVAL_S)
+            # A fetch long-polls the broker; a short wait lets the next one ask for a calm
+            # tenant's partitions (streams.worker.fairness.TENANT_FETCH_MAX_WAIT_MS).
+            self.app.on_partitions_assigned.connect(self._on_assigned)  # type: ignore[arg-type]  # stubs: a plain fn
         for tenant, name, source in topics.sources():
             self.app.agent(source, name=name)(self._evaluate if tenant is None else self._shared(tenant))
         self._install_shutdown_deadline()
@@ -299,6 +302,10 @@ class Worker:
 
     async def _sweep(self) -> None:
         await self.retention.sweep(time.time())
+
+    async def _on_assigned(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
+        if not shorten_fetch_wait(self.app.consumer):
+            log.warning("could not shorten the consumer's fetch wait: a tenant may wait on another's fetch")
 
     async def _on_revoked(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
         self.processor.ack_order.forget(set(args[0] if args else kwargs.get("revoked", ())))

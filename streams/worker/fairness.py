@@ -17,9 +17,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 ACTIVE_WINDOW_S = 5.0  # a tenant with an event this recent is competing for the worker
 MAX_PAUSE_S = 0.5  # the longest pause after one event (an event that took very long)
+# How long the broker may hold a fetch that finds no new records (Faust fixes 1,500 ms).
+# aiokafka keeps one fetch in flight per broker and leaves out of it the partitions that still
+# have records buffered or are paused; with a flood, a fetch often went out holding none of a
+# calm tenant's partitions, found nothing new on the ones it held and waited the whole 1.5 s
+# while the calm tenant's records sat on the broker (measured: the wait before processing
+# reached 1.5 s; bench/fairness.py, BENCHMARKS.md section 10). The cost: an idle worker asks
+# the broker ten times a second instead of under once.
+TENANT_FETCH_MAX_WAIT_MS = 100
 
 
 class FairShare:
@@ -48,3 +57,14 @@ class FairShare:
         pause = min(seconds * others, self.max_pause_s)
         self.paused_s += pause
         return pause
+
+
+def shorten_fetch_wait(consumer: Any, wait_ms: int = TENANT_FETCH_MAX_WAIT_MS) -> bool:
+    """Sets the fetch wait of Faust's consumer (`app.consumer`, started) to `wait_ms`; aiokafka
+    reads it for every fetch request it builds. False when the consumer has no fetcher yet."""
+    thread = getattr(consumer, "_thread", None)
+    fetcher = getattr(getattr(thread, "_consumer", None), "_fetcher", None)
+    if fetcher is None or not hasattr(fetcher, "_fetch_max_wait_ms"):
+        return False
+    fetcher._fetch_max_wait_ms = wait_ms
+    return True

@@ -4,10 +4,11 @@ are active, and two tenants' events of one run id never interleave."""
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any
 
 from streams.core.monitors import Semantics
-from streams.worker.fairness import FairShare
+from streams.worker.fairness import TENANT_FETCH_MAX_WAIT_MS, FairShare, shorten_fetch_wait
 from tests.factories import run_start
 from tests.unit.worker.harness import GatedStore, rig
 
@@ -62,3 +63,18 @@ def test_two_tenants_starting_one_run_id_at_once_are_taken_one_after_the_other(s
     st = r.runs.lookup("shared")
     assert st is not None and st.config.org_id == "alice"
     assert len(r.processor.chains) == 0
+
+
+def test_the_fetch_wait_is_shortened_on_the_started_consumer_and_refused_before_it() -> None:
+    import inspect
+
+    from aiokafka.consumer.fetcher import Fetcher
+
+    # aiokafka reads the attribute for every fetch request it builds (an upgrade renaming it
+    # would leave the worker on Faust's 1.5 s wait with only a warning).
+    assert "self._fetch_max_wait_ms," in inspect.getsource(Fetcher._get_actions_per_node)
+    fetcher = SimpleNamespace(_fetch_max_wait_ms=1500)
+    started = SimpleNamespace(_thread=SimpleNamespace(_consumer=SimpleNamespace(_fetcher=fetcher)))
+    assert shorten_fetch_wait(started) is True
+    assert fetcher._fetch_max_wait_ms == TENANT_FETCH_MAX_WAIT_MS
+    assert shorten_fetch_wait(SimpleNamespace(_thread=SimpleNamespace(_consumer=None))) is False
