@@ -53,11 +53,12 @@ class ModelPrice:
 
 # The prior for a model the table does not price (or every model, without a table): the run's
 # own model is the unit (input 1, write 1.25, read 0.1, output 5: Anthropic's ratios), a model
-# a cheap state (FAST, SKIP) routes to costs 1/3 of it and a model SLOW routes to 5/3 of it:
+# FAST routes to costs 1/3 of it and a model SLOW or SKIP routes to (SPEC: SKIP is SLOW's
+# model under another label) costs 5/3 of it:
 # the ratios of one provider's small, mid and large list prices. Only ratios matter to routing.
 PRIOR_UNIT = ModelPrice(1.0, CACHE_WRITE_RATIO, CACHE_READ_RATIO, 5.0, DEFAULT_TTL_S, None)
 PRIOR_STATE_RATIO: Mapping[str, float] = MappingProxyType(
-    {"FAST": 1 / 3, "SKIP": 1 / 3, "NORMAL": 1.0, "SLOW": 5 / 3}
+    {"FAST": 1 / 3, "SKIP": 5 / 3, "NORMAL": 1.0, "SLOW": 5 / 3}
 )
 
 

@@ -60,7 +60,7 @@ class FairShare:
 
 
 def shorten_fetch_wait(consumer: Any, wait_ms: int = TENANT_FETCH_MAX_WAIT_MS) -> bool:
-    """Sets the fetch wait of Faust's consumer (`app.consumer`, started) to `wait_ms`; aiokafka
+    """Sets the fetch wait of Faust's consumer (the app's consumer, started) to `wait_ms`; aiokafka
     reads it for every fetch request it builds. False when the consumer has no fetcher yet."""
     thread = getattr(consumer, "_thread", None)
     fetcher = getattr(getattr(thread, "_consumer", None), "_fetcher", None)
