@@ -98,6 +98,8 @@ def test_a_worker_killed_and_restarted_on_its_own_data_directory_loses_no_decisi
     finally:
         stop.set()
         agents.join(120 if worker.proc.poll() is None else 1)
+    if agents.is_alive():
+        worker.stop()  # the assertion below ends the test: leave no worker running
     assert not agents.is_alive()
     print(f"agents done in {time.monotonic() - t0:.1f}s: {len(runs)} runs, {result}")
     try:
