@@ -40,6 +40,16 @@ class ActionReason(TypedDict):
     text: str  # for a person: what was warned at which step, and what the agent did again
 
 
+class TaintEntry(TypedDict):
+    """A value a tool result introduced (streams.taint): its hash, never the value."""
+
+    h: str  # first 16 hex of sha256 of the normalised value
+    kind: str
+    step: int  # the step whose result introduced it
+    tool: str  # that step's action, cut
+    instr: bool  # that result held instructions addressed to the agent, near the value
+
+
 class DecisionRecord(TypedDict):
     """The decision as the worker publishes it (the agent side's `streams.Decision` wraps it)."""
 
@@ -67,3 +77,5 @@ class DecisionRecord(TypedDict):
     processed_ts: float
     # Issue 39: why routing kept or changed the model (runs with model_routing only).
     routing_reason: NotRequired[str | None]
+    # Issue 42: values tool results introduced, for the agent side's pre-call gate (<= 32).
+    taint: NotRequired[list[TaintEntry]]
