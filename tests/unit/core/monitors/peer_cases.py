@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 OPENHANDS = "All-Hands-AI/OpenHands tests/unit/test_is_stuck.py"
+OPENHANDS_SDK = "OpenHands/software-agent-sdk test_stuck_detector.py (the SDK's StuckDetector)"
 GEMINI = "google-gemini/gemini-cli packages/core/src/services/loopDetectionService.test.ts"
 CLINE_LOOP = "cline/cline src/core/task/__tests__/loop-detection.test.ts"
 CLINE_DOOM = "cline/cline src/core/task/__tests__/doom-loop-detection.test.ts"
@@ -145,7 +146,7 @@ OPENHANDS_CASES = (
         True,
         (say("Hello"), bash("ls", ""), bash("ls", ""), user("Done"), bash("ls", ""), bash("ls", "")),
         note="the same `ls` with the same empty output 4 times, a user message between",
-        missed="an `ls` repeated with the same empty output: no fire at all (issue 41: listings excused)",
+        missed="the same call with the same empty output (`ls`, 4-8 times): no fire at all; an empty result never counts as the same result",
     ),
     Case(
         "openhands_four_identical_ls_headless",
@@ -153,7 +154,7 @@ OPENHANDS_CASES = (
         f"{OPENHANDS} :: test_interactive_mode_resets_after_user_message (headless part)",
         True,
         tuple(bash("ls", "") for _ in range(4)),
-        missed="an `ls` repeated with the same empty output: no fire at all (issue 41: listings excused)",
+        missed="the same call with the same empty output (`ls`, 4-8 times): no fire at all; an empty result never counts as the same result",
     ),
     Case(
         "openhands_eight_ls_around_a_user_message",
@@ -163,7 +164,7 @@ OPENHANDS_CASES = (
         (*(bash("ls", "") for _ in range(4)), user("Hello"), *(bash("ls", "") for _ in range(4))),
         by=4,
         note="headless: stuck after the 4th `ls`; the user message does not reset it",
-        missed="an `ls` repeated with the same empty output: no fire at all (issue 41: listings excused)",
+        missed="the same call with the same empty output (`ls`, 4-8 times): no fire at all; an empty result never counts as the same result",
     ),
     Case(
         "openhands_repeating_action_error",
@@ -348,6 +349,65 @@ OPENHANDS_CASES = (
             )
         ),
         missed="false fire: cyclic_compression at step 6 ('no new changes or findings in between') with files listed and read between",
+    ),
+)
+
+
+# --- OpenHands software-agent-sdk: its StuckDetector (thresholds as above; monologue = 3 agent
+# messages in a row with nothing between, equal or not)
+LS_TERMINAL = call("terminal", {"command": "ls"}, LS, thought="I need to run ls command")
+
+OPENHANDS_SDK_CASES = (
+    Case(
+        "openhands_sdk_same_listing_four_times",
+        "OpenHands SDK",
+        f"{OPENHANDS_SDK} :: test_repeating_action_observation_stuck",
+        True,
+        (user("Please run ls"), *(LS_TERMINAL for _ in range(4))),
+    ),
+    Case(
+        "openhands_sdk_loop_after_filler_messages",
+        "OpenHands SDK",
+        f"{OPENHANDS_SDK} :: test_is_stuck_without_recent_user_message_still_detects_loop",
+        True,
+        (say("ok"), say("ok"), say("ok"), *(LS_TERMINAL for _ in range(4))),
+        note="the peer's 12 filler messages cut to 3; the 4 listings are the loop it asserts",
+    ),
+    Case(
+        "openhands_sdk_same_error_three_times",
+        "OpenHands SDK",
+        f"{OPENHANDS_SDK} :: test_repeating_action_error_stuck",
+        True,
+        (
+            user("Please run the invalid command"),
+            *(
+                call(
+                    "terminal",
+                    {"command": "invalid_command"},
+                    "Command 'invalid_command' not found",
+                    thought="I need to run invalid_command",
+                    error=True,
+                )
+                for _ in range(3)
+            ),
+        ),
+    ),
+    Case(
+        "openhands_sdk_monologue",
+        "OpenHands SDK",
+        f"{OPENHANDS_SDK} :: test_agent_monologue_stuck",
+        True,
+        (user("Hello"), *(say(f"I'm thinking... {i}") for i in range(3))),
+    ),
+    Case(
+        "openhands_sdk_different_commands",
+        "OpenHands SDK",
+        f"{OPENHANDS_SDK} :: test_not_stuck_with_different_actions",
+        False,
+        tuple(
+            call("terminal", {"command": c}, f"output from {c}", thought=f"I need to run {c} command")
+            for c in ("ls", "pwd", "whoami", "date")
+        ),
     ),
 )
 
@@ -870,6 +930,7 @@ LANGCHAIN_CASES = (
 
 CASES: tuple[Case, ...] = (
     *OPENHANDS_CASES,
+    *OPENHANDS_SDK_CASES,
     *GEMINI_CASES,
     *CLINE_CASES,
     *ROO_CASES,
