@@ -372,6 +372,9 @@ class ClientSettings(KafkaSettings):
     # (plugins, RB_MONITOR_PROFILES), comma-separated: the client refuses other names before
     # sending a run_start (the worker would dead-letter it); `*`: any name (the worker checks)
     client_extra_names: str = ""
+    # the pre-call gate (streams.agent.gate): a tool call whose arguments carry a value that only
+    # a tool output introduced is refused before it runs, when the decision says so; false: off
+    client_call_gate: bool = True
     # multi-tenant mode: the tenant whose topics this agent uses (`rb-streams tenants add`)
     tenant: str = ""
 

@@ -43,6 +43,13 @@ be applied by a hook: Claude Code picks the model of a call before any hook runs
 Code to switch when a decision routes to another model, without holding the hook up; the
 switch applies from the next model request Claude Code starts after it handled the request
 (the call the hook's tool result goes to, or the one after: Claude Code decides).
+The gate. `PreToolUse` also asks the run's session whether the call may run
+(`SteeringSession.check_call`, from the latest decision's `taint` list): a call whose
+arguments carry a value that only a tool output introduced, in a call the decision marks as
+suspicious, is denied (`permissionDecision: "deny"`) with a reason Claude reads
+(`permissionDecisionReason`: "Call refused by rb-streams steering: ..."), so it can go on with
+the user's task. `call_gate=False` (or `RB_CLIENT_CALL_GATE=false`) turns it off;
+`denied_calls` counts the denials.
 Needs the `claude-agent-sdk` extra (`pip install 'rb-streams[claude-agent-sdk]'`).
 """
 
@@ -81,6 +88,7 @@ except ImportError as exc:  # one line that says what to install, not a bare mod
     ) from exc
 
 from .client import SyncSteeringClient
+from .gate import denial_text
 from .session import LastRun, Steering, SteeringSession, extra_names, failure_outcome
 from .usage import from_anthropic as usage_of
 from .validation import check_run_field_names, validate_run_fields
@@ -243,6 +251,7 @@ OPTIONS = (
     "end_on_stop",
     "run_id_prefix",
     "hook_timeout_s",
+    "call_gate",
 )
 
 
@@ -260,6 +269,7 @@ class ClaudeAgentSteering(LastRun):
         end_on_stop: bool = True,
         run_id_prefix: str = "cc",
         hook_timeout_s: float | None = None,
+        call_gate: bool | None = None,
         **run_fields: Any,
     ) -> None:
         check_run_field_names("ClaudeAgentSteering", run_fields, OPTIONS)
@@ -272,6 +282,8 @@ class ClaudeAgentSteering(LastRun):
         self.end_on_stop = end_on_stop
         self.run_id_prefix = run_id_prefix
         self.hook_timeout_s = hook_timeout_s
+        self.call_gate = call_gate  # None: the client's setting (RB_CLIENT_CALL_GATE)
+        self.denied_calls = 0  # tool calls the gate denied, over every run
         self.run_fields = run_fields
         self._lock = threading.Lock()
         self._live: dict[str, _Live] = {}  # SDK session id -> its run in progress
@@ -430,6 +442,7 @@ class ClaudeAgentSteering(LastRun):
                 f"{self.run_id_prefix}-{uuid.uuid4().hex[:12]}",
                 model=self.model,
                 on_stop="return",  # a stop becomes the hook's continue=False
+                call_gate=self.call_gate,
                 **fields,
             )
             live = _Live(session, asyncio.Lock(), self.model)
@@ -490,11 +503,14 @@ class ClaudeAgentSteering(LastRun):
     async def on_pre_tool_use(
         self, input_data: HookInput, tool_use_id: str | None, context: HookContext
     ) -> HookJSONOutput:
-        """No tool call after a stop: denied, with the reason (parallel calls, sub-agents)."""
+        """No tool call after a stop: denied, with the reason (parallel calls, sub-agents). A
+        call the gate refuses (a value only a tool output introduced, in a suspicious call) is
+        denied with the gate's reason, which Claude reads; the session goes on."""
         data = cast(Mapping[str, Any], input_data)
-        reason = self.stop_reason(str(data.get("session_id") or ""))
+        sid = str(data.get("session_id") or "")
+        reason = self.stop_reason(sid)
         if reason is None:
-            return {}
+            return self._gate(sid, data)
         out = _stopped(reason)
         out["hookSpecificOutput"] = {
             "hookEventName": "PreToolUse",
@@ -502,6 +518,27 @@ class ClaudeAgentSteering(LastRun):
             "permissionDecisionReason": f"{STOP_PREFIX} {reason}",
         }
         return out
+
+    def _gate(self, sid: str, data: Mapping[str, Any]) -> HookJSONOutput:
+        """The pre-call gate on this tool call: {} (allowed) or a deny with the reason. Fails
+        open: no run in progress, no decision yet, a late one."""
+        with self._lock:
+            live = self._live.get(sid)
+        if live is None or live.session.finished:
+            return {}
+        tool = str(data.get("tool_name") or "")
+        verdict = live.session.check_call(tool, data.get("tool_input") or {})
+        if verdict.allow:
+            return {}
+        with self._lock:
+            self.denied_calls += 1
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": denial_text(verdict, tool),
+            }
+        }
 
     async def on_post_tool_use(
         self, input_data: HookInput, tool_use_id: str | None, context: HookContext

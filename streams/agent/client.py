@@ -30,6 +30,7 @@ from ..kafka import signing, wire
 from ..kafka.security import KafkaAuthError as KafkaAuthError
 from ..kafka.security import client_kwargs, diagnose
 from ..logsafe import safe_for_log
+from .gate import ALLOW, GateVerdict, check, log_denial
 from .usage import of as usage_of
 from .usage import total as usage_total
 from .validation import check_run_field_names, validate_run_fields
@@ -202,6 +203,7 @@ class _Run:
     # an event of this run was dropped (the queue was full): its later ones would be out of
     # order for the worker, so they are dropped too (counted)
     broken: bool = False
+    last: dict[str, Any] | None = None  # the decision to the run's latest event (None: late)
 
 
 def step_event(
@@ -395,11 +397,13 @@ class SteeringClient:
         close_timeout_s: float = CLOSE_TIMEOUT_S,
         max_queued_events: int = MAX_QUEUED_EVENTS,
         max_queued_bytes: int = MAX_QUEUED_BYTES,
+        call_gate: bool | None = None,
     ) -> None:
         """`on_health(healthy, reason)`: called (on the client's loop; keep it quick, it must not
         raise) when steering becomes unavailable or available again. While the broker is away
         at most `max_queued_events` / `max_queued_bytes` of events wait for it; newer ones are
-        dropped (`dropped_events`)."""
+        dropped (`dropped_events`). `call_gate`: the pre-call gate on or off for this client's
+        sessions and adapters (default `RB_CLIENT_CALL_GATE`, on)."""
         s = settings or ClientSettings.from_env()
         self.settings = s
         self.bootstrap_servers = bootstrap_servers or s.bootstrap_servers
@@ -410,6 +414,8 @@ class SteeringClient:
         self.steering_topic = s.client_steering_topic
         self.deadline_ms = deadline_ms if deadline_ms is not None else s.client_deadline_ms
         self.extra_names = s.extra_names  # names the workers add (RB_CLIENT_EXTRA_NAMES)
+        self.call_gate = s.client_call_gate if call_gate is None else bool(call_gate)
+        self.denied_calls = 0  # tool calls check_call denied
         self.client_id = client_id or f"rb-client-{uuid.uuid4().hex[:8]}"
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
@@ -952,6 +958,7 @@ class SteeringClient:
         d = await self._publish_and_wait(run, 0, event, True)
         ms = (time.perf_counter() - t0) * 1000
         run.step_log.append(_entry(0, d, None, ms, fields.get("model"), late=self._healthy))
+        run.last = d.data if d is not None else None
         return d
 
     async def step(
@@ -995,6 +1002,7 @@ class SteeringClient:
         tokens = event.get("tokens")  # filled from `usage` when not given
         ms = (time.perf_counter() - t0) * 1000
         run.step_log.append(_entry(step, d, tokens, ms, model_id, late=self._healthy))
+        run.last = d.data if d is not None else None
         return d
 
     async def finish_run(self, run_id: str, outcome: str = "success") -> None:
@@ -1016,6 +1024,21 @@ class SteeringClient:
 
     def step_log(self, run_id: str) -> list[StepLogEntry]:
         return list(self._runs[run_id].step_log)
+
+    def check_call(self, run_id: str, tool: str, args: object) -> GateVerdict:
+        """May the run call `tool` with `args` now? Computed here from the run's latest
+        decision's `taint` list (no I/O). Allowed when the gate is off, the run is unknown,
+        its latest decision was late or missing, or its taint list is malformed (fail open).
+        A denial is counted (`denied_calls`) and logged (one line); `gate.denial_text` says
+        it to the model."""
+        run = self._runs.get(run_id)
+        if not self.call_gate or run is None:
+            return ALLOW
+        verdict = check(run.last, tool, args)
+        if not verdict.allow:
+            self.denied_calls += 1
+            log_denial(run_id, (run.last or {}).get("step"), tool, verdict)
+        return verdict
 
     def forget(self, run_id: str) -> None:
         """Drop a finished run's bookkeeping (step log, duplicate filter): a long-lived client
@@ -1106,6 +1129,20 @@ class SyncSteeringClient:
 
     def step_log(self, run_id: str) -> list[StepLogEntry]:
         return self._client.step_log(run_id)
+
+    def check_call(self, run_id: str, tool: str, args: object) -> GateVerdict:
+        """`SteeringClient.check_call`: the pre-call gate from the run's latest decision."""
+        return self._client.check_call(run_id, tool, args)
+
+    @property
+    def call_gate(self) -> bool:
+        """The pre-call gate is on for this client's sessions and adapters (`RB_CLIENT_CALL_GATE`)."""
+        return self._client.call_gate
+
+    @property
+    def denied_calls(self) -> int:
+        """Tool calls `check_call` denied."""
+        return self._client.denied_calls
 
     @property
     def extra_names(self) -> tuple[str, ...]:

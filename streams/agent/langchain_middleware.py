@@ -35,6 +35,12 @@ says `stop` ends the run before the next model call the LangChain 1.x way (`befo
 returns `jump_to="end"`, as `ModelCallLimitMiddleware(exit_behavior="end")` does), with a final
 AIMessage named `rb-streams` that says why; the run is finished as
 `failure: stopped_by_steering` (a thread's too: its next turn starts a new run).
+The gate (`wrap_tool_call`). Before a tool runs, the run's session is asked whether it may
+(`SteeringSession.check_call`, from the latest decision's `taint` list): a call whose
+arguments carry a value that only a tool output introduced, in a call the decision marks as
+suspicious, is not run; its `ToolMessage` (status `error`) says "Call refused by rb-streams
+steering: ..." and why, so the model goes on with the user's task. `call_gate=False` (or
+`RB_CLIENT_CALL_GATE=false`) turns it off; `denied_calls` counts the denials.
 Needs the `langchain` extra (`pip install 'rb-streams[langchain]'`).
 """
 
@@ -51,7 +57,7 @@ from typing import Annotated, Any, Literal, NotRequired
 
 try:
     from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
-    from langchain.agents.middleware.types import PrivateStateAttr, hook_config
+    from langchain.agents.middleware.types import PrivateStateAttr, ToolCallRequest, hook_config
     from langchain_core.language_models import BaseChatModel
     from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 except ImportError as exc:  # one line that says what to install, not a bare module name
@@ -61,6 +67,7 @@ except ImportError as exc:  # one line that says what to install, not a bare mod
 
 from . import compose
 from .client import SyncSteeringClient
+from .gate import denial_text
 from .session import LastRun, Steering, SteeringSession, extra_names, failure_outcome
 from .usage import from_langchain as usage_of
 from .validation import check_run_field_names, validate_run_fields
@@ -143,7 +150,16 @@ class _Live:
 _BLOCK: ContextVar[list[str] | None] = ContextVar("rb_langchain_block", default=None)
 
 
-OPTIONS = ("model", "model_routing", "model_factory", "run_id_prefix", "runs", "thread_idle_s", "placement")
+OPTIONS = (
+    "model",
+    "model_routing",
+    "model_factory",
+    "run_id_prefix",
+    "runs",
+    "thread_idle_s",
+    "placement",
+    "call_gate",
+)
 
 
 class SteeringMiddleware(LastRun, AgentMiddleware[SteeringState, Any, Any]):
@@ -162,6 +178,7 @@ class SteeringMiddleware(LastRun, AgentMiddleware[SteeringState, Any, Any]):
         runs: Literal["thread", "invocation"] = "thread",
         thread_idle_s: float = 3600.0,
         placement: compose.Placement = "end",
+        call_gate: bool | None = None,
         **run_fields: Any,
     ) -> None:
         super().__init__()
@@ -179,6 +196,8 @@ class SteeringMiddleware(LastRun, AgentMiddleware[SteeringState, Any, Any]):
         self.runs = runs
         self.thread_idle_s = thread_idle_s
         self.placement = compose.check_placement(placement)
+        self.call_gate = call_gate  # None: the client's setting (RB_CLIENT_CALL_GATE)
+        self.denied_calls = 0  # tool calls the gate refused, over every run
         self._factory = model_factory
         self._models: dict[str, BaseChatModel] = {}
         self._lock = threading.Lock()
@@ -297,6 +316,7 @@ class SteeringMiddleware(LastRun, AgentMiddleware[SteeringState, Any, Any]):
                 f"{self.run_id_prefix}-{uuid.uuid4().hex[:12]}",
                 model=self.model,
                 on_stop="return",  # before_model ends the run itself (jump_to="end")
+                call_gate=self.call_gate,
                 **fields,
             )
             live = _Live(session, thread, used=now)
@@ -464,6 +484,41 @@ class SteeringMiddleware(LastRun, AgentMiddleware[SteeringState, Any, Any]):
     def _stop_message(steer: Steering) -> AIMessage:
         """The run's last message: says that steering ended it and why."""
         return AIMessage(content=f"{STOP_PREFIX} {steer.stop_reason}", name=STOP_NAME)
+
+    # -- the pre-call gate ----------------------------------------------------
+    def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Any:
+        """Run the tool, unless the gate refuses the call: then its ToolMessage says why."""
+        refused = self._gate(request)
+        return refused if refused is not None else handler(request)
+
+    async def awrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[Any]]
+    ) -> Any:
+        refused = self._gate(request)
+        return refused if refused is not None else await handler(request)
+
+    def _gate(self, request: ToolCallRequest) -> ToolMessage | None:
+        """None (run the tool), or the ToolMessage of a refused call. Fails open: no run in
+        progress for this invocation, no decision yet, a late one."""
+        state = request.state
+        rid = state.get("rb_run_id") if isinstance(state, Mapping) else getattr(state, "rb_run_id", None)
+        with self._lock:
+            live = self._live.get(rid or "")
+        call = request.tool_call
+        if live is None or live.session.finished or not isinstance(call, Mapping):
+            return None
+        tool = str(call.get("name") or "")
+        verdict = live.session.check_call(tool, call.get("args"))
+        if verdict.allow:
+            return None
+        with self._lock:
+            self.denied_calls += 1
+        return ToolMessage(
+            content=denial_text(verdict, tool),
+            tool_call_id=str(call.get("id") or ""),
+            name=tool,
+            status="error",
+        )
 
     # -- steering -------------------------------------------------------------
     def _steer(self, request: ModelRequest, steer: Steering) -> ModelRequest:

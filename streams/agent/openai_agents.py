@@ -51,6 +51,16 @@ before the Nth model call. The run is finished `failure: stopped_by_steering`. A
 the run over for good, so the first step of the agent it went to says `"lead": true`: to the
 worker that agent now leads the run (its ignored warnings can stop it, its final answer ends
 the run), not a sub-agent that will report back.
+The gate. The SDK refuses a function tool's call through the tool's input guardrails, so
+the adapter adds `call_gate_guardrail` to the function tools of every agent it steers (to their
+`tool_input_guardrails`, once, before the agent's model call; outside a steered run the
+guardrail allows every call). It asks the run's session (`SteeringSession.check_call`, from the
+latest decision's `taint` list) and rejects a call whose arguments carry a value that only a
+tool output introduced, in a call the decision marks as suspicious, with
+`ToolGuardrailFunctionOutput.reject_content`: the tool does not run, and the model reads
+"Call refused by rb-streams steering: ..." as the call's result and goes on. `call_gate=False`
+(or `RB_CLIENT_CALL_GATE=false`) leaves the tools alone; `denied_calls` counts the denials.
+Hosted tools (web search, computer use) have no guardrails in the SDK: they are not gated.
 Needs the `openai-agents` extra (`pip install 'rb-streams[openai-agents]'`).
 """
 
@@ -71,8 +81,9 @@ try:
     from agents.exceptions import AgentsException
     from agents.models import get_default_model
     from agents.run_config import CallModelData, ModelInputData
-    from agents.tool import default_tool_error_function
+    from agents.tool import FunctionTool, default_tool_error_function
     from agents.tool_context import ToolContext
+    from agents.tool_guardrails import ToolGuardrailFunctionOutput, ToolInputGuardrail, ToolInputGuardrailData
 except ImportError as exc:  # one line that says what to install, not a bare module name
     raise ImportError(
         "streams.agent.openai_agents needs the OpenAI Agents SDK (openai-agents): "
@@ -81,13 +92,14 @@ except ImportError as exc:  # one line that says what to install, not a bare mod
 
 from . import compose
 from .client import StepLogEntry, SyncSteeringClient
+from .gate import denial_text, enabled_for
 from .session import LastRun, RunStopped, Steering, SteeringSession, extra_names, failure_outcome, stop_reason
 from .usage import from_agents_sdk
 from .usage import of as usage_of
 from .usage import total as usage_total
 from .validation import check_run_field_names, validate_run_fields
 
-__all__ = ["AgentsSteering", "RunStoppedBySteering", "SteeredRun", "response_step"]
+__all__ = ["AgentsSteering", "RunStoppedBySteering", "SteeredRun", "call_gate_guardrail", "response_step"]
 
 # What the SDK answers the model with when a function tool raises (its default error function).
 TOOL_ERROR = default_tool_error_function(None, Exception())  # type: ignore[arg-type]
@@ -306,6 +318,8 @@ class SteeredRun(RunHooks[Any]):
 
     # -- the model call ---------------------------------------------------------------------------
     async def _filter(self, data: CallModelData[Any]) -> ModelInputData:
+        if self._owner.gate_on():
+            guard(data.agent)
         if self._user_filter is not None:
             got = self._user_filter(data)
             data = dataclasses.replace(data, model_data=await got if inspect.isawaitable(got) else got)
@@ -372,7 +386,9 @@ class SteeredRun(RunHooks[Any]):
                 fields[name] = str(v)
         fields.setdefault("task", _task(data.model_data.input))
         model = o.model or _model_name(agent.model) or get_default_model()
-        return SteeringSession(o.client, self.run_id, model=model, on_stop="return", **fields)
+        return SteeringSession(
+            o.client, self.run_id, model=model, on_stop="return", call_gate=o.call_gate, **fields
+        )
 
     @staticmethod
     def _from_input(data: CallModelData[Any], response: ModelResponse) -> dict[str, tuple[str, bool]]:
@@ -442,6 +458,52 @@ class SteeredRun(RunHooks[Any]):
             await self._hooks.on_agent_end(context, agent, output)
 
 
+# -- the pre-call gate ------------------------------------------------------------------------
+
+
+def _steered_run(context: Any) -> SteeredRun | None:
+    """The steered run a tool call belongs to: its ToolContext's run config holds that run's
+    routing provider (None outside a steered run)."""
+    provider = getattr(getattr(context, "run_config", None), "model_provider", None)
+    return provider._run if isinstance(provider, _RoutingProvider) else None
+
+
+async def _gate_tool_call(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+    """Allow the call, or reject it with the gate's reason (the tool does not run; the model
+    reads the reason as its result). Fails open: not a steered run, no session yet, no
+    decision, a late one."""
+    run = _steered_run(data.context)
+    session = run.session if run is not None else None
+    if run is None or session is None or session.finished:
+        return ToolGuardrailFunctionOutput.allow()
+    ctx = data.context
+    tool = str(getattr(ctx, "tool_name", "") or "")
+    verdict = session.check_call(tool, _args(getattr(ctx, "tool_arguments", None)))
+    if verdict.allow:
+        return ToolGuardrailFunctionOutput.allow()
+    run._owner.denied_calls += 1
+    info = {"rb_streams": "call_gate", "source_step": verdict.source_step, "hashes": list(verdict.hashes)}
+    return ToolGuardrailFunctionOutput.reject_content(denial_text(verdict, tool), output_info=info)
+
+
+call_gate_guardrail: ToolInputGuardrail[Any] = ToolInputGuardrail(
+    guardrail_function=_gate_tool_call, name="rb_streams_call_gate"
+)
+
+
+def guard(agent: Any) -> None:
+    """Add `call_gate_guardrail` to the agent's function tools that lack it (in place, once:
+    the SDK reads a tool's guardrails from the tool object)."""
+    for tool in getattr(agent, "tools", None) or []:
+        if not isinstance(tool, FunctionTool):
+            continue
+        have = tool.tool_input_guardrails
+        if have is None:
+            tool.tool_input_guardrails = [call_gate_guardrail]
+        elif call_gate_guardrail not in have:
+            have.append(call_gate_guardrail)
+
+
 class _RoutingProvider(ModelProvider):
     """The run's model provider: every model it gives is routed when it is called."""
 
@@ -492,7 +554,15 @@ class _RoutedModel(Model):
 # -- the entry point ----------------------------------------------------------------------------
 
 
-OPTIONS = ("model", "model_routing", "model_factory", "agent_names", "run_id_prefix", "placement")
+OPTIONS = (
+    "model",
+    "model_routing",
+    "model_factory",
+    "agent_names",
+    "run_id_prefix",
+    "placement",
+    "call_gate",
+)
 
 
 class AgentsSteering(LastRun):
@@ -502,8 +572,9 @@ class AgentsSteering(LastRun):
     `model_routing`: FSM state -> model id; `model_factory`: model id -> `Model` for routed
     calls (default: the run's model provider); `agent_names`: name the agent on every step
     (default: when the starting agent has hand-offs); `placement`: where the steering text
-    goes, "end" (a trailing user message, keeps the prompt cache) or "system"; other keywords are run fields
-    (`org_id`, `escalation`, `monitors_off`, ...), checked here."""
+    goes, "end" (a trailing user message, keeps the prompt cache) or "system"; `call_gate`: the
+    pre-call gate on or off (default the client's, `RB_CLIENT_CALL_GATE`, on); other keywords are
+    run fields (`org_id`, `escalation`, `monitors_off`, ...), checked here."""
 
     def __init__(
         self,
@@ -515,6 +586,7 @@ class AgentsSteering(LastRun):
         agent_names: bool | None = None,
         run_id_prefix: str = "oai",
         placement: compose.Placement = "end",
+        call_gate: bool | None = None,
         **run_fields: Any,
     ) -> None:
         check_run_field_names("AgentsSteering", run_fields, OPTIONS)
@@ -526,8 +598,14 @@ class AgentsSteering(LastRun):
         self.agent_names = agent_names
         self.run_id_prefix = run_id_prefix
         self.placement = compose.check_placement(placement)
+        self.call_gate = call_gate  # None: the client's setting (RB_CLIENT_CALL_GATE)
+        self.denied_calls = 0  # tool calls the gate rejected, over every run
         self.run_fields = run_fields
         self._last: SteeredRun | None = None
+
+    def gate_on(self) -> bool:
+        """The pre-call gate is on for this adapter's runs."""
+        return enabled_for(self.client, self.call_gate)
 
     @property
     def last_run(self) -> SteeredRun | None:

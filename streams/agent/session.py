@@ -17,6 +17,13 @@ client's deadline leaves that call unsteered (recorded in `step_log` as late).
             s.end_step(thought=text, action=tool, action_input=args, observation=out, tokens=n)
         s.finish("success")
 
+Before running a tool, `check_call(tool, args)` asks the pre-call gate (`streams.agent.gate`)
+whether the call's arguments carry a value that only a tool output introduced (an e-mail's
+IBAN, a web page's URL) in a call the latest decision's `taint` list marks as suspicious:
+
+        verdict = s.check_call("send_money", {"recipient": iban, "amount": 100})
+        out = run_tool(...) if verdict.allow else gate.denial_text(verdict, "send_money")
+
 When the run's escalation policy stops it (the agent kept doing what it was warned about),
 `begin_step()` raises `RunStopped` instead of returning the next call's steering; with
 `on_stop="return"` it returns it and the caller checks `steer.action == "stop"`. Either way
@@ -33,6 +40,7 @@ from ..contract import REASONBLOCKS_MARKER
 from ..untrusted import scrub
 from . import compose
 from .client import Action, Decision, StepLogEntry, SyncSteeringClient, action_of
+from .gate import ALLOW, GateVerdict, check, enabled_for, log_denial
 from .validation import check_run_field_names, validate_run_fields
 
 STOPPED_OUTCOME = "failure: stopped_by_steering"
@@ -138,13 +146,18 @@ class SteeringSession:
         model: str | None = None,
         on_stop: Literal["raise", "return"] = "raise",
         placement: compose.Placement = "end",
+        call_gate: bool | None = None,
         **run_fields: Any,
     ) -> None:
+        """`call_gate`: the pre-call gate (`check_call`) on or off for this run; default the
+        client's (`RB_CLIENT_CALL_GATE`, on)."""
         if on_stop not in ("raise", "return"):
             raise ValueError(f"on_stop must be 'raise' or 'return', got {on_stop!r}")
         # A misspelt option (`modle_routing=`) or a value the worker would refuse is a mistake
         # in the code: raised here, with a suggestion, not found out as an unsteered run.
-        check_run_field_names("SteeringSession", run_fields, ("run_id", "model", "on_stop", "placement"))
+        check_run_field_names(
+            "SteeringSession", run_fields, ("run_id", "model", "on_stop", "placement", "call_gate")
+        )
         validate_run_fields({k: v for k, v in run_fields.items() if v is not None}, extra_names(client))
         self.client = client
         self.on_stop = on_stop
@@ -160,6 +173,8 @@ class SteeringSession:
         self._finished = False
         self._stopped = False
         self.outcome: str | None = None
+        self.call_gate = enabled_for(client, call_gate)
+        self.denied_calls = 0  # tool calls check_call denied
 
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> Decision | None:
@@ -278,6 +293,30 @@ class SteeringSession:
     @property
     def step_log(self) -> list[StepLogEntry]:
         return self.client.step_log(self.run_id)
+
+    # -- the pre-call gate ----------------------------------------------------
+    @property
+    def last_decision(self) -> Decision | None:
+        """The decision to the run's latest event (None: late, or none yet)."""
+        return self._pending
+
+    def check_call(self, tool: str, args: object) -> GateVerdict:
+        """May the agent call `tool` with `args` now? Computed locally from the latest
+        decision's `taint` list (hashes of the values tool outputs introduced): denied when an
+        argument carries such a value in a suspicious call (its source held instructions, or
+        the tool acts: sends, pays, deletes, shares, ...). Allowed when the gate is off, the
+        latest decision was late (a broker outage too) or carries no or a malformed taint list
+        (fail open). A denial is counted (`denied_calls`) and logged (one line);
+        `streams.agent.gate.denial_text(verdict, tool)` is what to tell the model instead of
+        the tool's result."""
+        if not self.call_gate:
+            return ALLOW
+        d = self._pending
+        verdict = check(d.data if d is not None else None, tool, args)
+        if not verdict.allow:
+            self.denied_calls += 1
+            log_denial(self.run_id, d.data.get("step") if d is not None else None, tool, verdict)
+        return verdict
 
 
 def extra_names(client: object) -> tuple[str, ...]:
