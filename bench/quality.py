@@ -50,6 +50,7 @@ HARNESS = Path(__file__).resolve().parents[1]  # the checkout this harness file 
 # the harness's own files, copied into another commit's worktree by --compare
 HARNESS_FILES = ("quality.py", "captainagent_convert.py")
 CORE_PROBE = "quality-core: "
+BENIGN = "benign"  # labels' `subset` of runs with no attack planted (AgentDojo)
 
 
 @dataclass
@@ -396,7 +397,13 @@ def evaluate(data: Path | None, synthetic: bool = True, samples: int = 2) -> dic
             renumbered = _renumbered(
                 labels, {run[0].get("run_id"): step_numbers(run) for run in runs_of(raw)}
             )
-            groups.append((path.stem, replay_runs(path.stem, lines, renumbered)))
+            recs = replay_runs(path.stem, lines, renumbered)
+            groups.append((path.stem, recs))
+            benign = [r for r in recs if r.label.get("subset") == BENIGN]
+            if benign and len(benign) < len(recs):
+                # runs without an attack on their own (AgentDojo): no planted instruction, so a
+                # warning on a successful one is steering a healthy agent (target <= 2%)
+                groups.append((f"{path.stem} ({BENIGN})", benign))
             if any(is_legacy(run) for run in runs_of(raw)):
                 # also as recorded (the speaker in `action`): the monitors must hold on both forms
                 groups.append((f"{path.stem} (as recorded)", replay_runs(path.stem, raw, labels)))
