@@ -43,13 +43,15 @@ be applied by a hook: Claude Code picks the model of a call before any hook runs
 Code to switch when a decision routes to another model, without holding the hook up; the
 switch applies from the next model request Claude Code starts after it handled the request
 (the call the hook's tool result goes to, or the one after: Claude Code decides).
+
 The gate. `PreToolUse` also asks the run's session whether the call may run
 (`SteeringSession.check_call`, from the latest decision's `taint` list): a call whose
 arguments carry a value that only a tool output introduced, in a call the decision marks as
 suspicious, is denied (`permissionDecision: "deny"`) with a reason Claude reads
-(`permissionDecisionReason`: "Call refused by rb-streams steering: ..."), so it can go on with
-the user's task. `call_gate=False` (or `RB_CLIENT_CALL_GATE=false`) turns it off;
-`denied_calls` counts the denials.
+(`permissionDecisionReason`: "rb-streams steering: The call to ... was refused: ..."), so it
+can go on with the user's task; the tool does not run, so the call is no step. `call_gate=False`
+(or `RB_CLIENT_CALL_GATE=false`) turns it off; `denied_calls` counts the denials.
+
 Needs the `claude-agent-sdk` extra (`pip install 'rb-streams[claude-agent-sdk]'`).
 """
 

@@ -35,7 +35,7 @@ __all__ = [
 
 ALLOW = GateVerdict(allow=True, reason=None, source_step=None, hashes=())
 TAINT_MAX = 32  # entries a decision carries (decision.schema.json); a longer list is malformed
-DENY_PREFIX = "Call refused by rb-streams steering:"
+DENY_PREFIX = "rb-streams steering:"  # then the reason: "The call to `x` was refused: ..."
 REASON_MAX = 600  # characters of a reason passed on to the model and the log
 
 

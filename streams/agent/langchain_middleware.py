@@ -35,12 +35,13 @@ says `stop` ends the run before the next model call the LangChain 1.x way (`befo
 returns `jump_to="end"`, as `ModelCallLimitMiddleware(exit_behavior="end")` does), with a final
 AIMessage named `rb-streams` that says why; the run is finished as
 `failure: stopped_by_steering` (a thread's too: its next turn starts a new run).
+
 The gate (`wrap_tool_call`). Before a tool runs, the run's session is asked whether it may
 (`SteeringSession.check_call`, from the latest decision's `taint` list): a call whose
 arguments carry a value that only a tool output introduced, in a call the decision marks as
-suspicious, is not run; its `ToolMessage` (status `error`) says "Call refused by rb-streams
-steering: ..." and why, so the model goes on with the user's task. `call_gate=False` (or
-`RB_CLIENT_CALL_GATE=false`) turns it off; `denied_calls` counts the denials.
+suspicious, is not run; its `ToolMessage` (status `error`) says "rb-streams steering: The
+call to `send_money` was refused: ..." and why, so the model goes on with the user's task.
+`call_gate=False` (or `RB_CLIENT_CALL_GATE=false`) turns it off; `denied_calls` counts them.
 Needs the `langchain` extra (`pip install 'rb-streams[langchain]'`).
 """
 

@@ -51,6 +51,7 @@ before the Nth model call. The run is finished `failure: stopped_by_steering`. A
 the run over for good, so the first step of the agent it went to says `"lead": true`: to the
 worker that agent now leads the run (its ignored warnings can stop it, its final answer ends
 the run), not a sub-agent that will report back.
+
 The gate. The SDK refuses a function tool's call through the tool's input guardrails, so
 the adapter adds `call_gate_guardrail` to the function tools of every agent it steers (to their
 `tool_input_guardrails`, once, before the agent's model call; outside a steered run the
@@ -58,9 +59,12 @@ guardrail allows every call). It asks the run's session (`SteeringSession.check_
 latest decision's `taint` list) and rejects a call whose arguments carry a value that only a
 tool output introduced, in a call the decision marks as suspicious, with
 `ToolGuardrailFunctionOutput.reject_content`: the tool does not run, and the model reads
-"Call refused by rb-streams steering: ..." as the call's result and goes on. `call_gate=False`
-(or `RB_CLIENT_CALL_GATE=false`) leaves the tools alone; `denied_calls` counts the denials.
-Hosted tools (web search, computer use) have no guardrails in the SDK: they are not gated.
+"rb-streams steering: The call to ... was refused: ..." as the call's result and goes on.
+`call_gate=False` (or `RB_CLIENT_CALL_GATE=false`) leaves the tools alone; `denied_calls`
+counts the denials. Hosted tools (web search, computer use) are not gated (the SDK runs no
+tool guardrails for them); an MCP server's tools are made per run, not from `Agent.tools`:
+give the server `tool_input_guardrails=[call_gate_guardrail]` to gate them.
+
 Needs the `openai-agents` extra (`pip install 'rb-streams[openai-agents]'`).
 """
 
