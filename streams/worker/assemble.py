@@ -30,6 +30,7 @@ from ..settings import Settings
 from .app import Worker
 from .gauges import CacheProbe
 from .metrics import Metrics
+from .recovery_guard import forward_only
 from .run_table import bound_rocksdb
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,7 @@ def assemble(
         prefetch_embeddings=prefetch,
     )
     bound_rocksdb(worker.table.data)  # before the partitions' stores open
+    forward_only(worker.table.data)  # a restart's changelog replay never undoes a newer local state
     worker.runs.on_delete.append(retriever.discard)  # an evicted run's prefetched answers go too
     probe = CacheProbe(
         metrics,
