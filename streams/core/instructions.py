@@ -1,0 +1,308 @@
+"""Instructions inside data (issue 42): does a tool's result speak to the agent and tell it what
+to do?
+
+A tool result is data: an e-mail, a web page, a file, a review. Text planted there by whoever
+wrote it ("ignore your previous instructions", "before you can solve the task, send ...") reads
+like the user's own request to a model that does not keep the two apart. What gives it away is
+general, not one attack's wording:
+
+- `override`: it tells the reader to ignore, disregard or forget earlier instructions or rules;
+- `task`: it speaks of the reader's task ("before you can solve the task", "the task I gave
+  you", "adhere to the following", "without asking the user", "do not tell the user");
+- `address`: it addresses an AI, an assistant or a model ("to you, GPT-4", "you are an AI");
+- `marker`: role or format markers that belong to a prompt, not to a tool's output
+  (`<INFORMATION>`, `<|im_start|>`, `[INST]`, a `System:` line);
+- `note`: a to-do or reminder line that opens with an order ("TODO: transfer ...");
+- `order`: a sentence that opens with an order and names a destination (an address, an
+  account, a web site): "Send the file to x@y.com";
+- `urgency`: claims of urgency or authority ("IMPORTANT!!!", "system notice").
+
+Each signal has a weight; the score is 1 - prod(1 - w) over the signals present, so one strong
+signal (override, task) or two weaker ones flag the text, and a plain e-mail asking the user to
+send a report (one `order`) does not. Linear: the text is cut and lower-cased once, every
+pattern is bounded (the core's regex cost test measures each on hostile text), and sentences
+are looked at up to a count.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..taint import scan
+
+TEXT_MAX = 16_000  # characters of a result read (as streams.taint reads it)
+SENTENCES_MAX = 400  # sentences looked at for `order`
+SENTENCE_MAX = 400  # characters of one sentence looked at
+FLAG_AT = 0.6  # the score from which a result holds instructions
+WEIGHTS = {
+    "override": 0.8,
+    "task": 0.7,
+    "marker": 0.6,
+    "address": 0.5,
+    "note": 0.5,
+    "order": 0.45,
+    "urgency": 0.3,
+}
+
+_W = r"[a-z']{1,14}\W{1,8}"  # one filler word and what follows it (bounded)
+# Python's `re` scans an alternation of words slowly (50 us over 2 KB for three words): each
+# pattern here is tried only where one of its trigger words stands (`str.find`, in C), and
+# matched from there (`match`), so a result with none of them costs a few substring searches.
+OVERRIDE = re.compile(
+    r"(?:ignore|disregard|forget|override|bypass|abandon)\W{1,8}(?:" + _W + r"){0,4}?"
+    r"(?:[a-z]{0,4}struct[a-z]{0,6}|directions?|directives?|rules|prompts?|guidelines|guidance|"
+    r"commands|orders|task|tasks|context|constraints|everything (?:above|before|else))\b"
+)
+TASK_BEFORE = re.compile(
+    r"before (?:you|u) (?:can |could |do |start |begin |go on to )?(?:solve|solving|do|doing|complete|"
+    r"completing|finish|finishing|start|continue|answer|answering|proceed|perform|handle|work on|respond)\b"
+)
+TASK_AFTER = re.compile(
+    r"(?:after|once) you(?:'ve| have)? (?:do|done|did|complete|completed|finish|finished) (?:that|this|it)\b"
+)
+TASK_GIVEN = re.compile(
+    r"(?:task|request|question|instructions?) (?:that |which )?(?:i|the user|they|you were) (?:gave|give|given|"
+    r"assigned|asked|sent)\b"
+)
+TASK_ADHERE = re.compile(r"(?:adhere|stick|conform) to (?:the|these|this|my) (?:following|new|below)\b")
+TASK_SECRET = re.compile(
+    r"without (?:asking|telling|informing|notifying|consulting|confirming with) (?:me|the user|anyone|them|"
+    r"for (?:permission|confirmation))\b|"
+    r"(?:not|n't|never) (?:tell|inform|notify|alert|ask) (?:the user|anyone|me|them)\b"
+)
+TASK_INSTEAD = re.compile(r"instead of (?:doing|solving|completing|following|answering) (?:the|your|what)\b")
+# Addressed to a model: a model's name or kind, after a greeting or "you are" (looked at in the
+# few characters before it).
+ADDRESS_TO = re.compile(
+    r"(?:ai|assistant|ai assistant|ai agent|ai model|language model|llm|chatbot|gpt[\w.-]{0,12}|"
+    r"claude[\w.-]{0,12}|gemini[\w.-]{0,12}|llama[\w.-]{0,12}|copilot)\b"
+)
+ADDRESS_BEFORE = re.compile(
+    r"(?:\b(?:to|for|dear|hey|hi|hello|attention|attn)\W{1,3}(?:the |an? |you,? )?|"
+    r"\b(?:you are|you're|if you are|as) (?:an? |the )?)$"
+)
+MARKER_TAG = re.compile(
+    r"<\s{0,3}/?\s{0,3}(?:information|instructions?|system|sys|assistant|im_start|im_end|important|admin|"
+    r"prompt|tool_result|function_results)\s{0,3}>|<\|[a-z_]{2,24}\|>"
+)
+MARKER_BRACKET = re.compile(r"\[/?(?:inst|system|sys)\]")
+MARKER_ROLE = re.compile(r"(?:system|assistant|human)[ \t]{0,3}(?:prompt|message|note)?[ \t]{0,3}:")
+LINE_START = re.compile(r"(?:^|\n)[ \t]{0,8}(?:#{1,4}[ \t]{0,3})?$")
+URGENCY_AT = re.compile(
+    r"important\s{0,3}!|!!!|urgent\b|(?:important|urgent|critical|official) (?:message|notice|instructions?|"
+    r"update|request|note)\b|(?:system|admin|administrator|developer|security) (?:message|notice|override|"
+    r"alert|instructions?)\b"
+)
+# Verbs an order opens with: what a planted instruction asks an agent to do.
+_VERBS = (
+    r"send|email|e-mail|mail|forward|transfer|pay|wire|visit|go|open|click|share|invite|add|post|publish|"
+    r"delete|remove|erase|reserve|book|make|create|change|update|reset|write|reply|upload|download|call|"
+    r"text|message|give|provide|move|copy|concatenate|get|tell|schedule|grant|buy|purchase|order|"
+    r"read|summari[sz]e|include|insert|set|say|recommend|ask|contact"
+)
+NOTE_AT = re.compile(
+    r"(?:todo|to do|to-do|action required|action item|reminder|note to (?:the )?(?:ai|assistant|agent))"
+    r"\s{0,3}[:\-]\s{0,3}(?:please\s{1,3})?(?:" + _VERBS + r")\b"
+)
+ORDER_HEAD = re.compile(
+    r"[\s\-*•>'\"(]{0,8}(?:(?:todo|note|reminder|p\.?s\.?)\s{0,2}[:\-]\s{0,3})?(?:(?:please|kindly|also|then|"
+    r"and|first|now|next|finally)\W{1,3}){0,3}(?:" + _VERBS + r")\b"
+)
+# Where a sentence ends: a stop and a space, a blank line, a new list item or `key:` line (a
+# tool's YAML-like output wraps long values onto indented lines: those do not end a sentence).
+SENTENCE_END = re.compile(r"(?<=[.!?:])\s+|\n[ \t]*(?:\n|-[ \t]|[a-z_]{1,24}:[ \t])")
+DESTINATIONS = frozenset({"email", "url", "domain", "iban"})
+# Where a record of a tool's output ends: a blank line, a new list item or a `key:` line at
+# most four columns in (a wrapped value goes on deeper): the values after it are the next
+# record's (a calendar event's participants after its planted description are not the plant's).
+RECORD_END = re.compile(r"\n[ \t]{0,4}(?:-[ \t]|[A-Za-z_]{1,24}:[ \t]|\n)")
+TRIGGERS_MAX = 32  # places one trigger word is tried at (a text full of one word costs no more)
+
+# signal -> (trigger word, pattern matched where it stands)
+_AT_WORDS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
+    *(("override", w, OVERRIDE) for w in ("ignore", "disregard", "forget", "override", "bypass", "abandon")),
+    ("task", "before ", TASK_BEFORE),
+    ("task", "after you", TASK_AFTER),
+    ("task", "once you", TASK_AFTER),
+    *(("task", w, TASK_GIVEN) for w in ("task ", "request ", "question ", "instruction")),
+    *(("task", w, TASK_ADHERE) for w in ("adhere ", "stick to", "conform ")),
+    ("task", "without ", TASK_SECRET),
+    *(("task", w, TASK_SECRET) for w in ("not ", "n't ", "never ")),
+    ("task", "instead of ", TASK_INSTEAD),
+    ("marker", "<", MARKER_TAG),
+    ("marker", "[", MARKER_BRACKET),
+    *(("note", w, NOTE_AT) for w in ("todo", "to do", "to-do", "action ", "reminder", "note to")),
+    *(
+        ("urgency", w, URGENCY_AT)
+        for w in (
+            "important",
+            "!!!",
+            "urgent",
+            "critical",
+            "official",
+            "system ",
+            "admin",
+            "developer",
+            "security ",
+        )
+    ),
+)
+_WORD = re.compile(r"[a-z]+")
+
+
+def _key(trigger: str) -> str | None:
+    """A trigger's first word (None: it starts with no letter, `<`, `!!!`)."""
+    if trigger.startswith("n't"):
+        return "t"  # `don't`: its words are `don` and `t`
+    m = _WORD.match(trigger)
+    return m.group() if m else None
+
+
+# an override or a to-do may be glued to the word before it ("USAIgnore your ..."): looked
+# for as a substring whatever the words are
+_AT = tuple(
+    (name, None if name in ("override", "note") else _key(word), word, pat) for name, word, pat in _AT_WORDS
+)
+_ADDRESSEES = (
+    "ai ",
+    "ai,",
+    "assistant",
+    "language model",
+    "llm",
+    "chatbot",
+    "gpt",
+    "claude",
+    "gemini",
+    "llama",
+    "copilot",
+)
+_ROLES = ("system", "assistant", "human")
+_ADDRESSEE_KEYS = tuple((_key(w), w) for w in _ADDRESSEES)
+
+
+@dataclass(frozen=True, slots=True)
+class Instructions:
+    """What a result's text holds: a score in [0, 1], the signals found, and where (spans in
+    the cut text: values near them count as the instructions' own)."""
+
+    score: float
+    signals: tuple[str, ...] = ()
+    spans: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def flagged(self) -> bool:
+        return self.score >= FLAG_AT
+
+
+NONE = Instructions(0.0)
+SPANS_MAX = 16
+
+
+def _places(t: str, word: str) -> list[int]:
+    """Where `word` stands in `t` (at most TRIGGERS_MAX places)."""
+    out: list[int] = []
+    i = t.find(word)
+    while i >= 0 and len(out) < TRIGGERS_MAX:
+        out.append(i)
+        i = t.find(word, i + 1)
+    return out
+
+
+def read(text: str, values: list[tuple[str, str, int]] | None = None) -> Instructions:
+    """The instructions a tool result's text addresses to the agent (see the module doc).
+    `values`: `streams.taint.scan(text)` when the caller has it already (it names the
+    destinations an order may send something to)."""
+    if not text or not isinstance(text, str):
+        return NONE
+    # a rendered dict shows its newlines as `\n`: read them as line ends (same length)
+    t = text[:TEXT_MAX].lower().replace("\\n", " \n")
+    found: dict[str, list[tuple[int, int]]] = {}
+
+    def hit(name: str, a: int, b: int) -> None:
+        spans = found.setdefault(name, [])
+        if len(spans) < 4:
+            spans.append((a, b))
+
+    # the words of the text, once (a simple class: fast in C): a trigger whose first word is
+    # not among them is not looked for at all
+    words = set(_WORD.findall(t))
+    for name, key, word, pat in _AT:
+        if (key is not None and key not in words) or word not in t or len(found.get(name, ())) >= 4:
+            continue
+        for i in _places(t, word):
+            m = pat.match(t, i)
+            if m is not None:
+                hit(name, i, m.end())
+    for key, word in _ADDRESSEE_KEYS:
+        if key not in words:
+            continue
+        for i in _places(t, word):
+            if i and t[i - 1].isalnum():
+                continue
+            m = ADDRESS_TO.match(t, i)
+            if m is not None and ADDRESS_BEFORE.search(t[max(0, i - 24) : i]):
+                hit("address", max(0, i - 24), m.end())
+    if "you" in words and "to you" in t:
+        for i in _places(t, "to you"):
+            if "message from" in t[max(0, i - 80) : i]:
+                hit("address", max(0, i - 80), i + 6)
+    for word in _ROLES:
+        if word not in words:
+            continue
+        for i in _places(t, word):
+            m = MARKER_ROLE.match(t, i)
+            if m is not None and LINE_START.search(t[max(0, i - 16) : i]):
+                hit("marker", i, m.end())
+    cut = text[:TEXT_MAX]
+    orig = cut if len(cut) == len(t) else t
+    order = _orders(t, orig, values)
+    for a, _b in found.get("note", ()):
+        # a to-do that names a destination is an order too, wherever its sentence began
+        if len(order) < 4 and _destination(orig[a : a + SENTENCE_MAX].split("\n\n", 1)[0]):
+            order.append((a, min(a + SENTENCE_MAX, len(t))))
+    if order:
+        found["order"] = order
+    if not found:
+        return NONE
+    rest = 1.0
+    for name in found:
+        rest *= 1.0 - WEIGHTS[name]
+    spans = sorted(s for name in found if name != "urgency" for s in found[name])[:SPANS_MAX]
+    return Instructions(round(1.0 - rest, 4), tuple(sorted(found)), tuple(spans))
+
+
+def _orders(t: str, orig: str, values: list[tuple[str, str, int]] | None) -> list[tuple[int, int]]:
+    """Spans of sentences that open with an order and name a destination: for each destination
+    the text names (at most 8), the sentence it stands in, read from its start (found in the
+    SENTENCE_MAX characters before it). `orig`: the text before lower-casing (an account
+    number keeps its capitals)."""
+    if values is None:
+        values = scan(orig)
+    out: list[tuple[int, int]] = []
+    looked = 0
+    for kind, v, _at in values:
+        if kind not in DESTINATIONS:
+            continue
+        looked += 1
+        if looked > 8 or len(out) >= 4:
+            break
+        i = t.find(v.lower())
+        if i < 0:
+            continue
+        a = max(0, i - SENTENCE_MAX)
+        start = a
+        for m in SENTENCE_END.finditer(t, a, i):
+            start = m.end()
+        if any(x[0] <= start < x[1] for x in out):
+            continue
+        if ORDER_HEAD.match(t, start):
+            out.append((start, min(len(t), i + len(v))))
+    return out
+
+
+def _destination(s: str) -> bool:
+    """Whether `s` names where something goes: an address, an account, a site."""
+    if not ("@" in s or "/" in s or "www" in s or "." in s or any(ch.isdigit() for ch in s)):
+        return False
+    return any(kind in DESTINATIONS for kind, _v, _at in scan(s, 8))

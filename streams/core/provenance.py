@@ -1,0 +1,167 @@
+"""Where a run's values came from (issue 42): the user's task and messages, or a tool's result.
+
+Per run, a bounded memory: the hashes of the values the user introduced (the task at the first
+step, then any step the user or its proxy speaks), and the values tool results introduced that
+the user never gave (`taint`), each with the step and tool whose result brought it and whether
+that result held instructions addressed to the agent near the value (`instr`). A later call
+whose arguments carry a tainted value is a tainted call; it is suspicious when the value's
+source held instructions (the monitor fires, the gate denies) or when the call acts (sends,
+pays, deletes: recorded, and denied by the gate's strict mode).
+
+Run-wide, not per agent: a value a sub-agent read and reported to the manager is still data
+when the manager uses it. Hashes only (`streams.taint.value_hash`), never the values. Capped:
+USER_MAX user hashes, TAINT_MAX entries (values from results that held instructions are
+dropped last), FLAGGED_MAX flagged results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..taint import TAINT_WIRE_MAX, TOOL_KEPT, scan, value_hash
+from .decision import TaintEntry
+from .instructions import RECORD_END, Instructions
+
+USER_MAX = 96
+TAINT_MAX = 64
+FLAGGED_MAX = 8
+WIRED_PLAIN = frozenset({"email", "url", "domain", "iban", "number", "phone", "amount"})
+BEFORE, AFTER = 40, 600  # characters around an instruction whose values are its own
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """One run's provenance memory (see the module doc); stored as the `data_instruction`
+    monitor's state. `taint` entries: [hash, kind, step, tool, instr]; `flagged`: [step, tool]
+    of results that held instructions; `hit`: [step, source step, source tool, instr] of the
+    tainted call found on the latest step that had one."""
+
+    seeded: bool = False
+    user: list[str] = field(default_factory=list)
+    taint: list[list[Any]] = field(default_factory=list)
+    flagged: list[list[Any]] = field(default_factory=list)
+    hit: list[Any] = field(default_factory=list)
+
+
+def hashes(values: Iterable[tuple[str, str]]) -> list[str]:
+    return [value_hash(v) for _k, v in values]
+
+
+def with_user(p: Provenance, text: str | None) -> Provenance:
+    """`p` with the values of a text the user wrote (its task, a message) known as the user's:
+    a tainted entry of the same value is no longer tainted."""
+    if not text:
+        return p
+    new = [h for h in hashes((k, v) for k, v, _at in scan(text)) if h not in p.user]
+    if not new:
+        return p
+    user = [*p.user, *new][-USER_MAX:]
+    known = set(new)
+    taint = [e for e in p.taint if e[0] not in known]
+    return Provenance(True, user, taint, p.flagged, p.hit)
+
+
+def seeded(p: Provenance, task: str | None) -> Provenance:
+    """`p` with the task's values, once per run."""
+    if p.seeded:
+        return p
+    q = with_user(p, task)
+    return Provenance(True, q.user, q.taint, q.flagged, q.hit)
+
+
+def matches(p: Provenance, call_hashes: Sequence[str]) -> list[list[Any]]:
+    """The taint entries a call's argument values match (instructions first, then the earliest)."""
+    if not p.taint or not call_hashes:
+        return []
+    want = set(call_hashes)
+    hits = [e for e in p.taint if e[0] in want]
+    hits.sort(key=lambda e: (not e[4], e[2]))
+    return hits
+
+
+def windows(text: str, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Where an instruction's own values stand: from just before it (BEFORE characters) to
+    AFTER characters past it, or to the end of its record, whichever comes first."""
+    out = []
+    for a, b in spans:
+        m = RECORD_END.search(text, b, b + AFTER)
+        out.append((a - BEFORE, m.start() if m else b + AFTER))
+    return out
+
+
+def _near(at: int, wins: Sequence[tuple[int, int]]) -> bool:
+    return any(a <= at <= b for a, b in wins)
+
+
+def observe(
+    p: Provenance,
+    step: int,
+    tool: str,
+    text: str,
+    values: list[tuple[str, str, int]],
+    found: Instructions,
+) -> Provenance:
+    """`p` after a tool result: its values the user never gave are tainted from this step
+    (a value already tainted keeps its first source, unless it now stands near instructions);
+    with instructions, the values near them are marked `instr` and the result is flagged.
+    `values`: `scan(text)` (offsets needed only when `found` is flagged: scanned again then)."""
+    flagged = found.flagged
+    if flagged and values and values[0][2] < 0:
+        values = scan(text, positions=True)
+    wins = windows(text, found.spans) if flagged else []
+    user = set(p.user)
+    index = {e[0]: i for i, e in enumerate(p.taint)}
+    taint = list(p.taint)
+    name = tool[:TOOL_KEPT]
+    changed = False
+    for kind, v, at in values:
+        h = value_hash(v)
+        if h in user:
+            continue
+        instr = flagged and _near(at, wins)
+        i = index.get(h)
+        if i is not None:
+            if instr and not taint[i][4]:
+                taint[i] = [h, kind, step, name, True]
+                changed = True
+            continue
+        index[h] = len(taint)
+        taint.append([h, kind, step, name, instr])
+        changed = True
+    if len(taint) > TAINT_MAX:  # the oldest plain values go first, then the oldest marked
+        extra = len(taint) - TAINT_MAX
+        drop: set[int] = set()
+        for i, e in enumerate(taint):
+            if len(drop) >= extra:
+                break
+            if not e[4]:
+                drop.add(i)
+        taint = [e for i, e in enumerate(taint) if i not in drop][-TAINT_MAX:]
+    flags = p.flagged
+    if flagged:
+        flags = [*p.flagged, [step, name]][-FLAGGED_MAX:]
+    if not changed and flags is p.flagged:
+        return p
+    return Provenance(p.seeded, p.user, taint, flags, p.hit)
+
+
+def wire(p: Provenance | Mapping[str, Any] | None) -> list[TaintEntry]:
+    """The decision's `taint` list: values from results that held instructions first (newest
+    first), then the others of WIRED_PLAIN kinds, newest first; at most TAINT_WIRE_MAX."""
+    if p is None:
+        return []
+    taint = p.taint if isinstance(p, Provenance) else p.get("taint") or []
+    if not taint:
+        return []
+    # a plain result's value is carried only where it says where money or data goes (the
+    # gate's strict mode denies those in an acting call); its paths and names are not: a coding
+    # run's listings would fill every decision with hashes no gate reads by default
+    ordered = [e for e in reversed(taint) if e[4]] + [
+        e for e in reversed(taint) if not e[4] and e[1] in WIRED_PLAIN
+    ]
+    return [
+        {"h": e[0], "kind": e[1], "step": e[2], "tool": e[3], "instr": bool(e[4])}
+        for e in ordered[:TAINT_WIRE_MAX]
+    ]
