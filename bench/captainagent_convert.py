@@ -16,15 +16,22 @@ in `thought`. With the step's `agent` field the same chat maps as the wire forma
 from __future__ import annotations
 
 import argparse
+import importlib
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from streams.core.monitors.grounding import is_code
+# --compare copies this file into older commits' worktrees: grounding lived in core/monitors
+# before core/reading (issue 41)
+try:
+    _grounding = importlib.import_module("streams.core.reading.grounding")
+except ImportError:
+    _grounding = importlib.import_module("streams.core.monitors.grounding")
+is_code: Callable[[str, str], bool] = _grounding.is_code
 
 EXECUTORS = frozenset({"Computer_terminal"})
 CODE_BLOCK = re.compile(r"```[ \t]*(\w*)[^\n]*\n(.*?)```", re.DOTALL)

@@ -44,66 +44,66 @@ OLD: dict[str, re.Pattern[str]] = {
     "scoring.heuristic._ENTITY": re.compile(
         r"""(?:[\w.-]*/[\w./-]+)|(?:\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b)|(?:"[^"\n]{1,200}")|(?:'[^'\n]{2,200}')|(?:`[^`\n]{1,200}`)"""
     ),
-    "monitors.features.VOLATILE": re.compile(
+    "reading.features.VOLATILE": re.compile(
         r"(?=[\dp])(?:\d+(\.\d+)?\s?(ms|s|sec|seconds)\b|\d{1,2}:\d{2}:\d{2}(\.\d+)?|0x[0-9a-fA-F]+|"
         r"\bpid[ =:]\d+|\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2})"
     ),
-    "monitors.features.COORDINATION": re.compile(
+    "reading.features.COORDINATION": re.compile(
         r"^\W*(next speaker\b|terminate\W*$|\{?\s*\"?(is_request_satisfied|next_speaker|instruction_or_question|"
         r"is_in_loop|is_progress_being_made)\b|(updated |initial )?(ledger|plan|fact sheet)\s*:|"
         r"(please )?(continue|proceed|go ahead)\W*$)|group chat manager|let other participants?\b",
         _I,
     ),
-    "monitors.loop.FACT": re.compile(
+    "monitors.loop.signal.FACT": re.compile(
         r"\b\d[\d,.]*\d\b|\d{2,}|`[^`]{2,40}`|\"[^\"]{3,40}\"|https?://\S+|\b[\w-]+\.[a-z]{2,4}\b"
     ),
-    "monitors.loop.ID": re.compile(r"[\w#-]*\d[\w#-]*"),
+    "monitors.loop.rules.ID": re.compile(r"[\w#-]*\d[\w#-]*"),
     "monitors.drift.IDENT": re.compile(
         r"`([^`\s]{3,60})`|\b([A-Za-z_]+[A-Z_][A-Za-z0-9_]*|[a-z]+_[a-z0-9_]+|[\w-]+\.[a-z]{1,4})\b"
     ),
     "monitors.contradiction.IDENT": re.compile(
         r"`([^`]{2,60})`|\b([A-Za-z_]+[A-Z_][A-Za-z0-9_]*|[a-z]+_[a-z0-9_]+)\b"
     ),
-    "monitors.shell.SUBMIT_WORD": re.compile(
+    "reading.shell.SUBMIT_WORD": re.compile(
         r"\b[A-Z][A-Z_]*(SUBMIT|FINAL_OUTPUT|TASK_COMPLETE|COMPLETE_TASK)[A-Z_]*\b"
     ),
-    "monitors.shell.HEREDOC": re.compile(r"<<-?\s*(['\"]?)(\w+)\1([^\n]*)\n.*?\n\s*\2\s*(?=\n|$)", re.DOTALL),
-    "scoring.observation._CRASH_LINE": re.compile(
+    "reading.shell.HEREDOC": re.compile(r"<<-?\s*(['\"]?)(\w+)\1([^\n]*)\n.*?\n\s*\2\s*(?=\n|$)", re.DOTALL),
+    "reading.observation._CRASH_LINE": re.compile(
         r"^(?:Traceback \(most recent call last\):|Exception in thread |\s*Caused by: [\w.$]+"
         r"|(?:E\s+)?(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Failure)\b(?::|$)"
         r"|[^\s:]+:\d+(?::\d+)?: (?:fatal )?error\b|(?:fatal )?error(?:\[\w+\])?: |\[ERROR\]"
         r"|FAILURE: Build failed|npm ERR!|fatal: |Killed$)",
         _M,
     ),
-    "scoring.observation._EXIT": re.compile(
+    "reading.observation._EXIT": re.compile(
         r"^\s*\[?(?:<returncode>|exit ?code:?|exit status:?|return ?code:?)\s*(-?\d+)"
         r"|(?:finished|exited|terminated) with (?:exit )?(?:code|status):? (-?\d+)",
         _M | _I,
     ),
-    "scoring.observation._MARKUP": re.compile(
+    "reading.observation._MARKUP": re.compile(
         r"<returncode>.*?</returncode>|</?\w+>|\bexit ?code:?\s*-?\d+(?: \([^)]*\))?", _I
     ),
-    "scoring.observation._PYTEST": re.compile(r"^=*\s*(\d+ [a-z]+(?:, \d+ [a-z]+)*) in [\d.]+s\b.*$", _M),
-    "scoring.observation._PYTEST_PART": re.compile(r"(\d+) (failed|passed|errors?)\b"),
-    "scoring.observation._MOCHA": re.compile(r"^\s*(\d+) (passing|failing)\b", _M),
+    "reading.observation._PYTEST": re.compile(r"^=*\s*(\d+ [a-z]+(?:, \d+ [a-z]+)*) in [\d.]+s\b.*$", _M),
+    "reading.observation._PYTEST_PART": re.compile(r"(\d+) (failed|passed|errors?)\b"),
+    "reading.observation._MOCHA": re.compile(r"^\s*(\d+) (passing|failing)\b", _M),
 }
 # The text each old pattern was worst on (among the test's inputs): a unit repeated, an ending.
 WORST: dict[str, tuple[str, str]] = {
     "scoring.heuristic._ENTITY": ("a", ""),
-    "monitors.features.VOLATILE": ("1", ""),
-    "monitors.features.COORDINATION": (" ", "é"),
-    "monitors.loop.FACT": ("a-", ""),
-    "monitors.loop.ID": ("a", ""),
+    "reading.features.VOLATILE": ("1", ""),
+    "reading.features.COORDINATION": (" ", "é"),
+    "monitors.loop.signal.FACT": ("a-", ""),
+    "monitors.loop.rules.ID": ("a", ""),
     "monitors.drift.IDENT": ("a-", ""),
     "monitors.contradiction.IDENT": ("_", "é"),
-    "monitors.shell.SUBMIT_WORD": ("ESUBMIT", "é"),
-    "monitors.shell.HEREDOC": ("<<a\n\n", ""),
-    "scoring.observation._CRASH_LINE": ("\n", ""),
-    "scoring.observation._EXIT": ("\n", ""),
-    "scoring.observation._MARKUP": ("<returncode>", ""),
-    "scoring.observation._PYTEST": ("\n", ""),
-    "scoring.observation._PYTEST_PART": ("1", ""),
-    "scoring.observation._MOCHA": ("\n", ""),
+    "reading.shell.SUBMIT_WORD": ("ESUBMIT", "é"),
+    "reading.shell.HEREDOC": ("<<a\n\n", ""),
+    "reading.observation._CRASH_LINE": ("\n", ""),
+    "reading.observation._EXIT": ("\n", ""),
+    "reading.observation._MARKUP": ("<returncode>", ""),
+    "reading.observation._PYTEST": ("\n", ""),
+    "reading.observation._PYTEST_PART": ("1", ""),
+    "reading.observation._MOCHA": ("\n", ""),
 }
 
 
@@ -117,15 +117,16 @@ def _scan(p: re.Pattern[str]) -> Callable[[str], object]:
 
 def new_reader(name: str) -> Callable[[str], object]:
     """What reads a text where the old pattern `name` did, over the whole text (no cut)."""
-    from streams.core.monitors import drift, loop, shell
-    from streams.core.scan import leftmost
-    from streams.core.scoring import observation
+    from streams.core.monitors import drift
+    from streams.core.monitors.loop import signal
+    from streams.core.reading import observation, shell
+    from streams.core.reading.scan import leftmost
 
     special: dict[str, Callable[[str], object]] = {
-        "monitors.loop.FACT": loop.message_facts,
+        "monitors.loop.signal.FACT": signal.message_facts,
         "monitors.drift.IDENT": lambda t: list(leftmost(drift.IDENT, drift.IDENT_FILE, t)),
-        "monitors.shell.HEREDOC": shell.strip_heredocs,
-        "scoring.observation._MARKUP": observation.strip_markup,
+        "reading.shell.HEREDOC": shell.strip_heredocs,
+        "reading.observation._MARKUP": observation.strip_markup,
     }
     if name in special:
         return special[name]
@@ -140,14 +141,15 @@ def _old_names_in(text: str) -> set[str]:
 @contextlib.contextmanager
 def old_patterns() -> Iterator[None]:
     """The core as it was: the old patterns (and the old one-regex readers) put back."""
-    from streams.core.monitors import drift, loop, shell
-    from streams.core.scoring import observation
+    from streams.core.monitors import drift
+    from streams.core.monitors.loop import signal
+    from streams.core.reading import observation, shell
 
     swaps: list[tuple[object, str, object]] = [
-        (loop, "message_facts", OLD["monitors.loop.FACT"].findall),
+        (signal, "message_facts", OLD["monitors.loop.signal.FACT"].findall),
         (drift, "names_in", _old_names_in),
-        (shell, "strip_heredocs", lambda t: OLD["monitors.shell.HEREDOC"].sub(lambda m: "<<EOF" + m[3], t)),
-        (observation, "strip_markup", lambda t: OLD["scoring.observation._MARKUP"].sub("", t)),
+        (shell, "strip_heredocs", lambda t: OLD["reading.shell.HEREDOC"].sub(lambda m: "<<EOF" + m[3], t)),
+        (observation, "strip_markup", lambda t: OLD["reading.observation._MARKUP"].sub("", t)),
     ]
     swaps += [
         (_mod(n.rsplit(".", 1)[0]), n.rsplit(".", 1)[1], p)

@@ -5,7 +5,7 @@ and handed down; the core never loads anything (tests/unit/test_imports.py check
 Entry-point groups (the entry point's name is the name a run_start selects):
 
 * `rb_streams.scorers`: a step scorer, `(StepFeatures, memory) -> (difficulty, memory)`
-  (`run_start.scorer`; the step as the engine read it once, `core/monitors/features.py`);
+  (`run_start.scorer`; the step as the engine read it once, `core/reading/features.py`);
 * `rb_streams.text_scorers`: a text scorer, `(thought) -> difficulty`, given the step's
   thought cut to RB_MAX_THOUGHT_CHARS (`run_start.scorer`);
 * `rb_streams.transitions`: `(current FSMState, difficulty window, FSMParams) -> FSMState`

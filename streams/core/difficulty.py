@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from .monitors.features import StepFeatures
+from .reading.features import StepFeatures
 from .scoring import trajectory
 from .scoring.heuristic import heuristic_score
 

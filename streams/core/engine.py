@@ -32,12 +32,13 @@ from .events import SCHEMA_VERSION, TOKENS_MAX, Limits, Rejected, deadletter_rec
 from .fsm import FSMState, validate_params
 from .ladder import InvalidRunSettings, check_weight_names, parse_monitors_off, parse_thresholds
 from .ladder import resolve as resolve_escalation
-from .monitors import MAX_MONITOR_INJECTIONS, Semantics, StepFeatures, clean_weights, extract, hold_back
+from .monitors import MAX_MONITOR_INJECTIONS, Semantics, clean_weights, hold_back
 from .monitors import evaluate as evaluate_monitors
 from .monitors import to_embed as monitors_to_embed
-from .monitors.shell import could_not_run
 from .monitors.suite import LEAD
 from .policy import Policy
+from .reading.features import StepFeatures, extract
+from .reading.shell import could_not_run
 from .render import render_block
 from .state import TASK_CHARS_KEPT, RunConfig, TraceState
 

@@ -24,8 +24,8 @@ import orjson
 
 from streams.core.difficulty import BUILTIN_SCORERS, ScorerMemory
 from streams.core.fsm import BUILTIN_TRANSITIONS, FSMParams, FSMState
-from streams.core.monitors.features import StepFeatures
 from streams.core.policy import Policy
+from streams.core.reading.features import StepFeatures
 from streams.plugins import SCORERS, TRANSITIONS
 from tests.plugin_dist import write_dist
 

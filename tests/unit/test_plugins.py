@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from streams.core.fsm import FSMParams, FSMState
-from streams.core.monitors.features import extract
 from streams.core.policy import Policy
+from streams.core.reading.features import extract
 from streams.plugins import (
     PROFILES,
     SCORERS,

@@ -2,7 +2,6 @@
 
 from .base import FIRE_AT, Context, Finding, Monitor
 from .builtin import DEFAULT_MONITORS, FAILURE_TYPES, MONITORS
-from .features import StepFeatures, extract
 from .guardrails import COOLDOWN, MAX_MONITOR_INJECTIONS, hold_back
 from .profiles import (
     clean_weights,
@@ -25,11 +24,9 @@ __all__ = [
     "MonitorResult",
     "MonitorState",
     "Semantics",
-    "StepFeatures",
     "clean_weights",
     "composite",
     "evaluate",
-    "extract",
     "hold_back",
     "parse_profiles",
     "to_embed",

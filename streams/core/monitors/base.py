@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from ...untrusted import clean
 from ..evolve import rebuild
-from .features import StepFeatures
+from ..reading.features import StepFeatures
 from .semantics import Semantics
 
 FIRE_AT = 0.6

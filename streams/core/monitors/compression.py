@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 
 from ...untrusted import fenced
+from ..reading.features import StepFeatures
 from .base import NOTHING, Context, Finding, Monitor
-from .features import StepFeatures
 from .semantics import Semantics
 
 SUMMARY_CHARS = 400

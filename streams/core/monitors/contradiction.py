@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...untrusted import fenced
+from ..reading.features import TEXT_KEPT, StepFeatures
 from .base import NOTHING, Context, Finding, Monitor, quote
-from .features import TEXT_KEPT, StepFeatures
 from .semantics import Semantics
 
 MAX_CLAIMS = 8

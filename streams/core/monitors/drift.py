@@ -24,9 +24,9 @@ from typing import Any
 
 from ...untrusted import fenced
 from ..evolve import evolve
-from ..scan import leftmost, names
+from ..reading.features import StepFeatures, topic_text
+from ..reading.scan import leftmost, names
 from .base import NOTHING, Context, Finding, Monitor, clip01
-from .features import StepFeatures, topic_text
 from .semantics import Semantics
 from .sprawl import MAX_EDITED, edited_stems, same_front
 

@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass, field
 
 from ...untrusted import cut, fenced
+from ..reading.features import StepFeatures, short_hash, topic_text
 from .base import Context, Finding, Monitor, clip01
-from .features import StepFeatures, short_hash, topic_text
 from .semantics import Semantics
 
 EARLY = 10

@@ -16,9 +16,9 @@ import orjson
 
 from ...untrusted import scrub
 from ..decision import MonitorsWire
+from ..reading.features import StepFeatures
 from .base import FIRE_AT, NOTHING, Context, Finding, Monitor
 from .builtin import DEFAULT_MONITORS
-from .features import StepFeatures
 from .profiles import composite
 from .semantics import Semantics
 

@@ -32,12 +32,12 @@ from typing import Any
 
 from ...untrusted import fenced
 from ..evolve import evolve
-from . import grounding
+from ..reading import grounding
+from ..reading.features import TERMINATES, StepFeatures
+from ..reading.pycode import final_argument
+from ..reading.shell import is_backup
 from .base import NOTHING, Context, Finding, Monitor, quote
-from .features import TERMINATES, StepFeatures
-from .pycode import final_argument
 from .semantics import Semantics
-from .shell import is_backup
 
 MAX_FILES = 8
 UNNAMED = "(unnamed change)"

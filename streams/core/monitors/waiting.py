@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .features import StepFeatures, short_hash
+from ..reading.features import StepFeatures, short_hash
 
 WAIT_GAP_S = 10.0  # seconds between the same call, at least, for a repeat to be waiting
 WAIT_RATIO = 2.0  # ... and at least this many of the run's usual step gaps

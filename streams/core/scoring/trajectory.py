@@ -3,7 +3,7 @@
 Agents that are stuck often write short, confident thoughts ("Let me run the test again."), so
 the wording alone routes them to the cheap model exactly while they fail. This scorer reads the
 step as a whole and carries a little memory from one step of a run to the next. It reads the
-step's `StepFeatures` (`monitors/features.py`), the reading the monitors get too: the same files
+step's `StepFeatures` (`reading/features.py`), the reading the monitors get too: the same files
 touched, the same tool input as text, the same reading of the result. Its inputs, each in [0, 1]:
 
 * thought: the product's four-signal heuristic on the thought (0.1 for a tool call that comes
@@ -42,9 +42,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..monitors.features import StepFeatures
+from ..reading.features import StepFeatures
+from ..reading.observation import Outcome
 from .heuristic import heuristic_score
-from .observation import Outcome
 
 ACTION_WINDOW = 8  # recent calls compared for repetition
 ERROR_WINDOW = 8  # recent error fingerprints

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streams.core.difficulty import BUILTIN_SCORERS, DEFAULT_SCORER, on_thought
-from streams.core.monitors.features import extract
+from streams.core.reading.features import extract
 from streams.core.scoring.heuristic import heuristic_score as score_step
 from streams.core.scoring.heuristic import signals
 

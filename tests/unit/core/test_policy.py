@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from streams.core.monitors.features import extract
 from streams.core.policy import Policy
+from streams.core.reading.features import extract
 
 
 def test_the_default_policy_knows_the_builtin_names() -> None:

@@ -46,10 +46,10 @@ PATTERNS = core_patterns()
 READERS = {
     f"reader:{name}": new_reader(name)
     for name in (
-        "monitors.loop.FACT",
+        "monitors.loop.signal.FACT",
         "monitors.drift.IDENT",
-        "monitors.shell.HEREDOC",
-        "scoring.observation._MARKUP",
+        "reading.shell.HEREDOC",
+        "reading.observation._MARKUP",
     )
 }
 
@@ -138,7 +138,7 @@ def test_with_the_old_patterns_a_maximal_step_was_over_the_budget():
 def test_reading_an_observation_costs_no_more_at_256_kb_than_at_8_kb():
     """observation.py's promise: past its head and tail, the size of a tool result adds nothing
     (but one C scan of a text that is all whitespace)."""
-    from streams.core.scoring import observation
+    from streams.core.reading import observation
 
     for unit in ("1 passed in 0.1s\n", "a.", "\n", " ", "<returncode>", "exit code 1 (", "Error: x\n"):
         costs = []
@@ -154,20 +154,20 @@ def test_reading_an_observation_costs_no_more_at_256_kb_than_at_8_kb():
 
 TOKENS = {
     "scoring.heuristic._ENTITY": ["a", "/", ".", "-", "_", "1", '"', "'", "`", " ", "\n", "é", "pkg.mod", "a/b", "../", "A"],
-    "monitors.features.VOLATILE": ["1", "12", "123", ":", ".", "-", "T", " ", "ms", "s", "sec", "seconds", "0x", "ff", "pid", "=", "x", "2024-01-02", "10:00", "12:34:56", "é"],
-    "monitors.features.COORDINATION": ["next speaker", "terminate", "{", '"', " ", "\n", "is_request_satisfied", "ledger", "plan", ":", "please ", "continue", "-", "group chat manager", "let other participant", "s", "x"],
-    "monitors.loop.FACT": ["a", "-", "1", "12", ".", ",", "py", "com", "`", '"', " ", "http://", "x.y", "é", "\n", "ab-cd", "_"],
-    "monitors.loop.ID": ["a", "1", "#", "-", "_", " ", ".", "é"],
+    "reading.features.VOLATILE": ["1", "12", "123", ":", ".", "-", "T", " ", "ms", "s", "sec", "seconds", "0x", "ff", "pid", "=", "x", "2024-01-02", "10:00", "12:34:56", "é"],
+    "reading.features.COORDINATION": ["next speaker", "terminate", "{", '"', " ", "\n", "is_request_satisfied", "ledger", "plan", ":", "please ", "continue", "-", "group chat manager", "let other participant", "s", "x"],
+    "monitors.loop.signal.FACT": ["a", "-", "1", "12", ".", ",", "py", "com", "`", '"', " ", "http://", "x.y", "é", "\n", "ab-cd", "_"],
+    "monitors.loop.rules.ID": ["a", "1", "#", "-", "_", " ", ".", "é"],
     "monitors.drift.IDENT": ["a", "A", "_", "-", "1", ".", "py", "`", " ", "é", "\n", "Foo", "foo_bar", "x.js", "abcd"],
     "monitors.contradiction.IDENT": ["a", "A", "z", "_", "1", "`", " ", "é", "-", "Foo", "foo_bar"],
-    "monitors.shell.SUBMIT_WORD": ["SUBMIT", "A", "_", "Z", "1", " ", "é", "FINAL_OUTPUT", "TASK_COMPLETE", "COMPLETE_TASK", "a"],
-    "monitors.shell.HEREDOC": ["<<", "-", "'", '"', "EOF", "E", "EO", "a", " ", "\n", "\t", ";", "cat ", "EOFX", "\n  EOF\n", "\nEOF", "\nE\n"],
-    "scoring.observation._CRASH_LINE": ["Caused by: ", "x", "a.b", "\n", " ", "E", "Error", "Exception", ":", "a.py:12: error", "fatal ", "error: ", "Traceback (most recent call last):", "Killed", "[ERROR]", "é"],
-    "scoring.observation._EXIT": ["exit code", "exit code:", "exitcode", " ", "\n", "\t", "[", "<returncode>", "1", "-", "finished with ", "exit ", "code", "status", ":", "return code", "x"],
-    "scoring.observation._MARKUP": ["<returncode>", "</returncode>", "<RETURNCODE>", "<a>", "</b>", "<", ">", "exit code", "exitcode", " ", "\n", "1", "-2", " (", ")", "x", "é", "("],
-    "scoring.observation._PYTEST": ["=", "==", " ", "\n", "\t", "1 passed", "12 failed", ", 2 errors", ", 3 passed", " in 0.12s", " in ", "0.1", "s", "x", "\n==== ", " ===="],
-    "scoring.observation._PYTEST_PART": ["1", "12", " failed", " passed", " error", " errors", "x", " ", ",", "é", "s"],
-    "scoring.observation._MOCHA": [" ", "\n", "\t", "1", "12", " passing", " failing", "x", "é", "\r"],
+    "reading.shell.SUBMIT_WORD": ["SUBMIT", "A", "_", "Z", "1", " ", "é", "FINAL_OUTPUT", "TASK_COMPLETE", "COMPLETE_TASK", "a"],
+    "reading.shell.HEREDOC": ["<<", "-", "'", '"', "EOF", "E", "EO", "a", " ", "\n", "\t", ";", "cat ", "EOFX", "\n  EOF\n", "\nEOF", "\nE\n"],
+    "reading.observation._CRASH_LINE": ["Caused by: ", "x", "a.b", "\n", " ", "E", "Error", "Exception", ":", "a.py:12: error", "fatal ", "error: ", "Traceback (most recent call last):", "Killed", "[ERROR]", "é"],
+    "reading.observation._EXIT": ["exit code", "exit code:", "exitcode", " ", "\n", "\t", "[", "<returncode>", "1", "-", "finished with ", "exit ", "code", "status", ":", "return code", "x"],
+    "reading.observation._MARKUP": ["<returncode>", "</returncode>", "<RETURNCODE>", "<a>", "</b>", "<", ">", "exit code", "exitcode", " ", "\n", "1", "-2", " (", ")", "x", "é", "("],
+    "reading.observation._PYTEST": ["=", "==", " ", "\n", "\t", "1 passed", "12 failed", ", 2 errors", ", 3 passed", " in 0.12s", " in ", "0.1", "s", "x", "\n==== ", " ===="],
+    "reading.observation._PYTEST_PART": ["1", "12", " failed", " passed", " error", " errors", "x", " ", ",", "é", "s"],
+    "reading.observation._MOCHA": [" ", "\n", "\t", "1", "12", " passing", " failing", "x", "é", "\r"],
 }  # fmt: skip
 
 
@@ -175,37 +175,37 @@ TOKENS = {
 # summary line found from its first line rather than from a blank line before it), the test
 # compares what is used.
 USE: dict[str, Callable[[re.Pattern[str], str], object]] = {
-    "monitors.features.COORDINATION": lambda p, s: bool(p.search(s)),
-    "monitors.shell.SUBMIT_WORD": lambda p, s: bool(p.search(s)),
-    "scoring.observation._CRASH_LINE": lambda p, s: bool(p.search(s)),
-    "scoring.observation._EXIT": lambda p, s: (m := p.search(s)) and m.groups(),
-    "scoring.observation._PYTEST": lambda p, s: [m[1] for m in p.finditer(s)],
-    "scoring.observation._MOCHA": lambda p, s: p.findall(s),
+    "reading.features.COORDINATION": lambda p, s: bool(p.search(s)),
+    "reading.shell.SUBMIT_WORD": lambda p, s: bool(p.search(s)),
+    "reading.observation._CRASH_LINE": lambda p, s: bool(p.search(s)),
+    "reading.observation._EXIT": lambda p, s: (m := p.search(s)) and m.groups(),
+    "reading.observation._PYTEST": lambda p, s: [m[1] for m in p.finditer(s)],
+    "reading.observation._MOCHA": lambda p, s: p.findall(s),
 }
 FUNCTIONS = (
-    "monitors.loop.FACT",
+    "monitors.loop.signal.FACT",
     "monitors.drift.IDENT",
-    "monitors.shell.HEREDOC",
-    "scoring.observation._MARKUP",
+    "reading.shell.HEREDOC",
+    "reading.observation._MARKUP",
 )
 
 
 def _old_result(name: str, s: str) -> object:
     p = OLD[name]
-    if name == "monitors.shell.HEREDOC":
+    if name == "reading.shell.HEREDOC":
         return p.sub(lambda m: "<<EOF" + m[3], s)
-    if name == "scoring.observation._MARKUP":
+    if name == "reading.observation._MARKUP":
         return p.sub("", s)
     if name == "monitors.drift.IDENT":
         return [(a or b) for a, b in p.findall(s)]
-    if name == "monitors.loop.FACT":
+    if name == "monitors.loop.signal.FACT":
         return p.findall(s)
     return USE.get(name, lambda p, s: [(m.span(), m.groups()) for m in p.finditer(s)])(p, s)
 
 
 def _new_result(name: str, s: str) -> object:
     from streams.core.monitors import drift
-    from streams.core.scan import leftmost
+    from streams.core.reading.scan import leftmost
 
     if name == "monitors.drift.IDENT":
         return [m[1] or m[2] if m else s[a:b] for a, b, m in leftmost(drift.IDENT, drift.IDENT_FILE, s)]

@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams.core.events import Limits
-from streams.core.monitors.features import extract
 from streams.core.policy import Policy
-from streams.core.scoring import observation as obs
+from streams.core.reading import observation as obs
+from streams.core.reading.features import extract
 from streams.core.scoring import trajectory
 from streams.core.scoring.heuristic import heuristic_score
 from streams.core.scoring.trajectory import Weights

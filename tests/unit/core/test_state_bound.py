@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from streams.core.events import Limits
 from streams.core.monitors import MONITORS
-from streams.core.monitors.features import PATH_KEYS
+from streams.core.reading.features import PATH_KEYS
 from streams.core.state import TraceState
 from tests.driving import sealed
 from tests.factories import b, run_start, step

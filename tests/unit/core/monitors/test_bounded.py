@@ -125,7 +125,7 @@ def test_a_long_group_chat_keeps_its_answer_memory_bounded(seed):
     """verification_skip's answer check in a chat: two evidence filters, a claim, a few facts."""
     from streams.core.monitors import verification
     from streams.core.monitors.base import Context
-    from streams.core.monitors.features import extract
+    from streams.core.reading.features import extract
 
     rng = random.Random(seed)
     state = verification.MONITOR.initial()

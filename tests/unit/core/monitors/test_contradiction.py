@@ -8,7 +8,7 @@ from typing import Any
 from streams.core.monitors import contradiction
 from streams.core.monitors.base import Context, Finding
 from streams.core.monitors.contradiction import ContradictionState, claims_of, is_mechanism
-from streams.core.monitors.features import extract
+from streams.core.reading.features import extract
 
 from .trajectories import Run, bash, edit, step, view
 

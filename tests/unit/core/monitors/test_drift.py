@@ -235,7 +235,7 @@ def test_a_drift_verdict_is_said_once_where_it_lands(sem):
 
 def test_planning_and_routing_messages_carry_no_topic():
     from streams.core.monitors.drift import step_text
-    from streams.core.monitors.features import extract
+    from streams.core.reading.features import extract
 
     for text in (
         "### 1. Facts given in the task\n- The marketing site's hero image is blurry.",

@@ -287,7 +287,7 @@ def test_a_chat_answer_the_browsing_agents_page_shows_is_not_flagged(sem):
 
 
 def test_the_user_who_asked_never_leads_and_a_qualified_speaker_is_its_agent():
-    from streams.core.monitors.features import extract, speaker
+    from streams.core.reading.features import extract, speaker
 
     assert speaker("Orchestrator (-> WebSurfer)") == ("Orchestrator", "")
     assert speaker("Orchestrator (thought)") == ("Orchestrator", "note")

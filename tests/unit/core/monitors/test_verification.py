@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streams.core.monitors import grounding
+from streams.core.reading import grounding
 
 from .trajectories import Run, bash, edit, finish, step, view
 

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from streams.core.monitors.features import extract
 from streams.core.monitors.waiting import (
     GAPS_KEPT,
     WAIT_BUDGET_S,
@@ -18,6 +17,7 @@ from streams.core.monitors.waiting import (
     remember_gap,
     spaced,
 )
+from streams.core.reading.features import extract
 from tests.factories import step
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from streams.core.monitors import MonitorResult, MonitorState, Semantics, evaluate, extract
+from streams.core.monitors import MonitorResult, MonitorState, Semantics, evaluate
 from streams.core.policy import Policy
+from streams.core.reading.features import extract
 
 
 def step(

@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 
 import orjson
 
-from ..scoring.observation import Outcome, digest, read, window
+from .observation import Outcome, digest, read, window
 from .pycode import CELL_ACTIONS, analyse_cell, is_cell
 from .shell import analyse, could_not_run, is_file_path, is_shell_program, normalise_path
 

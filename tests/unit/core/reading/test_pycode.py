@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from streams.core.monitors import extract
-from streams.core.monitors.pycode import analyse_cell, is_cell
-
-from .trajectories import Run, step
+from streams.core.reading.features import extract
+from streams.core.reading.pycode import analyse_cell, is_cell
+from tests.unit.core.monitors.trajectories import Run, step
 
 HTML = "/testbed/astropy/io/ascii/html.py"
 READ_REPLACE_WRITE = (
@@ -118,7 +117,7 @@ def test_a_final_answer_cell_that_failed_finishes_nothing():
 
 
 def test_the_answer_of_a_final_cell_is_its_literal_or_the_value_it_printed_last():
-    from streams.core.monitors.pycode import final_argument
+    from streams.core.reading.pycode import final_argument
 
     assert final_argument('x = 1\nfinal_answer("Guava")') == "Guava"
     assert final_argument("final_answer(count)") is None

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streams.core.monitors import extract
-from streams.core.monitors.features import _error_line
+from streams.core.reading.features import _error_line, extract
 
 
 def test_a_bare_error_label_is_read_with_the_message_on_the_next_line():

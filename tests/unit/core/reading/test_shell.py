@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from streams.core.monitors.features import extract
-from streams.core.monitors.shell import analyse, could_not_run, is_file_path, split_segments
+from streams.core.reading.features import extract
+from streams.core.reading.shell import analyse, could_not_run, is_file_path, split_segments
 
 
 @pytest.mark.parametrize(
