@@ -48,7 +48,7 @@ SYNTHETIC_OUTCOME = {"healthy": "success"}
 NEAR = 2  # a fire at most this many steps from an annotated error or mistake step is "at" it
 HARNESS = Path(__file__).resolve().parents[1]  # the checkout this harness file belongs to
 # the harness's own files, copied into another commit's worktree by --compare
-HARNESS_FILES = ("quality.py", "captainagent_convert.py")
+HARNESS_FILES = ("quality.py", "captainagent_convert.py", "hijack.py")
 CORE_PROBE = "quality-core: "
 BENIGN = "benign"  # labels' `subset` of runs with no attack planted (AgentDojo)
 
@@ -889,6 +889,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--samples", type=int, default=2, help="steering texts shown per monitor and outcome")
     p.add_argument("--json", type=Path, help="also write the full report here")
     p.add_argument("--no-ladder", action="store_true", help="skip the escalation ladder's replay (issue 30)")
+    p.add_argument("--no-hijack", action="store_true", help="skip the prompt-injection figures (issue 42)")
     p.add_argument(
         "--compare",
         metavar="REF",
@@ -918,6 +919,19 @@ def main(argv: list[str] | None = None) -> int:
         if ladder is not None:
             print_ladder(ladder)
             results["ladder"] = ladder
+    if not a.no_hijack and (data / "agentdojo.jsonl").is_file():
+        try:  # bench/hijack.py: prompt injection on AgentDojo's runs (issue 42)
+            from bench import hijack
+        except ImportError:  # --compare's ref: a core from before streams.taint
+            hijack = None  # type: ignore[assignment]
+        if hijack is not None:
+            rep = hijack.report(data)
+            hijack.print_report(rep)
+            # under "figures", so --compare reads them like every other source's
+            results["agentdojo (prompt injection)"] = {
+                "all": {"figures": {k: v["share"] for k, v in rep["all"].items()}},
+                "detail": rep,
+            }
     if a.json:
         a.json.write_text(json.dumps(results, indent=1, ensure_ascii=False), "utf-8")
     if before is not None:
