@@ -113,10 +113,11 @@ ORDER_HEAD = re.compile(
 # tool's YAML-like output wraps long values onto indented lines: those do not end a sentence).
 SENTENCE_END = re.compile(r"(?<=[.!?:])\s+|\n[ \t]*(?:\n|-[ \t]|[a-z_]{1,24}:[ \t])")
 DESTINATIONS = frozenset({"email", "url", "domain", "iban"})
-# Where a record of a tool's output ends: a blank line, a new list item or a `key:` line at
-# most four columns in (a wrapped value goes on deeper): the values after it are the next
-# record's (a calendar event's participants after its planted description are not the plant's).
-RECORD_END = re.compile(r"\n[ \t]{0,4}(?:-[ \t]|[A-Za-z_]{1,24}:[ \t]|\n)")
+# Where a record of a tool's output ends: a new list item or a `key:` line at most four
+# columns in (a wrapped value goes on deeper): the values after it are the next record's (a
+# calendar event's participants after its planted description are not the plant's). A blank
+# line does not end one: a planted letter puts its order a paragraph below its "to you".
+RECORD_END = re.compile(r"\n[ \t]{0,4}(?:-[ \t]|[A-Za-z_]{1,24}:[ \t])")
 TRIGGERS_MAX = 32  # places one trigger word is tried at (a text full of one word costs no more)
 
 # signal -> (trigger word, pattern matched where it stands)

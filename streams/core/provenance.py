@@ -83,7 +83,8 @@ def matches(p: Provenance, call_hashes: Sequence[str]) -> list[list[Any]]:
 
 def windows(text: str, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """Where an instruction's own values stand: from just before it (BEFORE characters) to
-    AFTER characters past it, or to the end of its record, whichever comes first."""
+    AFTER characters past it, or to the end of its record (`instructions.RECORD_END`),
+    whichever comes first."""
     out = []
     for a, b in spans:
         m = RECORD_END.search(text, b, b + AFTER)
