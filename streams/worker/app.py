@@ -23,8 +23,8 @@ from ..etraces.retrieval import Retriever
 from ..kafka.security import client_kwargs, faust_credentials
 from ..settings import Settings
 from . import views
-from .broker_watch import BrokerWatch, QuietKafkaLogs
-from .fairness import FairShare, shorten_fetch_wait
+from .broker_watch import PROBE_METADATA_MAX_AGE_MS, BrokerWatch, QuietKafkaLogs
+from .fairness import FairShare, share_fetched_records, shorten_fetch_wait
 from .gauges import PartitionProbe, ProgressWatch
 from .metrics import Metrics
 from .processor import Processor
@@ -181,7 +181,9 @@ class Worker:
             # backlog it got the lock only every 5 ms (Python's default switch interval).
             sys.setswitchinterval(TENANTS_SWITCH_INTERVAL_S)
             # A fetch long-polls the broker; a short wait lets the next one ask for a calm
-            # tenant's partitions (streams.worker.fairness.TENANT_FETCH_MAX_WAIT_MS).
+            # tenant's partitions (streams.worker.fairness.TENANT_FETCH_MAX_WAIT_MS), and each
+            # hand-over of fetched records is shared between the partitions that have some
+            # (streams.worker.fairness.share_fetched_records).
             self.app.on_partitions_assigned.connect(self._on_assigned)  # type: ignore[arg-type]  # stubs: a plain fn
         for tenant, name, source in topics.sources():
             self.app.agent(source, name=name)(self._evaluate if tenant is None else self._shared(tenant))
@@ -255,7 +257,10 @@ class Worker:
 
         s = self.settings
         return AIOKafkaClient(
-            bootstrap_servers=s.bootstrap_servers, client_id=f"{s.app_id}-probe", **client_kwargs(s)
+            bootstrap_servers=s.bootstrap_servers,
+            client_id=f"{s.app_id}-probe",
+            metadata_max_age_ms=PROBE_METADATA_MAX_AGE_MS,
+            **client_kwargs(s),
         )
 
     def stalled(self) -> dict[str, float]:
@@ -306,6 +311,8 @@ class Worker:
     async def _on_assigned(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
         if not shorten_fetch_wait(self.app.consumer):
             log.warning("could not shorten the consumer's fetch wait: a tenant may wait on another's fetch")
+        if not share_fetched_records(self.app.consumer):
+            log.warning("could not share the consumer's hand-overs: a tenant may wait on another's records")
 
     async def _on_revoked(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
         self.processor.ack_order.forget(set(args[0] if args else kwargs.get("revoked", ())))

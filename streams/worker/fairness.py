@@ -16,7 +16,7 @@ pauses: the pacing costs nothing until two tenants compete.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 ACTIVE_WINDOW_S = 5.0  # a tenant with an event this recent is competing for the worker
@@ -68,3 +68,62 @@ def shorten_fetch_wait(consumer: Any, wait_ms: int = TENANT_FETCH_MAX_WAIT_MS) -
         return False
     fetcher._fetch_max_wait_ms = wait_ms
     return True
+
+
+def share_fetched_records(consumer: Any) -> bool:
+    """Makes each hand-over of Faust's consumer (the app's consumer, started) share its records
+    between the partitions that have some buffered, instead of taking them in buffer order.
+
+    aiokafka's `Fetcher.fetched_records` walks its buffer partition by partition in the order
+    the fetches came back and stops at `max_records` (TENANT_MAX_POLL_RECORDS, 12). One fetch of
+    a small-step flood buffers hundreds of records per partition, so hand-over after hand-over
+    took the flood's first partition's 12, and another tenant's records, fetched long before,
+    waited in the buffer behind them: up to 2.4 s (measured with time stamps around each fetch
+    and hand-over; bench/fairness.py, BENCHMARKS.md section 10). Now every partition with
+    records gets about `max_records / n` of each hand-over, rotating which goes first; records,
+    positions and errors stay aiokafka's own (the original call takes each partition's share).
+    False when the consumer has no fetcher yet."""
+    thread = getattr(consumer, "_thread", None)
+    fetcher = getattr(getattr(thread, "_consumer", None), "_fetcher", None)
+    if fetcher is None or not isinstance(getattr(fetcher, "_records", None), dict):
+        return False
+    if isinstance(fetcher.fetched_records, SharedHandOver):
+        return True
+    fetcher.fetched_records = SharedHandOver(fetcher, fetcher.fetched_records)
+    return True
+
+
+class SharedHandOver:
+    """`Fetcher.fetched_records` in shares (`share_fetched_records`)."""
+
+    def __init__(self, fetcher: Any, original: Callable[..., Awaitable[dict[Any, list[Any]]]]) -> None:
+        from aiokafka.consumer.fetcher import FetchResult
+
+        self._fetcher, self._original, self._result_type = fetcher, original, FetchResult
+        self._turn = 0  # which partition with records goes first: rotates every hand-over
+
+    async def __call__(
+        self, partitions: Collection[Any] | None, timeout: float = 0, max_records: int | None = None
+    ) -> dict[Any, list[Any]]:
+        buffered = [
+            tp
+            for tp, res in self._fetcher._records.items()
+            if type(res) is self._result_type and res.has_more() and (not partitions or tp in partitions)
+        ]
+        if max_records is None or len(buffered) < 2:
+            return await self._original(partitions, timeout=timeout, max_records=max_records)
+        self._turn = (self._turn + 1) % len(buffered)
+        order = buffered[self._turn :] + buffered[: self._turn]
+        share = max(1, max_records // len(order))
+        out: dict[Any, list[Any]] = {}
+        left = max_records
+        for tp in order:
+            if left <= 0:
+                break
+            got = await self._original({tp}, timeout=0, max_records=min(share, left))
+            for key, records in got.items():
+                out.setdefault(key, []).extend(records)
+                left -= len(records)
+        if out:
+            return out
+        return await self._original(partitions, timeout=timeout, max_records=max_records)

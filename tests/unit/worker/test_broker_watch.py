@@ -87,3 +87,37 @@ def test_ready_names_what_is_missing_and_answers_503() -> None:
         {"ready": False, "missing": ["broker", "partitions"]},
     )
     assert ready_answer(View(), True, {}, {}, []) == (200, {"ready": True})
+
+
+def test_the_probe_asks_for_no_topics_metadata_so_its_cost_does_not_grow_with_the_cluster() -> None:
+    """fetch_all_metadata asked for every topic: on a broker with ~1,400 topics, decoding the
+    answer held the worker's event loop 40-185 ms of CPU each second (BENCHMARKS.md §10)."""
+    from aiokafka.protocol.metadata import MetadataRequest_v1, MetadataRequest_v5
+
+    sent: list[tuple[int, object]] = []
+
+    class Client:
+        async def bootstrap(self) -> None:
+            pass
+
+        def get_random_node(self) -> int | None:
+            return 1
+
+        async def send(self, node: int, request: object) -> None:
+            sent.append((node, request))
+
+        async def fetch_all_metadata(self) -> None:
+            raise AssertionError("every topic's metadata asked for")
+
+    g = gauge()
+
+    async def main() -> list[bool]:
+        watch = BrokerWatch(Client, g, timeout_s=1.0)
+        return [await watch.probe() for _ in range(3)]
+
+    assert asyncio.run(main()) == [True, True, True]
+    assert g._value.get() == 1
+    assert [node for node, _ in sent] == [1, 1]  # the first probe is the bootstrap
+    for _, request in sent:
+        for version in (MetadataRequest_v1, MetadataRequest_v5):
+            assert request.build(version).topics == []  # type: ignore[attr-defined]
