@@ -27,6 +27,7 @@ from ..contract import ACTIONS as ACTIONS
 from ..contract import SCHEMA_VERSION, fast_validator
 from ..contract import Action as Action
 from ..kafka import signing, wire
+from ..kafka.probe import broker_answers
 from ..kafka.security import KafkaAuthError as KafkaAuthError
 from ..kafka.security import client_kwargs, diagnose
 from ..logsafe import safe_for_log
@@ -572,7 +573,7 @@ class SteeringClient:
             if producer is None:
                 continue
             try:
-                await asyncio.wait_for(producer.client.fetch_all_metadata(), PROBE_TIMEOUT_S)
+                await asyncio.wait_for(broker_answers(producer.client), PROBE_TIMEOUT_S)
             except Exception as exc:
                 if self._healthy:
                     why = "no answer" if isinstance(exc, TimeoutError) else type(exc).__name__
