@@ -35,7 +35,7 @@ import base64
 import re
 import struct
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -66,7 +66,7 @@ NOT_RUN_CHARS = 400  # of a result's head read for "the command did not run"
 STATUS_LINE = re.compile(r"^\[[A-Z][a-z]+ [^\]\n]*\]$|^<[\w-]+>[^<>\n]{0,40}</[\w-]+>$|^</?[\w-]+>$")
 # A line-number prefix (`nl`, `cat -n`, an editor's view, `grep -n`): one file read seven ways
 # has the same lines once it is gone.
-PATH_LINE = re.compile(r"[\w./-]{1,200}:\d{1,7}[:-]")  # `grep -n`: `path:12:` (or `path:12-` of context)
+PATH_LINE = re.compile(r"^[\w./-]{1,200}:\d{1,7}[:-]")  # `grep -n`: `path:12:` (or `path:12-` of context)
 # The framework says the call did not run: a busy terminal, a refused or unparsed reply.
 NOT_RUN = re.compile(
     r"\b(?:is|was) not (?:been )?(?:executed|run)\b|\bnot executed\b|\bcannot send new commands\b|"
@@ -117,7 +117,6 @@ INPUT_READ = 4000  # chars of a written input read for what it wrote
 SALIENT = re.compile(
     r'"(?:command|cmd|query|q|pattern|path|file|url|code|search_string|question)"\s*:\s*"((?:[^"\\]|\\.)*)'
 )
-ECHO_LINE_EXTRA = 40  # chars besides the query a line may hold and still be its echo
 # Tools that write: the first word of their name (`send_email`, `create_calendar_event`,
 # `cancel_pending_order`, `reserve_hotel`). A write on an input not written before is a change.
 WRITE_VERB = re.compile(
@@ -130,6 +129,8 @@ STATE_CHANGE = re.compile(
     r"\b(?:git (?:checkout|stash|reset|restore|pull|merge|rebase|switch|clean|apply|commit)|rm|mv|cp|"
     r"touch|mkdir|chmod|ln|pip3? install|conda install|npm (?:install|ci)|setup\.py|make)\b"
 )
+CODE_NAME = re.compile(r"[^\W_]_[^\W_]|[a-z][A-Z]|[A-Z]{2}[a-z]|::")
+NAME_SPLIT = re.compile(r"[^\w.:]+")
 FACT = re.compile(r"\b\d[\d,.]*\d\b|\d{2,}|`[^`\n]{2,40}`|\"[^\"\n]{3,40}\"|https?://\S{1,200}")
 
 
@@ -171,6 +172,8 @@ class Reading:
     waits: bool = False  # a pending or transient answer: waiting, when spaced out in time
     first_finish: bool = False  # the agent's first finish: its result is remembered, never judged
     new_whole: bool = False  # its lines are known, but not together as one result
+    passes: bool = False  # a test run whose summary shows no failure
+    new_check: bool = False  # ... whose command this agent had not run before
 
 
 def _salient(text: str) -> str:
@@ -180,7 +183,8 @@ def _salient(text: str) -> str:
 
 def result_units(f: StepFeatures) -> list[bytes]:
     """The units of a tool result: its lines, normalised (line numbers, durations and addresses
-    out; lower case; spaces collapsed), without status lines and lines that echo the query."""
+    out; lower case; spaces collapsed), without status lines, and with the query the call sent
+    left out of the lines that echo it (a header that quotes a reworded query is the same header)."""
     said = _salient(f.input).strip().lower()
     said = said if len(said) >= 4 else ""
     obs = f.whole_observation
@@ -193,12 +197,30 @@ def result_units(f: StepFeatures) -> list[bytes]:
         if not t or (t[0] in "[<" and STATUS_LINE.match(t.rstrip())):
             continue
         t = " ".join(_unnumbered(t[:LINE_CHARS]).lower().split())
-        if not t or (said and said in t and len(t) <= len(said) + ECHO_LINE_EXTRA):
+        if said and _quotes(t, said):  # the query echoed ("Results for 'x':"): the rest counts
+            t = t.replace(said, "\x00")
+            if not any(c.isalnum() for c in t):
+                continue
+        if not t:
             continue
         out.append(t.encode("utf-8", "replace"))
         if len(out) >= UNITS_PER_STEP:
             break
     return out
+
+
+def _quotes(line: str, said: str) -> bool:
+    """The line quotes the query (in quotes, or after a label's colon), as a header does; a hit
+    that merely contains it (`SESSION_TTL = 3600` for the query `SESSION_TTL`) is content."""
+    i = line.find(said)
+    if i < 0:
+        return False
+    before = line[max(0, i - 2) : i]
+    return (
+        (i == 0 and len(line) == len(said))
+        or before[-1:] in ("'", '"', "`", "\u201c", "\u2018")
+        or before == ": "
+    )
 
 
 def _unnumbered(line: str) -> str:
@@ -253,6 +275,9 @@ def targets(f: StepFeatures) -> list[bytes]:
     structured input (a channel, an id, a URL; not a query or a message, whose rewording is
     no new target). A known result from a new target is not stale: which target holds it is news."""
     out = [p.encode("utf-8", "replace") for p in f.paths]
+    # the names a command or query looks for (`grep "class ASTBase"`, then `"class Symbol"`)
+    asked = f.command or _salient(f.input)
+    out += [t.encode("utf-8", "replace") for t in _code_names(asked[:TARGET_INPUT])]
     if f.input.startswith("{") and len(f.input) <= TARGET_INPUT:
         try:
             got = orjson.loads(f.input)
@@ -272,6 +297,12 @@ def targets(f: StepFeatures) -> list[bytes]:
                     # the same channel asked about with another tool is another question
                     out.append(f"{f.action}\x00{k}={v[:TARGET_CHARS]}".encode("utf-8", "replace"))
     return [b"\x00target\x00" + t for t in out[:8]]
+
+
+def _code_names(text: str) -> list[str]:
+    """Name-like words (snake_case, camelCase, `Cls::member`) in order, at most 4."""
+    names = [t.strip(".:") for t in NAME_SPLIT.split(text)]
+    return list(dict.fromkeys(t for t in names if CODE_NAME.search(t)))[:4]
 
 
 def _hashes(agent: str, units: list[bytes]) -> list[int]:
@@ -397,13 +428,23 @@ def read(st: ProgressState, f: StepFeatures) -> tuple[ProgressState, Reading | N
     if f.modifies:  # what it wrote is known to it from now on
         fresh = list(dict.fromkeys([*fresh, *_unseen(filters, _hashes(f.agent, written_units(f)))]))
     fresh = list(dict.fromkeys([*fresh, *aims]))
+    # a test run that passes (a summary with no failure), on a command not run before or after
+    # a change: the confirmation it was run for (as the rules, which never name a passing check)
+    tests = f.outcome.tests if f.verifies and not f.is_error else None
+    passes = tests is not None and tests[0] == 0 and not f.outcome.failed
+    checked = _hashes(f.agent, [b"\x00check\x00" + f.sig.encode()]) if passes else []
+    new_check = bool(_unseen(filters, checked))
+    fresh = [*fresh, *checked] if new_check else fresh
     # the result as a whole: its units whatever their order, and how many
-    key = 0
+    key = content = 0
     if known and f.action:
         packed = struct.pack(f">{len(hashes)}I", *sorted(hashes))
-        key = zlib.crc32(packed, zlib.crc32(f.action.encode("utf-8", "replace"))) or 1
+        content = zlib.crc32(packed, zlib.crc32(f.action.encode("utf-8", "replace"))) or 1
+        # and what the call asked (its query, command or path): the same answer to another
+        # question is the streak's to judge, not a repeat of one call
+        key = zlib.crc32(_salient(f.input).encode("utf-8", "replace"), content) or 1
     # a result seen before as a whole (the same lines in the same set), salted apart from lines
-    whole = _unseen(filters, [zlib.crc32(key.to_bytes(4, "big"), 0x5EED)]) if key else []
+    whole = _unseen(filters, [zlib.crc32(content.to_bytes(4, "big"), 0x5EED)]) if content else []
     fresh = [*fresh, *whole]
     cur, old, n = _remember(st, fresh)
     reading = Reading(
@@ -418,6 +459,8 @@ def read(st: ProgressState, f: StepFeatures) -> tuple[ProgressState, Reading | N
         waits,
         first_finish,
         bool(whole),
+        passes,
+        new_check,
     )
     return ProgressState(cur, old, n, st.agents), reading
 
@@ -502,11 +545,11 @@ def observe(st: ProgressState, f: StepFeatures) -> tuple[ProgressState, Finding 
     fed = not f.action and any(a[GAINED] > mine[LAST] for a in agents if a is not mine)
     # an answer of "not yet" after time has passed says nothing of progress (`waiting`)
     if r.waits and waiting.spaced(waiting.gap(mine[TS], f.ts), None, ()):
-        r = Reading(False, r.units, r.new, r.gain, r.change, r.empty, r.aimed, 0, True, r.first_finish)
+        r = replace(r, known=False, key=0)
     mine[LAST], mine[TS] = f.step, f.ts
     new = ProgressState(st.seen, st.seen_old, st.seen_n, agents)
     # the same tool bringing back the same result, one call after another, nothing between
-    same = bool(r.key) and r.key == mine[SAME] and not r.change
+    same = bool(r.key) and r.key == mine[SAME] and not (r.change or r.aimed)
     mine[SAME], mine[SAME_N] = r.key, (mine[SAME_N] + 1 if same else 1)
     if r.first_finish:
         mine[CALLS] = [_call(f)]
@@ -519,6 +562,9 @@ def observe(st: ProgressState, f: StepFeatures) -> tuple[ProgressState, Finding 
     # region viewed again) is checking the change, not repeating itself
     after_change, mine[CHANGED] = mine[CHANGED] and r.known, mine[CHANGED] and not r.known
     if after_change and r.new_whole and not r.gain:
+        return new, None
+    # a check that passes after a change, or on a new target, confirms: it is what it was run for
+    if r.passes and (after_change or r.new_check):
         return new, None
     if r.gain or fed:
         if r.gain:

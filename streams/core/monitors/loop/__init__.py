@@ -17,7 +17,10 @@ footer, a wrapper, the echoed command) are learnt per run and left out.
 
 The package: `signal` keeps what each step did and brought and measures how results compare;
 `rules` holds the shapes and their texts; this module runs them on each step, after waiting
-(a call repeated on a pending result is not a loop; a long wait gets advice instead).
+(a call repeated on a pending result is not a loop; a long wait gets advice instead). Under the
+rules lies the floor (`monitors/progress.py`): what each step's result added to what its agent
+had seen, whatever the call's shape or wording. It speaks when no rule does; none of the rules'
+exemptions (reads, listings, exploration, empty results, a first retry) reaches it.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...reading.features import StepFeatures
-from .. import waiting
+from .. import progress, waiting
 from ..base import NOTHING, Context, Finding, Monitor
 from ..semantics import Semantics
 from .rules import RULES, long_wait
@@ -68,15 +71,24 @@ def evaluate(
     last = w.before[-1] if w.before else None
     gaps = waiting.remember_gap(st.gaps, waiting.gap(last.ts, cur.ts) if last else None, bool(cur.wait))
     waits_now, waits, due = _waiting(w, st.waits, st.gaps, budget)
-    new = LoopState(window=[*kept, cur.encode()], frames=frames, gaps=gaps, waits=waits)
+    # the floor: what this step brought the run, whatever shape it has (`progress`)
+    seen, floor = progress.observe(progress.ProgressState.decode(st.progress), f)
+    new = LoopState(
+        window=[*kept, cur.encode()], frames=frames, gaps=gaps, waits=waits, progress=seen.encode()
+    )
     if due is not None:
         return new, long_wait(w, due)
     if waits_now:
         return new, NOTHING
     found = [x for x in (rule(w, sem) for rule in RULES) if x is not None]
-    if not found:
-        return new, NOTHING
-    return new, max(found, key=lambda x: x.score)
+    return new, _strongest(found, floor)
+
+
+def _strongest(found: list[Finding], floor: Finding | None) -> Finding:
+    """A rule's finding when one fires (it names the shape it saw); else the floor's when it
+    fires (no rule can excuse a step from it); else the strongest score below firing."""
+    best = max(found, key=lambda x: x.score, default=NOTHING)
+    return floor if floor is not None and floor.fired and not best.fired else best
 
 
 def monitor(wait_budget_s: float = waiting.WAIT_BUDGET_S) -> Monitor[LoopState]:

@@ -298,6 +298,8 @@ class LoopState:
     frames: dict[str, list[Any]] = field(default_factory=dict)
     gaps: list[float] = field(default_factory=list)  # seconds before the last ordinary steps (`waiting`)
     waits: list[list[Any]] = field(default_factory=list)  # the calls waited on (`waiting.Wait`)
+    # the no-progress floor's memory and streaks (`progress.ProgressState`, flattened)
+    progress: list[Any] = field(default_factory=list)
 
 
 def frame_of(frames: dict[str, list[Any]], tool: str | None) -> set[int]:

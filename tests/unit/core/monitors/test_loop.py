@@ -16,9 +16,12 @@ PYTEST_FAIL = (
 def test_same_action_same_observation_four_times_fires(sem):
     run = Run(sem, task="Fix the failing session refresh test")
     run.feed(view("src/auth/session.py", "def refresh(token): ..."))
-    for i in range(3):
+    for i in range(2):
         run.feed(bash("pytest tests/test_auth.py", PYTEST_FAIL, thought=f"Let me run the tests again ({i})."))
         assert LOOP not in run.results[-1].fired
+    # the third run with the very same result: the no-progress floor (as Cline, Roo Code, Goose)
+    res = run.feed(bash("pytest tests/test_auth.py", PYTEST_FAIL, thought="Let me run the tests again (2)."))
+    assert LOOP in res.fired and "3 times in a row" in res.text and "very same result" in res.text
     res = run.feed(bash("pytest tests/test_auth.py", PYTEST_FAIL, thought="Running the tests once more."))
     assert LOOP in res.fired
     assert "pytest tests/test_auth.py" in res.text

@@ -195,7 +195,9 @@ def test_dotted_identifiers_are_not_counted_as_new_files(sem):
                 thought=f"Check the writer output variant {k}.",
             )
         )
-    assert all("t.write" not in (r.text or "") for r in run.results)
+    # no monitor names it as a file (the loop floor may quote the command that holds it: thirty
+    # one-liners that each print "ok" bring nothing new)
+    assert all("t.write" not in text for r in run.results for m, text in r.said if m != "semantic_loop")
 
 
 def test_reading_the_tests_of_the_function_to_fix_is_not_drift(sem):
