@@ -4,7 +4,10 @@ step answered twice was answered identically.
 
 The local RocksDB may hold a run's state whose decision and changelog record were still in
 the producer's buffer at the kill; the restarted worker then reads the step again, finds it
-in the state already, and must re-send the decision it made (`core.engine._resend`).
+in the state already, and must re-send the decision it made (`core.engine._resend`). Nor may a
+commit pass a state change still in Faust's producer buffer (`worker.producer_guard`), nor the
+changelog replay move a run's local state backwards (`worker.recovery_guard`): either lost a
+run's state in about one run of this test in three before both were fixed.
 """
 
 from __future__ import annotations
@@ -37,13 +40,6 @@ def exact(d: dict[str, Any]) -> bytes:
 
 
 @pytest.mark.timeout(420)
-# Quarantined (still run, reported XFAIL/XPASS, not blocking): in 1 of 5 runs on a busy CI
-# machine (2026-11-28), after the 5th restart a few runs in flight at the kill had lost state,
-# not only a decision: their later steps were dead-lettered out_of_order ("expected step 1, got
-# 3") or unknown_run, and the agents then waited out their deadlines. Not the buffered-decision
-# loss fixed by the re-send (tests/unit/core/test_resend.py proves that one every time); open
-# in issue 38 and RELIABILITY.md #1 until its cause is found.
-@pytest.mark.xfail(strict=False, reason="rare state rollback after a restart on the same volume (issue 38)")
 def test_a_worker_killed_and_restarted_on_its_own_data_directory_loses_no_decision(broker, tmp_path):
     # No pattern library: a start costs less, and E-traces are not what this is about.
     base = make_settings(broker, tmp_path, partitions=4, client_deadline_ms=61_000)
