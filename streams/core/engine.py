@@ -25,14 +25,14 @@ from typing import Any
 
 import orjson
 
-from . import etraces, ladder, routing
+from . import etraces, ladder, provenance, routing
 from .decision import DecisionRecord, DifficultySource, Injection, MonitorsWire
 from .difficulty import DEFAULT_SCORER, clamp01
 from .events import SCHEMA_VERSION, TOKENS_MAX, Limits, Rejected, deadletter_record, decode
 from .fsm import FSMState, validate_params
 from .ladder import InvalidRunSettings, check_weight_names, parse_monitors_off, parse_thresholds
 from .ladder import resolve as resolve_escalation
-from .monitors import MAX_MONITOR_INJECTIONS, Semantics, clean_weights, hold_back
+from .monitors import MAX_MONITOR_INJECTIONS, Semantics, clean_weights, data_instruction, hold_back
 from .monitors import evaluate as evaluate_monitors
 from .monitors import to_embed as monitors_to_embed
 from .monitors.suite import LEAD
@@ -706,6 +706,9 @@ def apply_step(
     if cfg.monitors_enabled and new_state in MONITORED_STATES:
         new = _run_monitors(new, features, decision, sem, policy)
         to_embed = tuple(monitors_to_embed(new.monitors, policy.monitors))
+        taint = provenance.wire(new.monitors.get(data_instruction.KEY))
+        if taint:  # values tool results introduced, for the agent side's pre-call gate
+            decision["taint"] = taint
     _apply_rung(st, new, decision)
     if routed is not None and new.routing is not None:  # the escalation ladder may name another
         home = routing.home_of(cfg.model_routing, cfg.model)
@@ -843,14 +846,25 @@ def _run_monitors(
             st = st.evolve(recent_calls=[*st.recent_calls[1 - ladder.CALLS_KEPT :], call])
     if not res.fired or res.text is None:
         return st
+    # A call that carries a value from a result that held instructions (issue 42): the ladder
+    # climbs at once, to its first rung past the nudge, naming the value's source step.
+    hijack = None
+    if pol is not None and data_instruction.NAME in res.fired:
+        hijack = data_instruction.hijack(monitors.get(data_instruction.KEY), step)
+        if hijack is not None:
+            ignored = ladder.Ignored(data_instruction.NAME, data_instruction.FAILURE_TYPE, hijack[0], "")
     text, climbed = res.text, False
     if pol is not None and ignored is not None:
-        count = st.ignored + 1
+        count = st.ignored + 1 if hijack is None else max(st.ignored + 1, data_instruction.climb_to(pol))
         steps = [*st.ignored_steps, [ignored.warned_at, step]][-ladder.STEPS_KEPT :]
         lead = not features.agent or features.agent == monitors.get(LEAD)
         rung = ladder.next_rung(pol, count, st.rung, lead and not could_not_run(features.observation))
         climbed = rung != st.rung and rung in ("escalate", "stop")
-        why = ladder.reason(ignored, count, steps, rung, ladder.escalation_model(pol, cfg.model_routing))
+        model = ladder.escalation_model(pol, cfg.model_routing)
+        if hijack is None:
+            why = ladder.reason(ignored, count, steps, rung, model)
+        else:
+            why = data_instruction.reason(features.action_label, step, hijack, count, rung, model)
         st = st.evolve(
             ignored=count,
             ignored_steps=steps,

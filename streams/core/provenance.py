@@ -27,7 +27,8 @@ from .instructions import RECORD_END, Instructions
 USER_MAX = 96
 TAINT_MAX = 64
 FLAGGED_MAX = 8
-WIRED_PLAIN = frozenset({"email", "url", "domain", "iban", "number", "phone", "amount"})
+WIRED_PLAIN = frozenset({"email", "url", "domain", "iban", "phone"})
+WIRED_PLAIN_MAX = 16  # plain values a decision carries (the newest)
 BEFORE, AFTER = 40, 600  # characters around an instruction whose values are its own
 
 
@@ -150,18 +151,20 @@ def observe(
 
 def wire(p: Provenance | Mapping[str, Any] | None) -> list[TaintEntry]:
     """The decision's `taint` list: values from results that held instructions first (newest
-    first), then the others of WIRED_PLAIN kinds, newest first; at most TAINT_WIRE_MAX."""
+    first), then at most WIRED_PLAIN_MAX others of WIRED_PLAIN kinds, newest first; at most
+    TAINT_WIRE_MAX in all."""
     if p is None:
         return []
     taint = p.taint if isinstance(p, Provenance) else p.get("taint") or []
     if not taint:
         return []
-    # a plain result's value is carried only where it says where money or data goes (the
-    # gate's strict mode denies those in an acting call); its paths and names are not: a coding
-    # run's listings would fill every decision with hashes no gate reads by default
-    ordered = [e for e in reversed(taint) if e[4]] + [
-        e for e in reversed(taint) if not e[4] and e[1] in WIRED_PLAIN
-    ]
+    # a plain result's value is carried only where it says where data goes (an address, a
+    # site, an account: the gate's strict mode denies those in an acting call); its paths,
+    # numbers and names are not: a coding run's listings and a shop's item ids would fill
+    # every decision with hashes no gate reads by default
+    marked = [e for e in reversed(taint) if e[4]]
+    plain = [e for e in reversed(taint) if not e[4] and e[1] in WIRED_PLAIN][:WIRED_PLAIN_MAX]
+    ordered = marked + plain
     return [
         {"h": e[0], "kind": e[1], "step": e[2], "tool": e[3], "instr": bool(e[4])}
         for e in ordered[:TAINT_WIRE_MAX]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import compression, contradiction, drift, loop, sprawl, verification
+from . import compression, contradiction, data_instruction, drift, loop, sprawl, verification
 from .base import Monitor
 
 DEFAULT_MONITORS: tuple[Monitor[Any], ...] = (
@@ -17,6 +17,7 @@ DEFAULT_MONITORS: tuple[Monitor[Any], ...] = (
     compression.MONITOR,
     sprawl.MONITOR,
     drift.MONITOR,
+    data_instruction.MONITOR,
 )
 MONITORS = tuple(m.name for m in DEFAULT_MONITORS)
 FAILURE_TYPES = {m.name: m.failure_type for m in DEFAULT_MONITORS}

@@ -23,6 +23,7 @@ BUILTIN_PROFILES: Mapping[str, Mapping[str, float]] = MappingProxyType(
                 "cyclic_compression": 0.10,
                 "late_sprawl": 0.10,
                 "silent_topic_drift": 0.10,
+                "data_instruction": 0.10,
             }
         ),
         "pr_review": MappingProxyType(
@@ -33,6 +34,7 @@ BUILTIN_PROFILES: Mapping[str, Mapping[str, float]] = MappingProxyType(
                 "cyclic_compression": 0.15,
                 "late_sprawl": 0.15,
                 "silent_topic_drift": 0.10,
+                "data_instruction": 0.10,
             }
         ),
         "qa": MappingProxyType(
@@ -43,6 +45,7 @@ BUILTIN_PROFILES: Mapping[str, Mapping[str, float]] = MappingProxyType(
                 "cyclic_compression": 0.05,
                 "late_sprawl": 0.10,
                 "silent_topic_drift": 0.25,
+                "data_instruction": 0.10,
             }
         ),
     }

@@ -20,7 +20,8 @@ from streams.core.state import TraceState
 from streams.replay import Replayer
 from tests.models import semantics
 
-NEW_FIELDS = ("processed_ts", "action", "action_reason")  # the fixtures predate the ladder's fields
+NEW_FIELDS = ("processed_ts", "action", "action_reason", "taint")  # the fixtures predate these fields
+NEW_MONITORS = ("data_instruction",)  # issue 42's monitor: a score the fixtures' decisions predate
 FIXTURES = sorted((Path(__file__).parents[2] / "fixtures" / "legacy").glob("states-*.jsonl.gz"))
 
 
@@ -47,6 +48,13 @@ def test_states_written_by_earlier_code_continue_with_the_same_decisions(path: P
             for rec in (decision, dead):
                 if rec is not None:
                     rec = {k: v for k, v in rec.items() if k not in NEW_FIELDS}
+                    if "monitors" in rec:
+                        scores = rec["monitors"]["scores"]
+                        assert all(scores.get(m, 0.0) == 0.0 for m in NEW_MONITORS), run_id
+                        rec["monitors"] = {
+                            **rec["monitors"],
+                            "scores": {k: v for k, v in scores.items() if k not in NEW_MONITORS},
+                        }
                     got.append(orjson.dumps(rec, option=orjson.OPT_SORT_KEYS).decode())
         assert got == run["decisions"], run_id
 

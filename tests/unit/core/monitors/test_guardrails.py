@@ -89,6 +89,7 @@ def test_decision_carries_monitor_fields_and_reasonblocks_block(sem):
         "cyclic_compression",
         "late_sprawl",
         "silent_topic_drift",
+        "data_instruction",
     }
     assert d["injection_text"].startswith("[REASONBLOCKS]\n")
     assert d["injections"][0]["source"] == "monitor"

@@ -18,11 +18,12 @@ def test_builtin_profiles_have_the_spec_weights():
         "cyclic_compression": 0.10,
         "late_sprawl": 0.10,
         "silent_topic_drift": 0.10,
+        "data_instruction": 0.10,
     }
     pr = resolve_weights("pr_review", None)
-    assert [pr[m] for m in MONITORS] == [0.20, 0.30, 0.10, 0.15, 0.15, 0.10]
+    assert [pr[m] for m in MONITORS] == [0.20, 0.30, 0.10, 0.15, 0.15, 0.10, 0.10]
     qa = resolve_weights("qa", None)
-    assert [qa[m] for m in MONITORS] == [0.40, 0.15, 0.05, 0.05, 0.10, 0.25]
+    assert [qa[m] for m in MONITORS] == [0.40, 0.15, 0.05, 0.05, 0.10, 0.25, 0.10]
 
 
 def test_overrides_drop_unknown_names_zero_negatives_and_cap_at_one():
