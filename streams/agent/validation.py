@@ -38,6 +38,7 @@ MONITOR_NAMES: tuple[str, ...] = (
     "cyclic_compression",
     "late_sprawl",
     "silent_topic_drift",
+    "data_instruction",
 )
 # The built-in names a run_start may select (`streams.core.difficulty.BUILTIN_SCORERS`,
 # `streams.core.fsm.BUILTIN_TRANSITIONS`, `streams.core.monitors.profiles.BUILTIN_PROFILES`).
