@@ -99,7 +99,7 @@ _VERBS = (
     r"send|email|e-mail|mail|forward|transfer|pay|wire|visit|go|open|click|share|invite|add|post|publish|"
     r"delete|remove|erase|reserve|book|make|create|change|update|reset|write|reply|upload|download|call|"
     r"text|message|give|provide|move|copy|concatenate|get|tell|schedule|grant|buy|purchase|order|"
-    r"read|summari[sz]e|include|insert|set|say|recommend|ask|contact"
+    r"read|summari[sz]e|include|insert|set|say|recommend|ask|contact|modify|replace|rename|edit|fill|use"
 )
 NOTE_AT = re.compile(
     r"(?:todo|to do|to-do|action required|action item|reminder|note to (?:the )?(?:ai|assistant|agent))"
@@ -259,8 +259,10 @@ def read(text: str, values: list[tuple[str, str, int]] | None = None) -> Instruc
     orig = cut if len(cut) == len(t) else t
     order = _orders(t, orig, values)
     for a, _b in found.get("note", ()):
-        # a to-do that names a destination is an order too, wherever its sentence began
-        if len(order) < 4 and _destination(orig[a : a + SENTENCE_MAX].split("\n\n", 1)[0]):
+        # a to-do that names a destination in its record is an order too, wherever its
+        # sentence began
+        end = RECORD_END.search(t, a, a + 600)
+        if len(order) < 4 and _destination(orig[a : end.start() if end else a + 600]):
             order.append((a, min(a + SENTENCE_MAX, len(t))))
     if order:
         found["order"] = order

@@ -29,7 +29,7 @@ TAINT_MAX = 64
 FLAGGED_MAX = 8
 WIRED_PLAIN = frozenset({"email", "url", "domain", "iban", "phone"})
 WIRED_PLAIN_MAX = 16  # plain values a decision carries (the newest)
-BEFORE, AFTER = 40, 600  # characters around an instruction whose values are its own
+BEFORE, AFTER = 200, 600  # characters around an instruction whose values are its own
 
 
 @dataclass(frozen=True)
@@ -83,13 +83,16 @@ def matches(p: Provenance, call_hashes: Sequence[str]) -> list[list[Any]]:
 
 
 def windows(text: str, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Where an instruction's own values stand: from just before it (BEFORE characters) to
-    AFTER characters past it, or to the end of its record (`instructions.RECORD_END`),
-    whichever comes first."""
+    """Where an instruction's own values stand: from BEFORE characters before it to AFTER
+    characters past it, neither beyond its record (`instructions.RECORD_END`: the previous
+    record's values, an e-mail's sender listed above a planted body, are not its own)."""
     out = []
     for a, b in spans:
+        start = max(0, a - BEFORE)
+        for m in RECORD_END.finditer(text, start, a):  # the record the instruction stands in
+            start = m.end()
         m = RECORD_END.search(text, b, b + AFTER)
-        out.append((a - BEFORE, m.start() if m else b + AFTER))
+        out.append((start, m.start() if m else b + AFTER))
     return out
 
 
