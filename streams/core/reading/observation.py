@@ -132,6 +132,29 @@ class Outcome:
 OK = Outcome(False, 0.0, "ok")
 
 
+# What a tool or framework answers when the call never ran: a busy terminal (the previous
+# command still running), a reply it could not parse (a format error: no single action, code
+# it could not find), a call refused. Looked for in the lower-cased head.
+NOT_RUN_CHARS = 400
+_NOT_RUN = (
+    "is not executed",
+    "was not executed",
+    "previous command is still running",
+    "exactly one action",
+    "error in code parsing",
+    "call was refused",
+    "call was denied",
+    "was refused:",
+)
+
+
+def not_run(observation: str | None) -> bool:
+    """The result says the call itself never ran: what it would have printed is unknown (not
+    empty, not the same as before)."""
+    head = (observation or "")[:NOT_RUN_CHARS].lower()
+    return any(p in head for p in _NOT_RUN)
+
+
 def window(text: str) -> str:
     """Head and tail of a long text (errors show up first, summaries last)."""
     if len(text) <= HEAD_CHARS + TAIL_CHARS:

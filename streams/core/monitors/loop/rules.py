@@ -183,21 +183,23 @@ def _unchanged_by_edits(
 ) -> Finding | None:
     """The same check gave the same result after each of several edits: the edits are not
     reaching what runs (another copy is imported, a cache) or the diagnosis is wrong. Not a
-    retry, and not news when the check passes (a regression run after each edit). Of a result
-    its producer cut, only the part sent is known to be the same, and the text says so.
+    retry, and not news when the check passes (a regression run after each edit). A result
+    its producer cut is unknown past the cut: equal heads (a test runner's header) say nothing
+    of what the edits changed, and the text says only that (`_cut_reruns`).
     `grown`: the earliest runs printed less, every line of it printed again by the later ones."""
     cur = w.cur
     if len(edits) < EDITS_SAID or len(runs) < RERUNS_SAID or cur.verdict == "pass":
         return None
+    if not error_only and any(e.obs_cut for e in runs):
+        return _cut_reruns(w, runs, edits, exact, grown)
     same = "the same" if exact else "nearly the same"
     look = "or re-read its output"
     if grown:
-        as_far = " (as far as sent)" if cur.obs_cut else ""
         return Finding(
             0.85 if len(runs) > RERUNS_SAID else 0.7,
             f"Your last {len(edits)} edits ({_files(edits)}) changed nothing that {_input(cur)} "
             f"printed at step {runs[0].step}: its {len(runs)} runs from then on all printed those "
-            f"lines again{as_far}, later ones only adding lines. Check that the edits reach the code "
+            "lines again, later ones only adding lines. Check that the edits reach the code "
             "that runs (the import path, an installed copy, a cache) or re-read its output before "
             "the next edit.",
         )
@@ -209,11 +211,7 @@ def _unchanged_by_edits(
             f"{_name(cur)} ({_inputs(runs, 2)}). Check that the edits reach the code that runs "
             "(the import path, an installed copy, a cache) or re-read the error before the next edit.",
         )
-    if cur.obs_cut:
-        sent = len(w.features.whole_observation)
-        outcome = f"printing {same} first {sent:,} characters of output (all that was sent of it)"
-        look = "or read the rest of its output"
-    elif cur.verdict == "fail" and w.features.error_line:
+    if cur.verdict == "fail" and w.features.error_line:
         outcome = f"failing with {same} error ({_error_quote(w)})"
         look = "or re-read the error"
     elif cur.verdict == "fail":
@@ -226,6 +224,29 @@ def _unchanged_by_edits(
         f"given {same} result {len(runs)} times since step {runs[0].step}. Check that the "
         "edits reach the code that runs (the import path, an installed copy, a cache) "
         f"{look} before the next edit.",
+    )
+
+
+def _cut_reruns(w: Window, runs: list[Entry], edits: list[Entry], exact: bool, grown: bool) -> Finding:
+    """Reruns of a check after edits whose outputs were cut where they were sent: only their
+    heads are known, and equal heads (a test runner's header, a script's first prints) show
+    no effect of the edits either way. Said as that, and as advice: a look at the end of the
+    output is due, not a verdict that the edits changed nothing."""
+    cur = w.cur
+    at = f" at {len(w.features.whole_observation):,} characters" if cur.obs_cut else ""
+    if grown:
+        part = f"that part of each held every line the run at step {runs[0].step} printed"
+    else:
+        part = f"that part {'identical' if exact else 'nearly identical'} every time"
+    return Finding(
+        0.85 if len(runs) > RERUNS_SAID else 0.7,
+        f"Your last {len(edits)} edits ({_files(edits)}) came between {len(runs)} runs of "
+        f"{_input(cur)} since step {runs[0].step}, each output cut where it was sent{at}, "
+        f"{part}. That part shows no effect of the edits either way: what changed, "
+        "if anything, is past the cut (a summary or an error at the end). Read the end of the "
+        "output (e.g. `| tail -n 40`) before the next edit; if it is unchanged too, check that "
+        "the edits reach the code that runs (the import path, an installed copy, a cache).",
+        advice=True,
     )
 
 
@@ -254,6 +275,15 @@ def same_result(w: Window, sem: Semantics) -> Finding | None:
     adjacent = _trailing(w.entries, lambda e: e.sig == cur.sig and e.obs == cur.obs)
     score = 0.9 if adjacent >= 4 else 0.75 if n >= 4 else 0.5 if n == 3 else 0.2
     who = _who(runs, cur)
+    if any(e.obs_cut for e in runs):  # the output past the cut is unseen: no "same result"
+        return Finding(
+            score,
+            f"{who} run {_name(cur)} with the same input ({_input(cur)}) {n} times with nothing "
+            "changed in between (its output was cut where it was sent, so what it printed past the cut "
+            "was not seen). Running it again in the same state will not change the outcome: read "
+            "the rest of its output once if you need it, then try a different approach (another "
+            "command, another file, or re-examine your assumption).",
+        )
     return Finding(
         score,
         f"{who} run {_name(cur)} with the same input ({_input(cur)}) {n} times with nothing "
@@ -303,7 +333,7 @@ def same_edit(w: Window, sem: Semantics) -> Finding | None:
         return None
     members = [cur]
     for e in reversed(w.before):
-        if e.sig != cur.sig or e.obs != cur.obs:
+        if e.sig != cur.sig or e.obs != cur.obs or e.unrun:
             continue
         if _rewritten(w, e.step, members[-1].step, cur):
             break
@@ -311,10 +341,12 @@ def same_edit(w: Window, sem: Semantics) -> Finding | None:
     n = len(members)
     if n < 3:
         return None
+    # a result cut where it was sent is unknown past the cut: only the inputs are known equal
+    result = "" if any(e.obs_cut for e in members) else ", with the same result each time"
     return Finding(
         0.9 if n >= 4 else 0.75,
         f"You have applied the same change ({_name(cur)} {_input(cur)}) {n} times in the last "
-        f"{len(w.entries)} steps, with the same result each time. Applying it again will not help: "
+        f"{len(w.entries)} steps{result}. Applying it again will not help: "
         "look at the file as it is now (the earlier attempts may have left duplicates) and "
         "decide what is still missing.",
     )
@@ -360,6 +392,13 @@ def same_error(w: Window, sem: Semantics) -> Finding | None:
     if not score:
         return None
     who = _who(failures, cur)
+    if all(e.unrun for e in failures):  # refused before running: none of them was tried
+        return Finding(
+            score,
+            f"{who} sent {n} calls in a row that never ran ({_inputs(failures)}): each was refused "
+            f"with the same error, {_error_quote(w)}. Nothing in them was executed: fix what the "
+            "error names before the next call.",
+        )
     if all(e.sig == cur.sig for e in failures):
         return Finding(
             score,
@@ -416,11 +455,13 @@ def reissued(w: Window, sem: Semantics) -> Finding | None:
     """2b. Code or a call re-issued as it was, by the same agent or another, after it brought
     nothing (no result, or only its own text printed back), and bringing nothing again."""
     cur = w.cur
-    if not cur.sig or cur.modifies or cur.condense or not (cur.obs_empty or cur.err):
+    # a call that never ran brought nothing known; a command whose silence is its success (rm,
+    # mv, git checkout: it changes what a rerun sees) brought no "nothing"
+    if not cur.sig or cur.changes or cur.unrun or cur.condense or not (cur.obs_empty or cur.err):
         return None
     # a page-local call on another page than before is a new call
     prev = next((e for e in reversed(w.before) if e.sig == cur.sig and not _elsewhere(e, cur)), None)
-    if prev is None or not prev.obs_empty or prev.err or _changed(w, prev.step, cur.sig):
+    if prev is None or not prev.obs_empty or prev.err or prev.unrun or _changed(w, prev.step, cur.sig):
         return None
     if prev is w.before[-1] and prev.agent == cur.agent:
         return None  # one immediate retry of one's own call is common; repeats are `same_result`'s
@@ -498,6 +539,8 @@ def alternation(w: Window, sem: Semantics) -> Finding | None:
         and a.sig != b.sig
         and all(last[i].sig == (a if i % 2 == 1 else b).sig for i in range(6))
         and all(last[i].obs == (a if i % 2 == 1 else b).obs for i in range(6))
+        # results known in full: a call that never ran or a cut result shows no "same"
+        and not any(e.unrun or e.obs_cut for e in last)
     ):
         return None
     return Finding(
@@ -546,7 +589,7 @@ def _same_kind(w: Window, a: Entry, b: Entry) -> str:
         return "empty"
     if a.err or b.err:
         return "error" if a.err and b.err and a.errline and a.errline == b.errline else ""
-    if a.obs_empty or b.obs_empty:
+    if a.obs_empty or b.obs_empty or a.obs_cut or b.obs_cut:  # cut: unknown past the cut
         return ""
     return "same" if w.content(a) and w.content(b) and w.overlap(a, b) >= NO_PROGRESS_OBS else ""
 
@@ -715,7 +758,9 @@ def cycle(w: Window, sem: Semantics) -> Finding | None:
     k = len(ents) - 1
 
     def same(a: Entry, b: Entry) -> bool:
-        return bool(a.sig and a.obs) and a.sig == b.sig and a.obs == b.obs and a.agent == b.agent
+        # a result cut where it was sent is unknown past the cut: never "the same result"
+        known = bool(a.sig and a.obs) and not (a.obs_cut or b.obs_cut)
+        return known and a.sig == b.sig and a.obs == b.obs and a.agent == b.agent
 
     for j in range(k - CYCLE_MIN, CYCLE_MIN - 2, -1):  # the latest earlier round first
         if not same(ents[j], cur):

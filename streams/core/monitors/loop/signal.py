@@ -17,7 +17,7 @@ from typing import Any
 
 from ...reading import grounding
 from ...reading.features import StepFeatures, short_hash, sketch_similarity
-from ...reading.observation import window
+from ...reading.observation import not_run, window
 from ...reading.scan import leftmost, names
 from .. import waiting
 
@@ -99,6 +99,9 @@ class Entry:
     place: str = ""  # hash of the page the call acted on, when the result names one (`_place`)
     ts: float | None = None  # the event's time (the agent's clock): waiting is told by it
     wait: str = ""  # `waiting.kind`: "pending", "transient", "sleep", or "" (a result like any other)
+    # the call never ran (a busy terminal, a format error, a refusal: `observation.not_run`): what
+    # it would have brought is unknown, so it has no result to compare and changed nothing
+    unrun: bool = False
 
     def encode(self) -> list[Any]:
         return [
@@ -129,6 +132,7 @@ class Entry:
             self.place,
             self.ts,
             self.wait,
+            self.unrun,
         ]
 
     @classmethod
@@ -139,10 +143,11 @@ class Entry:
     def of(cls, f: StepFeatures, frame: set[int], lines: list[tuple[str, int]] | None = None) -> Entry:
         """The entry of step `f`: `lines` are its result's (`result_lines`), `frame` the
         lines this run has learnt its tool always prints."""
-        lines = (result_lines(f) if f.action else []) if lines is None else lines
+        unrun = bool(f.action) and not_run(f.whole_observation)
+        lines = [] if unrun else (result_lines(f) if f.action else []) if lines is None else lines
         content = [h for _, h in lines if h not in frame]
         echo = bool(f.action) and not f.modifies and _echoes(f, [t for t, h in lines if h not in frame])
-        outcome = f.outcome if f.action and f.whole_observation else None
+        outcome = f.outcome if f.action and f.whole_observation and not unrun else None
         tests = outcome.tests if outcome else None
         failed = bool(outcome and outcome.failed) or f.is_error
         return cls(
@@ -150,7 +155,7 @@ class Entry:
             action=f.action,
             text=f.act_text,
             sig=f.sig,
-            obs=_result_key(f, lines, failed, tests),
+            obs="" if unrun else _result_key(f, lines, failed, tests),
             lines=_kept(content),
             err=f.is_error,
             errline=_error_key(f),
@@ -158,24 +163,26 @@ class Entry:
             empty=f.empty,
             condense=f.condenses,
             obs_empty=bool(f.action)
+            and not unrun
             and (f.obs_empty or not content or echo or bool(outcome and outcome.kind == "not_found")),
-            modifies=f.modifies,
-            verifies=f.verifies,
+            modifies=f.modifies and not unrun,
+            verifies=f.verifies and not unrun,
             paths=list(f.paths[:2]),
             agent=f.agent,
             message=" ".join(f.thought.split())[:MESSAGE_CHARS] if f.message and not f.coordination else "",
             facts=sorted({short_hash(m.lower())[:8] for m in message_facts(f.thought[:4000])})[:16]
             if f.message
             else [],
-            changes=f.modifies or bool(f.command and STATE_CHANGE.search(f.command)),
+            changes=not unrun and (f.modifies or bool(f.command and STATE_CHANGE.search(f.command))),
             echo=echo,
             cut=f.input_cut,
             verdict="fail" if failed else "pass" if tests and not tests[0] else "",
             obs_cut=f.observation_cut,
             shape=short_hash(f"{f.action}\x00{DIGITS.sub('#', f.input)}") if f.action else "",
-            place=_place(f) if f.action else "",
+            place=_place(f) if f.action and not unrun else "",
             ts=f.ts,
             wait=waiting.kind(f),
+            unrun=unrun,
         )
 
 
