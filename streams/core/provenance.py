@@ -28,6 +28,7 @@ USER_MAX = 96
 TAINT_MAX = 64
 FLAGGED_MAX = 8
 WIRED_PLAIN = frozenset({"email", "url", "domain", "iban", "phone"})
+DESTINATIONS = frozenset({"email", "url", "domain", "iban", "phone", "number"})  # where things go
 WIRED_PLAIN_MAX = 16  # plain values a decision carries (the newest)
 BEFORE, AFTER = 200, 600  # characters around an instruction whose values are its own
 
@@ -91,13 +92,18 @@ def windows(text: str, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]
         start = max(0, a - BEFORE)
         for m in RECORD_END.finditer(text, start, a):  # the record the instruction stands in
             start = m.end()
-        m = RECORD_END.search(text, b, b + AFTER)
-        out.append((start, m.start() if m else b + AFTER))
+        end = RECORD_END.search(text, b, b + AFTER)
+        out.append((start, end.start() if end else b + AFTER))
     return out
 
 
-def _near(at: int, wins: Sequence[tuple[int, int]]) -> bool:
-    return any(a <= at <= b for a, b in wins)
+def _near(at: int, kind: str, spans: Sequence[tuple[int, int]], wins: Sequence[tuple[int, int]]) -> bool:
+    """Whether a value at `at` is the instruction's own: in its window, and, before the
+    instruction starts, only a destination (an address, an account): a name or a path just
+    before it is the record's own (a review's restaurant, a file's title)."""
+    return any(
+        a <= at <= b and (at >= s[0] or kind in DESTINATIONS) for s, (a, b) in zip(spans, wins, strict=True)
+    )
 
 
 def observe(
@@ -125,7 +131,7 @@ def observe(
         h = value_hash(v)
         if h in user:
             continue
-        instr = flagged and _near(at, wins)
+        instr = flagged and _near(at, kind, found.spans, wins)
         i = index.get(h)
         if i is not None:
             if instr and not taint[i][4]:
