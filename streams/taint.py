@@ -35,6 +35,7 @@ client imports it (tests/unit/agent/test_lean_imports.py).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
@@ -455,6 +456,12 @@ def is_acting_tool(name: str, args: object = None) -> bool:
     their arguments; today the name decides."""
     if not isinstance(name, str) or not name:
         return False
+    return _acting(name[: TOOL_KEPT * 2])
+
+
+@functools.lru_cache(maxsize=1024)
+def _acting(name: str) -> bool:
+    """`is_acting_tool` by the name alone, remembered (a run calls a few tools many times)."""
     words = tool_words(name)
     ws = set(words)
     if ws & ACTING_VERBS:
