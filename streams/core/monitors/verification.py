@@ -21,7 +21,9 @@ the text.
 A run that changes no file and has more than one agent or exchanges messages (a group chat, a
 manager with workers) gets a run-level check instead (`grounding.py`): when it ends (a final
 answer of its first agent, a chat's TERMINATE) on an answer whose facts no tool output of the
-run produced or confirmed, it fires with the facts that nothing checked.
+run produced or confirmed, it fires with the facts that nothing checked. A chat of two agents or
+more that ends while no tool run in it succeeded (none ran, or each one failed) fires even on an
+answer with no fact to search (MAST's "no verification"): agents agreeing is no check.
 """
 
 from __future__ import annotations
@@ -53,6 +55,12 @@ GUARD = re.compile(
     re.IGNORECASE,
 )
 FINAL_PREFIX = re.compile(r"^\W*final[ _]answer\W*", re.IGNORECASE)
+# An executor's rendered output that says its run failed (`exitcode: 1 (execution failed)`, a
+# traceback): the attempt checked nothing. Searched in the message's head only (linear).
+RUN_FAILED = re.compile(
+    r"exit ?code:\s*-?[1-9]|execution failed|^Traceback \(most recent call last\)",
+    re.IGNORECASE | re.MULTILINE,
+)
 DOC_FILE = re.compile(
     r"(\.(md|rst|txt|adoc|rdoc)$|(^|/)docs?/|(^|/)(changelog|changes|news|readme|authors)[^/]*$)",
     re.IGNORECASE,
@@ -99,6 +107,12 @@ class VerificationState:
     code_head: str = ""
     code_pending: list[str] = field(default_factory=list)  # its blocks' `code_key`s
     ran_code: list[str] = field(default_factory=list)  # keys of code that output came after
+    # MAST's "no verification" in a chat: whether any tool run succeeded (a check that ran), the
+    # last attempt that failed, and whether the chat was told at its end.
+    ok_runs: int = 0
+    failed_runs: int = 0
+    failed_step: int | None = None
+    unchecked_said: bool = False
 
     def evolve(self, **changes: Any) -> VerificationState:
         """This state with `changes` (`core.evolve`: ~1 us, not `dataclasses.replace`'s ~20 us)."""
@@ -359,6 +373,12 @@ def _answer(st: VerificationState, f: StepFeatures, task: str | None) -> tuple[V
                 answer_step=None,
             )
     if tool_output:
+        failed = f.is_error if not (reply or rendered) else bool(RUN_FAILED.search(f.thought[:FAILED_HEAD]))
+        new = (
+            new.evolve(failed_runs=new.failed_runs + 1, failed_step=f.step)
+            if failed
+            else new.evolve(ok_runs=new.ok_runs + 1)
+        )
         kept, echoed = grounding.produced(output, call)
         out = grounding.tokens(kept)
         new = new.evolve(tools=new.tools + 1, echoed=new.echoed or echoed)
@@ -383,6 +403,9 @@ def _answer(st: VerificationState, f: StepFeatures, task: str | None) -> tuple[V
             "tested it. Run it (or its tests) and check the output before finishing, or say in the "
             "answer that it is untested.",
         )
+    # a team's answer (two agents or more): one agent's reply from what it knows is not a chat
+    if ends and len(agents) > 1 and not unchecked and new.ok_runs == 0 and not new.unchecked_said:
+        return new.evolve(unchecked_said=True), _no_check(new)
     if not chat or not unchecked:
         return new.evolve(answer_step=None) if new.answer_step is not None else new, NOTHING
     facts_text = ", ".join(fenced(grounding.plain(x), 60) for x in unchecked[:4])
@@ -419,6 +442,28 @@ def _answer(st: VerificationState, f: StepFeatures, task: str | None) -> tuple[V
 
 
 RAN_KEPT = 16  # keys of code that ran, kept
+FAILED_HEAD = 600  # chars of an executor's message read for its exit status
+
+
+def _no_check(st: VerificationState) -> Finding:
+    """A chat ending while no run of any tool succeeded in it: whatever the agents agreed on,
+    nothing checked it (MAST's "no verification"). Names the steps, never the agents' words."""
+    result = (
+        f"the result {fenced(st.claim_agent, 40) if st.claim_agent else 'the chat'} gave at step {st.claim_step}"
+        if st.claim_step is not None
+        else "its result"
+    )
+    if st.failed_runs:
+        runs = "the only tool run" if st.failed_runs == 1 else f"all {st.failed_runs} tool runs"
+        how = f"{runs} in this chat failed (the last at step {st.failed_step})"
+    else:
+        how = "no tool ran in this chat"
+    return Finding(
+        0.9,
+        f"You are ending the run on {result}, but nothing checked it: {how}, and messages that agree "
+        "with it or restate it are no check. Run a check that works (the computation on the real data, "
+        "the page that states the answer) before finishing, or say in the answer that it is unverified.",
+    )
 
 
 def _first_line(code: str) -> str:

@@ -340,3 +340,76 @@ def test_a_single_agent_run_or_one_that_edits_files_gets_no_answer_check(sem):
     run = Run(sem, task="Fix the port.")
     run.feed(msg("Planner", "Plan."), edit("cfg/admin.py", "80", "8443"), bash("pytest -q", "2 passed"))
     assert SKIP not in run.feed(msg("Coder", "The admin port is now **8443**. TERMINATE")).fired
+
+
+# -- MAST's "no verification": a team ending while no check of anything succeeded --
+
+
+def test_a_chat_ending_after_its_only_check_failed_fires_naming_the_step_not_the_words(sem):
+    run = Run(sem, task="Which contributor shares a name with a former head of government?")
+    run.feed(
+        msg("Planner", "Let us list the contributors and compare the names."),
+        {
+            **code("Search_Expert", "Searching.", "print(search('names'))", "TypeError"),
+            "observation_is_error": True,
+        },
+    )
+    run.feed(
+        msg(
+            "Verification_Expert", "I agree, it looks correct: none of the contributors matches any of them."
+        ),
+    )
+    res = run.feed(msg("Planner", "TERMINATE"))
+    assert SKIP in res.fired
+    assert "the only tool run in this chat failed (the last at step 2)" in res.text
+    assert "looks correct" not in res.text and "contributors" not in res.text
+
+
+def test_a_chat_where_nothing_ran_and_the_verifier_only_agrees_fires(sem):
+    run = Run(sem, task="Which contributor shares a name with a former head of government?")
+    run.feed(
+        msg("Planner", "Let us list the contributors and compare the names."),
+        msg("Expert", "None of the contributors matches any former head of government."),
+        msg("Verification_Expert", "I agree with the conclusion; it looks correct."),
+    )
+    res = run.feed(msg("Planner", "TERMINATE"))
+    assert SKIP in res.fired and "no tool ran in this chat" in res.text
+
+
+def test_a_chat_whose_verifier_ran_a_check_that_succeeded_is_quiet(sem):
+    run = Run(sem, task="Which contributor shares a name with a former head of government?")
+    run.feed(
+        msg("Planner", "Let us list the contributors and compare the names."),
+        msg("Expert", "None of the contributors matches any former head of government."),
+        code(
+            "Verification_Expert",
+            "Re-checking.",
+            "print(compare(contributors, heads))",
+            "exitcode: 0\nmatches: []",
+        ),
+    )
+    assert SKIP not in run.feed(msg("Planner", "None matches. TERMINATE")).fired
+
+
+def test_an_executor_s_failed_run_as_a_message_checks_nothing_and_a_successful_one_does(sem):
+    def chat(status: str) -> list[dict]:
+        return [
+            msg("Planner", "Count the rows.\n```python\nprint(len(rows))\n```"),
+            msg("Computer_terminal", f"exitcode: {status}\nCode output: "),
+            msg("Checker", "I agree, the table has no rows left to count."),
+        ]
+
+    failed = Run(sem, task="Are any rows left in the sheet?")
+    failed.feed(*chat("1 (execution failed)"))
+    res = failed.feed(msg("Planner", "TERMINATE"))
+    assert SKIP in res.fired and "failed (the last at step 2)" in res.text
+    ok = Run(sem, task="Are any rows left in the sheet?")
+    ok.feed(*chat("0 (execution succeeded)"))
+    assert SKIP not in ok.feed(msg("Planner", "TERMINATE")).fired
+
+
+def test_the_no_check_finding_is_said_once_per_chat(sem):
+    run = Run(sem, task="Which contributor shares a name with a former head of government?")
+    run.feed(msg("Planner", "Compare the names."), msg("Expert", "None of them matches."))
+    assert SKIP in run.feed(msg("Planner", "TERMINATE")).fired
+    assert SKIP not in run.feed(msg("Expert", "TERMINATE")).fired
