@@ -1,4 +1,5 @@
-"""The six trajectory-health monitors (SPEC section 6), guardrails (section 7) and profiles."""
+"""The monitors: SPEC section 6's six trajectory-health monitors and `data_instruction` (prompt
+injection, issue 42); guardrails (section 7) and profiles."""
 
 from .base import FIRE_AT, Context, Finding, Monitor
 from .builtin import DEFAULT_MONITORS, FAILURE_TYPES, MONITORS
