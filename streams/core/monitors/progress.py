@@ -176,15 +176,24 @@ class Reading:
     new_check: bool = False  # ... whose command this agent had not run before
 
 
+_SALIENT_LAST: list[str] = ["", ""]  # the last input read and its query: a step asks it 3 times
+
+
 def _salient(text: str) -> str:
+    if text is _SALIENT_LAST[0]:
+        return _SALIENT_LAST[1]
     m = SALIENT.search(text) if text.startswith("{") else None
-    return m.group(1) if m else text
+    got = m.group(1) if m else text
+    _SALIENT_LAST[:] = [text, got]
+    return got
 
 
 def result_units(f: StepFeatures) -> list[bytes]:
     """The units of a tool result: its lines, normalised (line numbers, durations and addresses
     out; lower case; spaces collapsed), without status lines, and with the query the call sent
-    left out of the lines that echo it (a header that quotes a reworded query is the same header)."""
+    left out of the lines that echo it (a header that quotes a reworded query is the same header).
+    Runs on every line of every result: `_unnumbered` is inlined, `_quotes` asked only of a line
+    that holds the query."""
     said = _salient(f.input).strip().lower()
     said = said if len(said) >= 4 else ""
     obs = f.whole_observation
@@ -192,12 +201,24 @@ def result_units(f: StepFeatures) -> list[bytes]:
         obs = obs[:READ_HEAD] + "\n" + obs[-READ_TAIL:]
     text = VOLATILE.sub("#", obs)
     out: list[bytes] = []
+    status, path_line = STATUS_LINE.match, PATH_LINE.match
     for ln in text.splitlines():
         t = ln.lstrip()
-        if not t or (t[0] in "[<" and STATUS_LINE.match(t.rstrip())):
+        if not t or (t[0] in "[<" and status(t.rstrip())):
             continue
-        t = " ".join(_unnumbered(t[:LINE_CHARS]).lower().split())
-        if said and _quotes(t, said):  # the query echoed ("Results for 'x':"): the rest counts
+        t = t[:LINE_CHARS]
+        if t[0].isdigit():  # `_unnumbered`, inlined
+            rest = t.lstrip("0123456789")
+            if rest[:1] in ("\t", ":", "|"):
+                t = rest[1:]
+        else:
+            i = t.find(":", 0, 200)
+            if i > 0 and t[i + 1 : i + 2].isdigit():
+                m = path_line(t)
+                if m:
+                    t = t[m.end() :].lstrip()
+        t = " ".join(t.lower().split())
+        if said and said in t and _quotes(t, said):  # the query echoed ("Results for 'x':"): the rest counts
             t = t.replace(said, "\x00")
             if not any(c.isalnum() for c in t):
                 continue
@@ -250,7 +271,12 @@ def written_units(f: StepFeatures) -> list[bytes]:
     out: list[bytes] = []
     for ln in VOLATILE.sub("#", text[:INPUT_READ]).lower().splitlines():
         t = ln.lstrip()
-        t = " ".join(_unnumbered(t[:LINE_CHARS]).split()) if t else ""
+        if not t:
+            continue
+        t = t[:LINE_CHARS]
+        if t[0].isdigit() or ":" in t:  # only such a line can carry a line-number prefix
+            t = _unnumbered(t)
+        t = " ".join(t.split())
         if t:
             out.append(t.encode("utf-8", "replace"))
             if len(out) >= UNITS_PER_STEP:
@@ -302,7 +328,14 @@ def targets(f: StepFeatures) -> list[bytes]:
 def _code_names(text: str) -> list[str]:
     """Name-like words (snake_case, camelCase, `Cls::member`) in order, at most 4."""
     names = [t.strip(".:") for t in NAME_SPLIT.split(text)]
-    return list(dict.fromkeys(t for t in names if CODE_NAME.search(t)))[:4]
+    # a word of one case with no `_` or `::` cannot match (the common word: no search)
+    return list(dict.fromkeys(t for t in names if _maybe_name(t) and CODE_NAME.search(t)))[:4]
+
+
+def _maybe_name(t: str) -> bool:
+    """Whether CODE_NAME can match `t` at all: it needs `_`, `::`, or both an upper and a lower
+    case letter."""
+    return "_" in t or ":" in t or (t != t.lower() and t != t.upper())
 
 
 def _hashes(agent: str, units: list[bytes]) -> list[int]:
@@ -364,9 +397,11 @@ def _remember(st: ProgressState, fresh: list[int]) -> tuple[str, str, int]:
     if n and n + len(fresh) > GENERATION:
         cur, old, n = "", cur, 0
     bits = bytearray(_DECODED.get(cur) or base64.b64decode(cur) if cur else bytes(MEMORY_BITS // 8))
-    for h in fresh[:GENERATION]:
-        for i in _bits(h):
-            bits[i >> 3] |= 1 << (i & 7)
+    mask = MEMORY_BITS - 1
+    for h in fresh[:GENERATION]:  # `_bits`, inlined
+        i, j = h & mask, (h >> 13) & mask
+        bits[i >> 3] |= 1 << (i & 7)
+        bits[j >> 3] |= 1 << (j & 7)
     packed = base64.b64encode(bits).decode()
     if len(_DECODED) >= 8:
         _DECODED.pop(next(iter(_DECODED)))
