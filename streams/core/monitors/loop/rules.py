@@ -29,6 +29,7 @@ EDITS_SAID = 3  # edits between unchanged reruns before the text is about the ed
 RERUNS_SAID = 4  # ... and runs of the check with that one result (3 rounds of edits, no change)
 PAGE_LINES_MIN = 3  # content lines of a page before two pages can be called the same
 REWORDED_MESSAGE = 0.85  # static-model cosine of two messages that say the same thing
+SHARED_WORDS = 0.3  # ... and the share of the shorter one's words the other has too
 # Starts only where a run of id characters starts: a later start in the same run ends the same
 # way, so retrying there (a rescan of the run per character) could not find anything new.
 ID = re.compile(r"(?<![\w#-])[\w#-]*\d[\w#-]*")
@@ -497,6 +498,31 @@ def _answers(w: Window, agent: str, since: int) -> set[Any]:
     }
 
 
+def _words(text: str) -> set[str]:
+    return set(WORD.findall(text.lower()))
+
+
+def _shared(a: set[str], b: set[str]) -> float:
+    """Share of the shorter message's words the other one has too."""
+    return len(a & b) / min(len(a), len(b)) if a and b else 0.0
+
+
+def _brought_new(w: Window, agent: str, since: int) -> bool:
+    """The agent's own latest call after step `since` brought a result no earlier step of the
+    window had brought: its message repeated around it is not "nothing new has come of it"
+    (a command's new output between two "I'm doing well"). A result seen before (the same call
+    answering the same again) is no news."""
+    own = [
+        e
+        for e in w.entries
+        if e.step > since and e.agent == agent and e.action and e.obs and not (e.obs_empty or e.unrun)
+    ]
+    if not own:
+        return False
+    last = own[-1]
+    return all(e.obs != last.obs for e in w.entries if e.action and e.step < last.step)
+
+
 def same_message(w: Window, sem: Semantics) -> Finding | None:
     """3. The same message, no tool call between."""
     cur = w.cur
@@ -730,11 +756,20 @@ def reworded_message(w: Window, sem: Semantics) -> Finding | None:
     # the static model only: chat messages are long and frequent, MiniLM on each would
     # cost more than the rest of the step; what they add is judged by facts below
     sims = sem.fast_sims(cur.message, [e.message for e in peers])
-    members = [e for e, s in zip(peers, sims, strict=True) if s >= REWORDED_MESSAGE]
+    # the static model alone calls distinct strings of rare tokens alike (random ids: 0.9):
+    # a rewording also shares words with the message it rewords
+    words = _words(cur.message)
+    members = [
+        e
+        for e, s in zip(peers, sims, strict=True)
+        if s >= REWORDED_MESSAGE and _shared(words, _words(e.message)) >= SHARED_WORDS
+    ]
     seen = {h for e in members for h in e.facts}
     new_facts = [h for h in cur.facts if h not in seen]
     n = 1 + len(members)
     if n < 3 or new_facts or (not _reports(cur) and len(_answers(w, cur.agent, members[0].step)) >= 2):
+        return None
+    if _brought_new(w, cur.agent, members[0].step):
         return None
     who = f"{_agent(cur.agent)} has" if cur.agent else "You have"
     quoted = ", ".join(fenced(e.message, 60) for e in [*members[-2:], cur])

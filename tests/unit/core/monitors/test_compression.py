@@ -19,6 +19,8 @@ def test_same_recap_three_times_without_progress_fires(sem):
     res = run.feed(bash("ls tests", "test_upload.py"), step(RECAP))
     assert CHURN in res.fired
     assert "re-summarised" in res.text
+    # a file read and a directory listed came between: never "no new changes or findings"
+    assert "at most 1 step of new work" in res.text and "no new changes" not in res.text
 
 
 def test_recaps_with_changes_between_do_not_fire(sem):
@@ -34,3 +36,22 @@ def test_condensation_events_are_summaries(sem):
     for _ in range(4):
         run.feed(step("", "condense", None, RECAP))
     assert run.fired_anywhere(CHURN)
+
+
+def test_recaps_with_new_listings_and_reads_between_do_not_fire(sem):
+    # a listing of another directory is a finding even when it holds the same names
+    run = Run(sem, task="Fix the flaky upload test")
+    for i in range(8):
+        run.feed(step(RECAP), bash(f"ls {i}", "upload.py\nretry.py"))
+        if i % 2 == 0:
+            run.feed(bash(f"cat notes{i}.txt", f"note {i}: retry twice"))
+    assert not run.fired_anywhere(CHURN)
+
+
+def test_recaps_with_the_same_read_again_between_still_fire(sem):
+    run = Run(sem)
+    run.feed(bash("cat uploader.py", "def upload(): ..."))
+    for _ in range(4):
+        run.feed(step(RECAP), bash("cat uploader.py", "def upload(): ..."))
+    fired = [r for r in run.results if CHURN in r.fired]
+    assert fired and "no new changes or findings in between" in (fired[0].text or "")

@@ -3,6 +3,9 @@ test is one failure class seen on real runs, where steering used to say somethin
 
 from __future__ import annotations
 
+import random
+import string
+
 from .trajectories import Run, step
 
 LOOP, SKIP, CONTRA, DRIFT, SPRAWL = (
@@ -132,6 +135,33 @@ def test_an_agent_asking_again_with_new_facts_is_not_a_loop(sem):
         )
         run.feed({**step(f"The {year} report lists {seen} visitors."), "agent": "WebSurfer"})
     assert not run.fired_anywhere(LOOP)
+
+
+def test_distinct_strings_of_rare_tokens_are_not_the_same_message(sem):
+    # the static model puts any two strings of unknown tokens close together (random ids: ~0.9)
+    rng = random.Random(41)
+    run = Run(sem)
+    for _ in range(8):
+        run.feed(step("".join(rng.choice(string.ascii_letters + string.digits) for _ in range(80))))
+    assert not run.fired_anywhere(LOOP)
+
+
+def test_a_message_repeated_around_a_new_command_output_is_not_a_loop(sem):
+    run = Run(sem)
+    run.feed(step("I'm doing well, thanks for asking."))
+    run.feed(step("", "execute_bash", {"command": "storybook"}, "OK, I was stuck, but no more."))
+    run.feed(step("I'm doing well, thanks for asking."))
+    run.feed(step("I'm doing well, thanks for asking."))
+    assert not run.fired_anywhere(LOOP)
+
+
+def test_a_message_repeated_around_the_same_output_again_is_a_loop(sem):
+    run = Run(sem)
+    ask = "Let me check whether the service is up before going on."
+    for _ in range(3):
+        run.feed(step("", "execute_bash", {"command": "curl -s localhost:8080/health"}, "connection refused"))
+        res = run.feed(step(ask))
+    assert "essentially the same message 3 times" in (res.text or "")
 
 
 def test_routing_messages_are_neither_drift_nor_sprawl_nor_loop(sem):
