@@ -203,7 +203,15 @@ def test_a_hung_store_costs_other_runs_nothing_and_decisions_say_why(broker: str
                 # 3 and waited for (at most the deadline) on steps 2 and 4
                 for k in range(1, 5):
                     await c.send_raw(
-                        b(step("wants-e3", k, thought=f"Step {k}: reading the session code.")),
+                        # each read brings something new: no monitor fires (E1 stays out of it)
+                        b(
+                            step(
+                                "wants-e3",
+                                k,
+                                thought=f"Step {k}: reading the session code.",
+                                observation=f"part {k}",
+                            )
+                        ),
                         key=b"wants-e3",
                     )
                 return done, list(got)

@@ -190,7 +190,9 @@ def _replay_matches_worker(worker, tmp_path):
 
     assert norm(live) == norm(offline)
     fired = {m for d in live if d.get("monitors") for m in d["monitors"]["fired"]}
-    assert fired == set(MONITORS)
+    # the simulated behaviours plant no instructions in results: data_instruction is proven
+    # through a worker by tests/integration/test_call_gate.py
+    assert fired == set(MONITORS) - {"data_instruction"}
     assert any(i["source"] == "monitor" for d in live for i in d["injections"])
     sources = {i["source"] for d in live for i in d["injections"]}
     assert {"e3", "e2"} <= sources, sources
