@@ -327,6 +327,14 @@ def _at(steps: Sequence[int]) -> str:
     return f"step {_steps(steps)}" if len(steps) == 1 else f"steps {_steps(steps)}"
 
 
+def escalation_sentence(model: str | None) -> str:
+    """What an escalated action_reason says of the next calls: the model they go to, or that
+    none is configured (the ladder's texts and data_instruction's share it)."""
+    if model:
+        return f" The next calls go to {fenced(model, 80)}."
+    return " No escalation model is configured (escalation_model or model_routing.SLOW): the calls are not rerouted."
+
+
 def reason(
     ig: Ignored, ignored: int, pairs: Sequence[Sequence[int]], rung: str, model: str | None
 ) -> dict[str, Any]:
@@ -338,12 +346,7 @@ def reason(
         f"again at {_at(steps)}: {ignored} warning{'s' if ignored != 1 else ''} ignored."
     )
     if rung == "escalate":
-        text += (
-            f" The next calls go to {fenced(model, 80)}."
-            if model
-            else " No escalation model is configured (escalation_model or model_routing.SLOW): "
-            "the calls are not rerouted."
-        )
+        text += escalation_sentence(model)
     return {
         "monitor": ig.monitor,
         "failure_type": ig.failure_type,

@@ -23,7 +23,7 @@ import orjson
 from ...taint import is_acting_tool, scan, values_in_args
 from ...untrusted import fenced, scrub
 from .. import instructions, provenance
-from ..ladder import EscalationPolicy
+from ..ladder import EscalationPolicy, escalation_sentence
 from ..provenance import Provenance
 from ..reading.features import StepFeatures
 from .base import NOTHING, Context, Finding, Monitor
@@ -139,12 +139,7 @@ def reason(
         "addressed to the agent, not from the user."
     )
     if rung == "escalate":
-        text += (
-            f" The next calls go to {fenced(model, 80)}."
-            if model
-            else " No escalation model is configured (escalation_model or model_routing.SLOW): "
-            "the calls are not rerouted."
-        )
+        text += escalation_sentence(model)
     return {
         "monitor": NAME,
         "failure_type": FAILURE_TYPE,
