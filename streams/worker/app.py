@@ -30,6 +30,7 @@ from .metrics import Metrics
 from .processor import Processor
 from .producer_guard import guard_buffer
 from .retention import Retention
+from .rewind import rewind_uncommitted
 from .run_table import RunTable, store_reader
 from .topics import Topics
 
@@ -133,6 +134,14 @@ class Worker:
         # A changelog record the producer refuses is counted and logged, never a crash.
         guard_buffer(self.app.producer.buffer, lambda _exc: metrics.internal_error("changelog"))
         self.topics = topics = Topics(self.app, s, steering_partitions or s.partitions)
+        # A steps partition never committed is read from its start after each rebalance, not
+        # from past the records Faust fetched and dropped meanwhile (streams.worker.rewind).
+        if not rewind_uncommitted(
+            self.app.consumer,
+            lambda tp: tp.topic in topics.steps_names,
+            self.app.conf.consumer_auto_offset_reset,
+        ):
+            log.warning("could not guard the consumer's seeks: a quick restart may skip waiting steps")
         self.table = self.app.Table(
             "runs",
             partitions=s.partitions,

@@ -7,7 +7,10 @@ the producer's buffer at the kill; the restarted worker then reads the step agai
 in the state already, and must re-send the decision it made (`core.engine._resend`). Nor may a
 commit pass a state change still in Faust's producer buffer (`worker.producer_guard`), nor the
 changelog replay move a run's local state backwards (`worker.recovery_guard`): either lost a
-run's state in about one run of this test in three before both were fixed.
+run's state in about one run of this test in three before both were fixed. Nor may a worker
+that finds no committed offset (its predecessors all died within Faust's commit interval: the
+first kill comes 0.2-2 s after the first answer) go on past the steps it fetched and dropped
+during its rebalances (`worker.rewind`).
 """
 
 from __future__ import annotations
@@ -40,13 +43,6 @@ def exact(d: dict[str, Any]) -> bytes:
 
 
 @pytest.mark.timeout(420)
-# Quarantined again (still run, reported XFAIL/XPASS, not blocking). After the two fixes below
-# it passed 9 of 9 runs on the shared machine, then failed in the final fresh-clone CI of
-# 2026-11-28 (quiet machine): after a worker that lived 8 s was killed, all 24 runs in flight
-# lacked the step they had sent just before the kill (the next one was dead-lettered
-# out_of_order, "expected step 2, got 3"), while nothing was replayed from the changelog. A
-# third cause, open in issue 38 and RELIABILITY.md #1.
-@pytest.mark.xfail(strict=False, reason="a third cause of a state rollback after quick restarts (issue 38)")
 def test_a_worker_killed_and_restarted_on_its_own_data_directory_loses_no_decision(broker, tmp_path):
     # No pattern library: a start costs less, and E-traces are not what this is about.
     base = make_settings(broker, tmp_path, partitions=4, client_deadline_ms=61_000)
