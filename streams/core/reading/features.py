@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 
 import orjson
 
-from .observation import Outcome, digest, read, window
+from .observation import Outcome, cell_unparsed, digest, read, window
 from .pycode import CELL_ACTIONS, analyse_cell, is_cell
 from .shell import analyse, could_not_run, is_file_path, is_shell_program, normalise_path
 
@@ -511,6 +511,7 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
     command = shown = ""
     cell = _command(raw_input) if action in CELL_ACTIONS or action in ("python", "python3") else ""
     cell = cell if is_cell(action, cell) else ""
+    is_error = is_error or bool(cell and cell_unparsed(obs))  # a SyntaxError for the cell itself
     if cell:
         pass  # a Python cell: read below, by `pycode`, not as a command line
     elif action in SHELL_ACTIONS:

@@ -148,11 +148,31 @@ _NOT_RUN = (
 )
 
 
+# IPython's answer to a cell it could not parse: the cell's line, a caret, a SyntaxError (or its
+# subclasses), and no traceback: a cell that ran and raised prints one (`Traceback (most recent
+# call last)`, `---->`). Nothing in the cell ran, an edit it holds included.
+_CELL_PARSE_ERRORS = ("syntaxerror:", "indentationerror:", "taberror:")
+
+
 def not_run(observation: str | None) -> bool:
     """The result says the call itself never ran: what it would have printed is unknown (not
     empty, not the same as before)."""
     head = (observation or "")[:NOT_RUN_CHARS].lower()
-    return any(p in head for p in _NOT_RUN)
+    return any(p in head for p in _NOT_RUN) or _unparsed(head)
+
+
+def cell_unparsed(observation: str | None) -> bool:
+    """IPython could not parse the cell: it failed, and nothing in it ran."""
+    return _unparsed((observation or "")[:NOT_RUN_CHARS].lower())
+
+
+def _unparsed(head: str) -> bool:
+    return (
+        "cell in[" in head
+        and any(p in head for p in _CELL_PARSE_ERRORS)
+        and "traceback" not in head
+        and "---->" not in head
+    )
 
 
 def window(text: str) -> str:

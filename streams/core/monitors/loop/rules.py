@@ -25,6 +25,7 @@ FAST_LO = 0.45
 REWORDED_SIM = 0.5
 NO_PROGRESS_OBS = 0.5  # share of content lines above which two results carry the same information
 NEAR_SAME = 0.75  # ... above which a failing rerun's result is nearly the one before
+CUT_LINES_MOVED = 2  # sketch lines in which two cut results' sent parts may differ and be "nearly" equal
 EDITS_SAID = 3  # edits between unchanged reruns before the text is about the edits
 RERUNS_SAID = 4  # ... and runs of the check with that one result (3 rounds of edits, no change)
 PAGE_LINES_MIN = 3  # content lines of a page before two pages can be called the same
@@ -238,12 +239,16 @@ def _cut_reruns(w: Window, runs: list[Entry], edits: list[Entry], exact: bool, g
     if grown:
         part = f"that part of each held every line the run at step {runs[0].step} printed"
     else:
-        part = f"that part {'identical' if exact else 'nearly identical'} every time"
+        part = "that part identical every time"
+    shows = "That part shows no effect of the edits either way: what changed"
+    if not exact and not grown:  # a line or two moved (often the agent's own prints)
+        part = "that part nearly identical every time"
+        shows = "The lines that differ aside, that part shows no effect of the edits: what else changed"
     return Finding(
         0.85 if len(runs) > RERUNS_SAID else 0.7,
         f"Your last {len(edits)} edits ({_files(edits)}) came between {len(runs)} runs of "
         f"{_input(cur)} since step {runs[0].step}, each output cut where it was sent{at}, "
-        f"{part}. That part shows no effect of the edits either way: what changed, "
+        f"{part}. {shows}, "
         "if anything, is past the cut (a summary or an error at the end). Read the end of the "
         "output (e.g. `| tail -n 40`) before the next edit; if it is unchanged too, check that "
         "the edits reach the code that runs (the import path, an installed copy, a cache).",
@@ -315,7 +320,13 @@ def _grown(w: Window, a: Entry, b: Entry) -> bool:
 def _near(w: Window, a: Entry, b: Entry) -> bool:
     """Nearly the same failure: failed both, the same test counts, the same error line but for
     the order of its words ("{x, y}" or "{y, x}"), most lines shared. (Not for output that did
-    not fail: there the line or two that moved is often what the edit changed.)"""
+    not fail: there the line or two that moved is often what the edit changed.) Or two outputs
+    cut where they were sent, neither failing, whose sent parts share nearly every line (their
+    sketches differ in at most CUT_LINES_MOVED): what the edits changed there is a line or two
+    (often their own prints), the result is past the cut, and the text on them is advice to read
+    it (`_cut_reruns`)."""
+    if a.obs_cut and b.obs_cut and a.verdict == b.verdict != "fail":
+        return a.obs[8:] == b.obs[8:] and 0 <= _moved(a.lines, b.lines) <= CUT_LINES_MOVED
     return (
         a.verdict == b.verdict == "fail"
         and a.obs[8:] == b.obs[8:]
@@ -351,6 +362,14 @@ def same_edit(w: Window, sem: Semantics) -> Finding | None:
         "look at the file as it is now (the earlier attempts may have left duplicates) and "
         "decide what is still missing.",
     )
+
+
+def _moved(a: list[int], b: list[int]) -> int:
+    """Lines of the sketches (`Entry.lines`, CONTENT_LINES of each result's line hashes) one
+    result has that the other has not, the larger count; -1 when either has none. At most 2 of
+    16: about seven lines in eight shared."""
+    sa, sb = set(a), set(b)
+    return max(len(sa - sb), len(sb - sa)) if sa and sb else -1
 
 
 def _rewritten(w: Window, lo: int, hi: int, cur: Entry) -> bool:

@@ -270,7 +270,7 @@ OPENHANDS_CASES = (
         False,
         _cell_errors("SyntaxError: invalid syntax. Perhaps you forgot a comma?", random_line=True),
         disputed="the same cell fails with the same SyntaxError 4 times; only the line number moves",
-        missed="disputed: fires 'the same change 3 times' at step 3; OpenHands: not stuck, the error's line moves",
+        missed="disputed: fires '3 calls in a row that never ran' at step 3; OpenHands: not stuck, the error's line moves",
     ),
     Case(
         "openhands_incomplete_input_random_lines",
@@ -279,7 +279,7 @@ OPENHANDS_CASES = (
         False,
         _cell_errors("SyntaxError: incomplete input", random_line=True),
         disputed="the same cell fails with the same SyntaxError 4 times; only the line number moves",
-        missed="disputed: fires 'the same change 3 times' at step 3; OpenHands: not stuck, the error's line moves",
+        missed="disputed: fires '3 calls in a row that never ran' at step 3; OpenHands: not stuck, the error's line moves",
     ),
     Case(
         "openhands_unterminated_string_random_lines",
@@ -288,7 +288,7 @@ OPENHANDS_CASES = (
         False,
         _unterminated(random_line=True),
         disputed="the same cell fails with the same SyntaxError 4 times; only the line number moves",
-        missed="disputed: fires 'the same change 3 times' at step 3; OpenHands: not stuck, the error's line moves",
+        missed="disputed: fires '3 calls in a row that never ran' at step 3; OpenHands: not stuck, the error's line moves",
     ),
     Case(
         "openhands_syntax_error_not_at_end",

@@ -44,6 +44,50 @@ def test_cut_outputs_rerun_after_each_edit_are_not_reported_as_the_same_output(s
     assert run.fired_anywhere(LOOP) and "that part identical every time" in text and "past the cut" in text
 
 
+def _script_output(debug: str, moved: int = 1) -> str:
+    """A script's prints cut at 2,000 characters: `moved` of its lines carry the agent's own
+    debug wording, which its edits change; the rest is the same on every run."""
+    names = [chr(97 + k // 26) + chr(97 + k % 26) for k in range(60)]  # digits are masked: words
+    lines = [f"Trying to load translations from: /workspace/locale/{n}" for n in names]
+    for j in range(moved):
+        lines[3 + 2 * j] = f"This translation gives {debug} for {names[j]}"
+    return "\n".join(lines)[:2000]
+
+
+def test_cut_outputs_that_differ_in_a_line_or_two_after_each_edit_say_how_near_they_are(sem):
+    """The agent's own debug print changes with its edits; the rest of the sent part does not,
+    and the result is past the cut: the advice says so, and never "identical"."""
+    run = Run(sem, task="Fix the translation precedence")
+    run.feed(bash("python test_locale.py", _script_output("first")))
+    for i in range(4):
+        run.feed(edit("sphinx/locale/__init__.py", f"old{i}", f"new{i}"))
+        run.feed(bash("python test_locale.py", _script_output("first" if i % 2 else f"wording {i}")))
+    text = _texts(run)
+    assert run.fired_anywhere(LOOP) and "past the cut" in text and "Read the end of the output" in text
+    assert "that part nearly identical every time" in text and "The lines that differ aside" in text
+
+
+def test_cut_outputs_whose_sent_part_moves_in_many_lines_are_not_called_nearly_the_same(sem):
+    run = Run(sem, task="Fix the translation precedence")
+    run.feed(bash("python test_locale.py", _script_output("first", moved=25)))
+    for i in range(4):
+        run.feed(edit("sphinx/locale/__init__.py", f"old{i}", f"new{i}"))
+        run.feed(bash("python test_locale.py", _script_output(f"wording {'abcd'[i]}", moved=25)))
+    assert "cut where it was sent" not in _texts(run)
+
+
+def test_the_same_cell_that_ipython_cannot_parse_is_said_to_have_never_run(sem):
+    """No edit in a cell that does not parse was applied: never "the same change"."""
+    cell = 'edit_file_by_replace(\'book_store.py\', to_replace="""def total(basket):\n'
+    run = Run(sem)
+    for n in range(4):
+        obs = f'  Cell In[1], line {10 * n + 10}\n    to_replace="""def total(\n    ^\nSyntaxError: incomplete input\n'
+        run.feed(step(action="execute_ipython_cell", action_input={"code": cell}, observation=obs))
+    text = _texts(run)
+    assert run.fired_anywhere(LOOP) and "never ran" in text and "SyntaxError: incomplete input" in text
+    assert "the same change" not in text and "duplicates" not in text
+
+
 def test_whole_outputs_rerun_after_each_edit_are_still_reported(sem):
     """The control: the same output sent in full after each edit is the edits not reaching it."""
     whole = PYTEST_HEAD[:1500] + "\n=========== 1 failed, 211 passed in 3.10s ===========\n"

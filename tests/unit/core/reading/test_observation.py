@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streams.core.reading.observation import NOT_RUN_CHARS, not_run
+from streams.core.reading.observation import NOT_RUN_CHARS, cell_unparsed, not_run
 
 
 @pytest.mark.parametrize(
@@ -36,3 +36,16 @@ def test_a_result_saying_the_call_never_ran_is_read_as_not_run(text):
 )
 def test_a_result_of_a_call_that_ran_is_not_read_as_not_run(text):
     assert not not_run(text)
+
+
+def test_a_cell_ipython_could_not_parse_never_ran_but_a_cell_that_raised_did():
+    unparsed = '  Cell In[3], line 12\n    to_replace="""def total(\n    ^\nSyntaxError: incomplete input\n'
+    raised = (
+        "---------------------------------------------------------------------------\n"
+        "SyntaxError                               Traceback (most recent call last)\n"
+        "Cell In[4], line 1\n----> 1 compile('x = (', 'f', 'exec')\nSyntaxError: '(' was never closed\n"
+    )
+    assert cell_unparsed(unparsed) and not_run(unparsed)
+    assert cell_unparsed("  Cell In[9], line 2\n    return x\n    ^\nIndentationError: unexpected indent")
+    assert not cell_unparsed(raised) and not not_run(raised)
+    assert not cell_unparsed("SyntaxError: invalid syntax") and not cell_unparsed(None)
