@@ -75,6 +75,14 @@ _TOKEN = re.compile(r"\S+")
 # What a token holds to be any value: a digit, `@`, `.`, `/` or a currency sign (a quoted
 # identifier is found apart). Every other word is passed over without a look.
 _CANDIDATE = re.compile(r"[\d@./$€£]").search
+# The whitespace tokens that hold such a character, found in C (group 1; "" at the end): each
+# match passes over whole plain tokens and stops at the next candidate token or at the end,
+# every part possessive, so every character is read once and no match attempt fails.
+_CANDIDATE_TOKENS = re.compile(
+    r"\s*+(?:[^\s\d@./$€£]++(?:\s++|\Z))*+(?:([^\s\d@./$€£]*+[\d@./$€£]\S*+)|\Z)"
+).findall
+# Lower-case cores of the currency words: a text with none of them holds no currency token.
+_CURRENCY_CORES = ("usd", "eur", "chf", "gbp", "dollar", "franc", "pound")
 _QUOTED = re.compile(r"'([^'\n]{3,64})'|\"([^\"\n]{3,64})\"")
 _SPACES = re.compile(r"\s+")
 _WORD_SPLIT = re.compile(r"[^a-z0-9]+")
@@ -167,8 +175,10 @@ _FILE_EXTS = frozenset(
 )
 
 
+@functools.lru_cache(maxsize=4096)
 def value_hash(normalised: str) -> str:
-    """The first 16 lowercase hex digits of sha256 of the normalised value (UTF-8)."""
+    """The first 16 lowercase hex digits of sha256 of the normalised value (UTF-8). Remembered
+    for the last 4,096 values: a run's paths and addresses come back step after step."""
     return hashlib.sha256(normalised.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_HEX]
 
 
@@ -262,6 +272,27 @@ def _classify(tok: str) -> list[tuple[str, str]]:
     return []
 
 
+@functools.lru_cache(maxsize=2048)
+def _classified(piece: str) -> tuple[tuple[str, str], ...]:
+    """`_classify`, remembered for the last 2,048 pieces: a run's results repeat their paths,
+    names and numbers, and a piece's values depend on the piece alone."""
+    return tuple(_classify(piece))
+
+
+@functools.lru_cache(maxsize=4096)
+def _token_values(raw: str) -> tuple[tuple[str, str], ...]:
+    """The values of one whitespace token, as `_scan`'s loop finds them when no currency word
+    is near (remembered for the last 4,096 tokens: a run's results repeat their paths)."""
+    tok = raw[:TOKEN_MAX].strip(_LEAD).rstrip(_TRAIL)
+    if not tok or not _CANDIDATE(tok) or (tok.isdigit() and len(tok) < 7):
+        return ()
+    pieces = [tok]
+    if "," in tok and not tok[:1].isdigit() and tok[:1] not in "$€£":
+        pieces = [p.strip(_LEAD).rstrip(_TRAIL) for p in tok.split(",", 8)]
+    return tuple(v for piece in pieces if piece for v in _classify(piece))
+
+
+@functools.lru_cache(maxsize=2048)
 def _ident(s: str) -> str | None:
     """A string as an identifier's normalised value (lower case, spaces collapsed), or None."""
     t = _SPACES.sub(" ", s).strip().lower()
@@ -272,7 +303,26 @@ def _ident(s: str) -> str | None:
     return t
 
 
+_SCANNED: dict[tuple[str, int, bool], list[tuple[str, str, int]]] = {}
+SCANNED_KEPT = 64  # texts whose values are remembered (an output repeated in a loop is read once)
+
+
 def scan(text: str, limit: int = VALUES_MAX, positions: bool = False) -> list[tuple[str, str, int]]:
+    """(kind, normalised value, offset in the cut text) of the values in `text`, each value
+    once (its first place), at most `limit` (see `_scan`). The last SCANNED_KEPT texts' values
+    are remembered: a result repeated in a loop, or read again by a second reader, is read once."""
+    t = text[:TEXT_MAX] if isinstance(text, str) else ""
+    key = (t, limit, positions)
+    got = _SCANNED.get(key)
+    if got is None:
+        got = _scan(t, limit, positions)
+        if len(_SCANNED) >= SCANNED_KEPT:
+            del _SCANNED[next(iter(_SCANNED))]
+        _SCANNED[key] = got
+    return list(got)
+
+
+def _scan(text: str, limit: int, positions: bool) -> list[tuple[str, str, int]]:
     """(kind, normalised value, offset in the cut text) of the values in `text`, each value
     once (its first place), at most `limit`. Linear: one pass over whitespace tokens (each cut
     to TOKEN_MAX; a plain word is passed over at once), one over quoted strings (each at most
@@ -288,15 +338,24 @@ def scan(text: str, limit: int = VALUES_MAX, positions: bool = False) -> list[tu
             out.append((kind, value, at))
         return len(out) < limit
 
+    tokens: list[tuple[str, int]] = []
     if positions:
-        tokens: list[tuple[str, int]] = [(m.group(), m.start()) for m in _TOKEN.finditer(t)]
-    else:
+        tokens = [(m.group(), m.start()) for m in _TOKEN.finditer(t)]
+    elif any(c in t.lower() for c in _CURRENCY_CORES):
         tokens = [
             (w, -1)
             for w in t.split()
             if w in _CURRENCY_ANY
             or (not w.isalpha() and (_CANDIDATE(w) or w.rstrip(_TRAIL) in _CURRENCY_ANY))
         ]
+    else:
+        # No currency word, so no token's values depend on the token before it: the tokens
+        # that hold a candidate character, found in C, each distinct one once (a repeat adds
+        # only values already seen), their values remembered per token.
+        for raw in dict.fromkeys(_CANDIDATE_TOKENS(t)):
+            for kind, value in _token_values(raw):
+                if not add(kind, value, -1):
+                    return out
     prev = ""
     for raw, at in tokens:
         if raw.isalpha():
@@ -323,7 +382,7 @@ def scan(text: str, limit: int = VALUES_MAX, positions: bool = False) -> list[tu
         for piece in pieces:
             if not piece:
                 continue
-            for kind, value in _classify(piece):
+            for kind, value in _classified(piece):
                 if not add(kind, value, at):
                     return out
         prev = tok

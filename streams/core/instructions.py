@@ -180,6 +180,18 @@ _ADDRESSEES = (
 )
 _ROLES = ("system", "assistant", "human")
 _ADDRESSEE_KEYS = tuple((_key(w), w) for w in _ADDRESSEES)
+# Whether a key stands in a text as a whole word (a maximal run of `_WORD`): one search in C
+# that starts with the literal key (fast, linear), where listing every word of the text was
+# the read's largest cost.
+_WHOLE = {
+    k: re.compile(re.escape(k) + r"(?![a-z])(?<![a-z]" + re.escape(k) + ")")
+    for k in {
+        *(key for _n, key, _w, _p in _AT if key),
+        *(key for key, _w in _ADDRESSEE_KEYS if key),
+        "you",
+        *_ROLES,
+    }
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,18 +237,25 @@ def read(text: str, values: list[tuple[str, str, int]] | None = None) -> Instruc
         if len(spans) < 4:
             spans.append((a, b))
 
-    # the words of the text, once (a simple class: fast in C): a trigger whose first word is
-    # not among them is not looked for at all
-    words = set(_WORD.findall(t))
+    # a trigger whose first word is not a whole word of the text is not looked for at all
+    # (asked only of a trigger the text holds, and once per word)
+    whole: dict[str, bool] = {}
+
+    def has(key: str) -> bool:
+        got = whole.get(key)
+        if got is None:
+            got = whole[key] = _WHOLE[key].search(t) is not None
+        return got
+
     for name, key, word, pat in _AT:
-        if (key is not None and key not in words) or word not in t or len(found.get(name, ())) >= 4:
+        if word not in t or len(found.get(name, ())) >= 4 or (key is not None and not has(key)):
             continue
         for i in _places(t, word):
             m = pat.match(t, i)
             if m is not None:
                 hit(name, i, m.end())
     for key, word in _ADDRESSEE_KEYS:
-        if key not in words:
+        if word not in t or key is None or not has(key):
             continue
         for i in _places(t, word):
             if i and t[i - 1].isalnum():
@@ -244,12 +263,12 @@ def read(text: str, values: list[tuple[str, str, int]] | None = None) -> Instruc
             m = ADDRESS_TO.match(t, i)
             if m is not None and ADDRESS_BEFORE.search(t[max(0, i - 24) : i]):
                 hit("address", max(0, i - 24), m.end())
-    if "you" in words and "to you" in t:
+    if "to you" in t and has("you"):
         for i in _places(t, "to you"):
             if "message from" in t[max(0, i - 80) : i]:
                 hit("address", max(0, i - 80), i + 6)
     for word in _ROLES:
-        if word not in words:
+        if word not in t or not has(word):
             continue
         for i in _places(t, word):
             m = MARKER_ROLE.match(t, i)

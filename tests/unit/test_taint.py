@@ -8,6 +8,8 @@ import re
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bench.regex_cost import UNITS, cpu_per_kb, text
 from streams import taint
@@ -164,7 +166,19 @@ HOSTILE = (*UNITS, "a@", "@a.", "a@b.", "$1,", "1,", "+1-", "(1)", "www.", "http
 FACTOR, FLOOR_US = 4.0, 5.0
 
 
-@pytest.mark.parametrize("fn", [extract_values, lambda s: values_in_args({"a": s, "b": [s]})])
+def _cold(fn):
+    """`fn` with every remembered reading forgotten first: the cost measured is a new text's."""
+
+    def run(s):
+        taint._SCANNED.clear()
+        for cached in (taint._token_values, taint._classified, taint._ident, taint.value_hash):
+            cached.cache_clear()
+        return fn(s)
+
+    return run
+
+
+@pytest.mark.parametrize("fn", [_cold(extract_values), _cold(lambda s: values_in_args({"a": s, "b": [s]}))])
 def test_cost_per_kb_does_not_grow_with_length(fn):
     bad = []
     for unit in HOSTILE:
@@ -185,3 +199,26 @@ def test_a_huge_input_is_cut_before_any_work():
     extract_values(huge)
     gate([_entry("a@b.com")] * 100, "send_email", {"to": [huge] * 50})
     assert time.process_time() - t0 < 0.5
+
+
+# The per-token path a currency word forces (a token's values may then depend on the token
+# before it) and the fast path (distinct tokens, their values remembered) find the same values.
+SAMPLES = (
+    "see /workspace/repo/a.py:12 and https://www.example.com/x, mail bob@corp.io or 'my_id'",
+    "IBAN DE89370400440532013000, call +1-555-123-4567, 2024-01-05, 12345678, 3 4 5",
+    "a,b.com,c@d.org x.txt ./x/y/ ../z $1,200.50 (555) 123-4567 1.5 0.25 www.a.de/b/",
+    "x" * 300 + " a.b.c 1.2.3 /a/b/c " * 40 + "'quoted value' \"other one\"",
+)
+
+
+@pytest.mark.parametrize("sample", SAMPLES)
+def test_the_fast_token_path_finds_what_the_per_token_path_finds(sample):
+    fast = taint.scan(sample)
+    slow = taint.scan(sample + " xusdx")  # a currency word's letters: the per-token path
+    assert fast == slow
+
+
+@given(st.text(alphabet="ab.@/:,$-+()'\"0123456789 \nxcomde", max_size=300))
+@settings(max_examples=300, deadline=None)
+def test_the_fast_token_path_agrees_on_any_text(s):
+    assert taint.scan(s) == taint.scan(s + " xusdx")
