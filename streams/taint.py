@@ -341,7 +341,7 @@ def _scan(text: str, limit: int, positions: bool) -> list[tuple[str, str, int]]:
     tokens: list[tuple[str, int]] = []
     if positions:
         tokens = [(m.group(), m.start()) for m in _TOKEN.finditer(t)]
-    elif any(c in t.lower() for c in _CURRENCY_CORES):
+    elif any(map(t.lower().__contains__, _CURRENCY_CORES)):
         tokens = [
             (w, -1)
             for w in t.split()

@@ -180,18 +180,18 @@ _ADDRESSEES = (
 )
 _ROLES = ("system", "assistant", "human")
 _ADDRESSEE_KEYS = tuple((_key(w), w) for w in _ADDRESSEES)
-# Whether a key stands in a text as a whole word (a maximal run of `_WORD`): one search in C
-# that starts with the literal key (fast, linear), where listing every word of the text was
-# the read's largest cost.
-_WHOLE = {
-    k: re.compile(re.escape(k) + r"(?![a-z])(?<![a-z]" + re.escape(k) + ")")
-    for k in {
-        *(key for _n, key, _w, _p in _AT if key),
-        *(key for key, _w in _ADDRESSEE_KEYS if key),
-        "you",
-        *_ROLES,
-    }
-}
+# the same, with their first words as bytes (`_words`)
+_AT_B = tuple((name, key.encode() if key else None, word, pat) for name, key, word, pat in _AT)
+_ADDRESSEE_KEYS_B = tuple((key.encode() if key else None, w) for key, w in _ADDRESSEE_KEYS)
+# The words of a text (maximal runs of `_WORD`, as bytes), listed in C: every byte that is no
+# lower-case ASCII letter becomes a space (a non-ASCII character's UTF-8 bytes are all >= 0x80)
+# and the rest is split on spaces. Three to five times cheaper than `_WORD.findall`.
+_NOT_A_LETTER = bytes(c if 97 <= c <= 122 else 32 for c in range(256))
+
+
+def _words(t: str) -> frozenset[bytes]:
+    """The words of `t` that some trigger or cue asks about (`_ASKED`): only those are kept."""
+    return _ASKED.intersection(t.encode("utf-8", "surrogatepass").translate(_NOT_A_LETTER).split())
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +222,101 @@ def _places(t: str, word: str) -> list[int]:
     return out
 
 
+# What `may_flag` asks besides a trigger's own gate in `read` (its first word among the text's
+# words, the trigger in the text): words (or substrings) every match of its pattern holds.
+_WORDS_OF = {
+    "ignore": (
+        {b"direction", b"directions", b"directive", b"directives", b"rules", b"prompt", b"prompts"},
+        "struct",
+    ),
+    "before ": ({b"you", b"u"}, None),
+    "without ": ({b"asking", b"telling", b"informing", b"notifying", b"consulting", b"confirming"}, None),
+    "not ": ({b"tell", b"inform", b"notify", b"alert", b"ask"}, None),
+    "task ": ({b"gave", b"give", b"given", b"assigned", b"asked", b"sent"}, None),
+    "<": (
+        {
+            b"information",
+            b"instruction",
+            b"instructions",
+            b"system",
+            b"sys",
+            b"assistant",
+            b"im",
+            b"important",
+        }
+        | {b"admin", b"prompt", b"tool", b"function"},
+        "<|",
+    ),
+    "[": ({b"inst", b"system", b"sys"}, None),
+}
+_OVERRIDE_OBJECTS = _WORDS_OF["ignore"][0] | {
+    b"guidelines",
+    b"guidance",
+    b"commands",
+    b"orders",
+    b"task",
+    b"tasks",
+    b"context",
+    b"constraints",
+    b"everything",
+}
+for _w in ("ignore", "disregard", "forget", "override", "bypass", "abandon"):
+    _WORDS_OF[_w] = (_OVERRIDE_OBJECTS, "struct")
+for _w in ("n't ", "never "):
+    _WORDS_OF[_w] = _WORDS_OF["not "]
+for _w in ("request ", "question ", "instruction"):
+    _WORDS_OF[_w] = _WORDS_OF["task "]
+_STRONG = frozenset({"override", "task", "marker"})
+# every word `read` or `may_flag` asks the text's words about
+_ASKED = frozenset(
+    {
+        *(key for _n, key, _w, _p in _AT_B if key),
+        *(key for key, _w in _ADDRESSEE_KEYS_B if key),
+        b"you",
+        *(w.encode() for w in _ROLES),
+        *(w for need, _sub in _WORDS_OF.values() for w in need),
+    }
+)
+
+
+def _lowered(text: str) -> str:
+    """The text as `read` reads it: cut, lower case, a rendered `\\n` read as a line end (same
+    length)."""
+    return text[:TEXT_MAX].lower().replace("\\n", " \n")
+
+
+def may_flag(text: str, values: list[tuple[str, str, int]]) -> bool:
+    """False when `read(text, values)` cannot flag the text: a flag needs override, task or
+    marker, or two of address, note, order and urgency, and each needs a trigger that `read`
+    would look at (its first word among the text's words, the trigger in the text) and the
+    words its pattern cannot match without. Set look-ups and substring searches in C: a result
+    that holds none of it is not read further. `values`: `streams.taint.scan(text)`. True
+    says only that `read` must decide."""
+    if not text or not isinstance(text, str):
+        return False
+    t = _lowered(text)
+    words = _words(t)
+    weak: set[str] = set()
+    for name, key, word, _pat in _AT_B:
+        if (key is not None and key not in words) or word not in t:
+            continue
+        need = _WORDS_OF.get(word)
+        if need is not None and not (words & need[0] or (need[1] is not None and need[1] in t)):
+            continue
+        if name in _STRONG:
+            return True
+        weak.add(name)
+    if ":" in t and any(w.encode() in words for w in _ROLES):
+        return True
+    if any(key in words and word in t for key, word in _ADDRESSEE_KEYS_B) or (
+        b"you" in words and "to you" in t and "message from" in t
+    ):
+        weak.add("address")
+    if "note" in weak or any(kind in DESTINATIONS for kind, _v, _at in values):
+        weak.add("order")
+    return len(weak) >= 2
+
+
 def read(text: str, values: list[tuple[str, str, int]] | None = None) -> Instructions:
     """The instructions a tool result's text addresses to the agent (see the module doc).
     `values`: `streams.taint.scan(text)` when the caller has it already (it names the
@@ -229,7 +324,7 @@ def read(text: str, values: list[tuple[str, str, int]] | None = None) -> Instruc
     if not text or not isinstance(text, str):
         return NONE
     # a rendered dict shows its newlines as `\n`: read them as line ends (same length)
-    t = text[:TEXT_MAX].lower().replace("\\n", " \n")
+    t = _lowered(text)
     found: dict[str, list[tuple[int, int]]] = {}
 
     def hit(name: str, a: int, b: int) -> None:
@@ -237,25 +332,18 @@ def read(text: str, values: list[tuple[str, str, int]] | None = None) -> Instruc
         if len(spans) < 4:
             spans.append((a, b))
 
-    # a trigger whose first word is not a whole word of the text is not looked for at all
-    # (asked only of a trigger the text holds, and once per word)
-    whole: dict[str, bool] = {}
-
-    def has(key: str) -> bool:
-        got = whole.get(key)
-        if got is None:
-            got = whole[key] = _WHOLE[key].search(t) is not None
-        return got
-
-    for name, key, word, pat in _AT:
-        if word not in t or len(found.get(name, ())) >= 4 or (key is not None and not has(key)):
+    # the words of the text, once: a trigger whose first word is not among them is not
+    # looked for at all
+    words = _words(t)
+    for name, key, word, pat in _AT_B:
+        if (key is not None and key not in words) or word not in t or len(found.get(name, ())) >= 4:
             continue
         for i in _places(t, word):
             m = pat.match(t, i)
             if m is not None:
                 hit(name, i, m.end())
-    for key, word in _ADDRESSEE_KEYS:
-        if word not in t or key is None or not has(key):
+    for key, word in _ADDRESSEE_KEYS_B:
+        if key not in words:
             continue
         for i in _places(t, word):
             if i and t[i - 1].isalnum():
@@ -263,12 +351,12 @@ def read(text: str, values: list[tuple[str, str, int]] | None = None) -> Instruc
             m = ADDRESS_TO.match(t, i)
             if m is not None and ADDRESS_BEFORE.search(t[max(0, i - 24) : i]):
                 hit("address", max(0, i - 24), m.end())
-    if "to you" in t and has("you"):
+    if b"you" in words and "to you" in t:
         for i in _places(t, "to you"):
             if "message from" in t[max(0, i - 80) : i]:
                 hit("address", max(0, i - 80), i + 6)
     for word in _ROLES:
-        if word not in t or not has(word):
+        if word.encode() not in words:
             continue
         for i in _places(t, word):
             m = MARKER_ROLE.match(t, i)

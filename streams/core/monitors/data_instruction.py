@@ -95,7 +95,10 @@ def evaluate(p: Provenance, f: StepFeatures, ctx: Context, sem: Semantics) -> tu
     obs = f.observation
     if obs and not f.is_error:
         values = scan(obs)
-        found_instr = instructions.read(obs, values)
+        # only a result that may hold instructions is read for them (`may_flag`: C searches)
+        found_instr = (
+            instructions.read(obs, values) if instructions.may_flag(obs, values) else instructions.NONE
+        )
         p = provenance.observe(p, f.step, tool, obs, values, found_instr)
         if found_instr.flagged:
             score = max(score, found_instr.score)
