@@ -32,10 +32,13 @@ every GENERATION units; at most AGENTS_KEPT agents are tracked, each with CALLS_
 from __future__ import annotations
 
 import base64
+import functools
 import re
 import struct
 import zlib
+from collections import Counter
 from dataclasses import dataclass, field, replace
+from itertools import repeat
 from typing import Any
 
 import orjson
@@ -131,7 +134,14 @@ STATE_CHANGE = re.compile(
 )
 CODE_NAME = re.compile(r"[^\W_]_[^\W_]|[a-z][A-Z]|[A-Z]{2}[a-z]|::")
 NAME_SPLIT = re.compile(r"[^\w.:]+")
-FACT = re.compile(r"\b\d[\d,.]*\d\b|\d{2,}|`[^`\n]{2,40}`|\"[^\"\n]{3,40}\"|https?://\S{1,200}")
+# A fact a message states: a number, a quoted or back-quoted value, a link. Every match starts
+# with a digit, a quote, a back quote or `h`, taken first as a class so that the scan skips
+# other characters in C; each branch checks that character by a lookbehind (`\b\d` is a digit
+# with no word character before it). Three times faster than the branches tried everywhere.
+FACT = re.compile(
+    r"[\d`\"h](?:(?<=\d)(?<!\w\d)[\d,.]*\d\b|(?<=\d)\d+|(?<=`)[^`\n]{2,40}`|(?<=\")[^\"\n]{3,40}\"|"
+    r"(?<=h)ttps?://\S{1,200})"
+)
 
 
 @dataclass(frozen=True)
@@ -197,6 +207,20 @@ def result_units(f: StepFeatures) -> list[bytes]:
     said = _salient(f.input).strip().lower()
     said = said if len(said) >= 4 else ""
     obs = f.whole_observation
+    got = _UNITS.get((obs, said))
+    if got is None:
+        got = _result_units(obs, said)
+        if len(_UNITS) >= UNITS_KEPT:
+            del _UNITS[next(iter(_UNITS))]
+        _UNITS[(obs, said)] = got
+    return list(got)
+
+
+_UNITS: dict[tuple[str, str], tuple[bytes, ...]] = {}
+UNITS_KEPT = 128  # results whose units are remembered (a result repeated in a loop is read once)
+
+
+def _result_units(obs: str, said: str) -> tuple[bytes, ...]:
     if len(obs) > READ_HEAD + READ_TAIL:
         obs = obs[:READ_HEAD] + "\n" + obs[-READ_TAIL:]
     text = VOLATILE.sub("#", obs)
@@ -227,7 +251,7 @@ def result_units(f: StepFeatures) -> list[bytes]:
         out.append(t.encode("utf-8", "replace"))
         if len(out) >= UNITS_PER_STEP:
             break
-    return out
+    return tuple(out)
 
 
 def _quotes(line: str, said: str) -> bool:
@@ -300,13 +324,21 @@ def targets(f: StepFeatures) -> list[bytes]:
     """What a call is aimed at: the files it names, and the identifier-like values of its
     structured input (a channel, an id, a URL; not a query or a message, whose rewording is
     no new target). A known result from a new target is not stale: which target holds it is news."""
-    out = [p.encode("utf-8", "replace") for p in f.paths]
-    # the names a command or query looks for (`grep "class ASTBase"`, then `"class Symbol"`)
     asked = f.command or _salient(f.input)
-    out += [t.encode("utf-8", "replace") for t in _code_names(asked[:TARGET_INPUT])]
-    if f.input.startswith("{") and len(f.input) <= TARGET_INPUT:
+    given = f.input if f.input.startswith("{") and len(f.input) <= TARGET_INPUT else ""
+    return list(_targets(tuple(f.paths), asked[:TARGET_INPUT], f.action, given))
+
+
+@functools.lru_cache(maxsize=1024)
+def _targets(paths: tuple[str, ...], asked: str, action: str, given: str) -> tuple[bytes, ...]:
+    """`targets` of a call's paths, the command or query it asks, its tool and its structured
+    input (when short): remembered for the last 1,024 calls (a run re-issues its calls)."""
+    out = [p.encode("utf-8", "replace") for p in paths]
+    # the names a command or query looks for (`grep "class ASTBase"`, then `"class Symbol"`)
+    out += [t.encode("utf-8", "replace") for t in _code_names(asked)]
+    if given:
         try:
-            got = orjson.loads(f.input)
+            got = orjson.loads(given)
         except orjson.JSONDecodeError:
             got = None
         if isinstance(got, dict):
@@ -321,8 +353,8 @@ def targets(f: StepFeatures) -> list[bytes]:
                     and " " not in v.strip()
                 ):
                     # the same channel asked about with another tool is another question
-                    out.append(f"{f.action}\x00{k}={v[:TARGET_CHARS]}".encode("utf-8", "replace"))
-    return [b"\x00target\x00" + t for t in out[:8]]
+                    out.append(f"{action}\x00{k}={v[:TARGET_CHARS]}".encode("utf-8", "replace"))
+    return tuple(b"\x00target\x00" + t for t in out[:8])
 
 
 def _code_names(text: str) -> list[str]:
@@ -338,9 +370,14 @@ def _maybe_name(t: str) -> bool:
     return "_" in t or ":" in t or (t != t.lower() and t != t.upper())
 
 
+@functools.lru_cache(maxsize=256)
+def _salt(agent: str) -> int:
+    return zlib.crc32(agent.encode("utf-8", "replace"))
+
+
 def _hashes(agent: str, units: list[bytes]) -> list[int]:
-    salt = zlib.crc32(agent.encode("utf-8", "replace"))
-    return list(dict.fromkeys(zlib.crc32(u, salt) for u in units))
+    """The units' hashes, salted per agent, each once (in C: this runs on every unit)."""
+    return list(dict.fromkeys(map(zlib.crc32, units, repeat(_salt(agent), len(units)))))
 
 
 _DECODED: dict[str, bytes] = {}  # the last filters decoded (the state carries them as text)
@@ -522,6 +559,7 @@ CHANT_TIMES = 10  # one sentence this many times ...
 CHANT_SHARE = 0.5  # ... the sentences so repeated making up this share of the text is chanting
 CHANT_WORDS = 3  # words a sentence needs (a divider, a bullet or a number is no sentence)
 SENTENCE_END = re.compile(r"[.!?\n]+")
+SENTENCE_ENDS = (".", "!", "?", "\n")  # the characters SENTENCE_END is made of
 
 
 def chanting(text: str) -> tuple[str, int] | None:
@@ -533,15 +571,16 @@ def chanting(text: str) -> tuple[str, int] | None:
     text = text[:CHANT_READ]
     if "```" in text:
         text = "".join(text.split("```")[0::2])
-    counts: dict[str, int] = {}
-    total = 0  # chars of the sentences read
-    for part in SENTENCE_END.split(text):
-        words = part.lower().split()
-        if len(words) < CHANT_WORDS:
-            continue
-        key = " ".join(words)[:200]
-        total += len(key)
-        counts[key] = counts.get(key, 0) + 1
+    # too few sentence ends for CHANT_TIMES sentences
+    if sum(map(text.count, SENTENCE_ENDS)) + 1 < CHANT_TIMES:
+        return None
+    # the sentences (`SENTENCE_END.split`, by replace and split in C: the runs of ends leave
+    # empty parts, which hold no words and are passed over below)
+    parts = text.replace(".", "\n").replace("!", "\n").replace("?", "\n").split("\n")
+    # each sentence's words, lower case, joined by one space and cut (mapped in C)
+    keys = [" ".join(ws)[:200] for ws in map(str.split, map(str.lower, parts)) if len(ws) >= CHANT_WORDS]
+    counts = Counter(keys)
+    total = sum(map(len, keys))  # chars of the sentences read
     if not counts:
         return None
     said, n = max(counts.items(), key=lambda kv: kv[1])

@@ -67,10 +67,21 @@ SLEEP = re.compile(r"sleep\s{1,8}\d{1,6}(?:\.\d{1,3})?[smh]?")
 WAIT_TOOLS = frozenset({"wait", "sleep"})
 
 
+_KIND_LAST: list[Any] = [None, ""]  # the last step asked and its answer (the loop asks twice)
+
+
 def kind(f: StepFeatures) -> str:
     """What makes step `f` a call to wait on: "sleep" (it only waits), "transient" (a failure
     of the moment), "pending" (the work asked about is not done yet), or "" (none: a result
     like any other)."""
+    if f is _KIND_LAST[0]:
+        return str(_KIND_LAST[1])
+    got = _kind(f)
+    _KIND_LAST[:] = [f, got]
+    return got
+
+
+def _kind(f: StepFeatures) -> str:
     if not f.action or f.modifies:
         return ""
     if f.action in WAIT_TOOLS or (f.command and SLEEP.fullmatch(f.command[:40].strip())):
