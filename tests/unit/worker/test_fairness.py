@@ -102,31 +102,54 @@ class _Records:
         return offset
 
 
-def _fetcher_with(buffered: dict[str, int]) -> Any:
-    """A real aiokafka `Fetcher` (its own `fetched_records`) holding `buffered` (partition ->
-    records waiting), in that order, as after fetches that came back in that order."""
+class _State:
+    """A partition's state in aiokafka's assignment, as the fetcher reads and moves it."""
+
+    paused = False
+    has_valid_position = True
+    resume_fut = None
+    highwater: int | None = None  # the broker's end at the last fetch
+
+    def __init__(self) -> None:
+        self.position = 0
+
+    def consumed_to(self, offset: int) -> None:
+        self.position = offset
+
+
+def _fetcher_with(buffered: dict[Any, int], idle: tuple[Any, ...] = ()) -> Any:
+    """A real aiokafka `Fetcher` (its own `fetched_records` and fetch planning) holding
+    `buffered` (partition -> records waiting), in that order, as after fetches that came back
+    in that order; `idle` partitions are assigned with nothing buffered. One broker (node 0)
+    leads every partition."""
     from aiokafka.consumer.fetcher import Fetcher, FetchResult
 
-    class State:
-        paused = False
-
-        def __init__(self) -> None:
-            self.position = 0
-
-        def consumed_to(self, offset: int) -> None:
-            self.position = offset
-
-    states = {tp: State() for tp in buffered}
-    assignment = SimpleNamespace(active=True, state_value=states.__getitem__)
+    states = {tp: _State() for tp in (*buffered, *idle)}
+    assignment = SimpleNamespace(active=True, state_value=states.__getitem__, tps=list(states))
     f = Fetcher.__new__(Fetcher)
     f._subscriptions = SimpleNamespace(reassignment_in_progress=False, is_assigned=lambda tp: True)
+    f._client = SimpleNamespace(cluster=SimpleNamespace(leader_for_partition=lambda tp: 0))
+    f._preferred_read_replica = {}
+    f._in_flight = set()
+    f._fetch_waiters = set()
     f._wait_consume_future = None
     f._closed = False
+    f._fetcher_timeout, f._fetch_max_wait_ms, f._fetch_min_bytes = 0.2, 100, 1
+    f._fetch_max_bytes, f._max_partition_fetch_bytes = 50 * 2**20, 2**20
+    f._isolation_level, f._client_rack = 0, None
+    f._assignment = assignment
     f._records = {
         tp: FetchResult(tp, assignment=assignment, partition_records=_Records(0, n), backoff=0.1)
         for tp, n in buffered.items()
     }
     return f
+
+
+def _fetch_planned(fetcher: Any) -> list[tuple[str, int]]:
+    """The partitions aiokafka's fetch routine would ask its broker for now (none while it
+    waits out a backoff)."""
+    requests = fetcher._get_actions_per_node(fetcher._assignment)[0]
+    return sorted((topic, p[0]) for _, req in requests for topic, parts in req.topics for p in parts)
 
 
 def test_a_hand_over_shares_its_records_between_the_partitions_that_have_some() -> None:
@@ -161,3 +184,96 @@ def test_a_hand_over_shares_its_records_between_the_partitions_that_have_some() 
         for tp, offsets in h.items():
             taken.setdefault(tp, []).extend(offsets)
     assert taken == {tp: list(range(n)) for tp, n in buffered.items()}
+
+
+def test_records_waiting_for_a_full_buffer_hold_back_no_other_partitions_fetch() -> None:
+    """aiokafka sends its broker no fetch while any partition's fetched records are younger
+    than 100 ms. The flood's records wait for its full buffer (Faust leaves the partition out
+    of the hand-overs), so every flood fetch held calm's next fetch 100 ms: calm's p95 ~95 ms
+    (BENCHMARKS.md section 10). Once a hand-over leaves them out, the rest is fetched at once,
+    and the waiting records stay where they are until their partition is handed over again."""
+    from aiokafka.structs import TopicPartition as TP
+
+    flood, calm = TP("mt.flood.steps", 0), TP("mt.calm.steps", 0)
+
+    async def go() -> None:
+        fetcher = _fetcher_with({flood: 8}, idle=(calm,))
+        assert _fetch_planned(fetcher) == []  # the control: aiokafka holds calm's fetch back
+        fetcher._wait_consume_future = asyncio.get_running_loop().create_future()
+        consumer = SimpleNamespace(_thread=SimpleNamespace(_consumer=SimpleNamespace(_fetcher=fetcher)))
+        assert share_fetched_records(consumer) is True
+        assert await fetcher.fetched_records({calm}, timeout=0, max_records=12) == {}  # flood left out
+        assert _fetch_planned(fetcher) == [("mt.calm.steps", 0)]
+        assert fetcher._wait_consume_future.done()  # the fetch routine looks again at once
+        assert fetcher.fetched_records.released == 1
+        got = await fetcher.fetched_records({calm, flood}, timeout=0, max_records=12)
+        assert got == {flood: list(range(8))}  # nothing lost or skipped
+
+    asyncio.run(go())
+
+
+def test_records_of_a_partition_with_a_backlog_hold_back_no_fetch_but_a_caught_up_ones_do() -> None:
+    """The flood's partitions that are still handed over take several hand-overs to empty
+    (measured: 35 ms while calm's partitions went unasked). A partition further behind the
+    broker's end than one hand-over holds nothing; a caught-up one (a calm tenant's step) keeps
+    aiokafka's short hold, so that its partition is in the next fetch once its records are taken."""
+    from aiokafka.structs import TopicPartition as TP
+
+    flood, calm = TP("mt.flood.steps", 0), TP("mt.calm.steps", 0)
+
+    def plan_with_flood_behind(behind: int) -> list[tuple[str, int]]:
+        fetcher = _fetcher_with({flood: 8}, idle=(calm,))
+        state = fetcher._assignment.state_value(flood)
+        state.highwater = state.position + behind
+        consumer = SimpleNamespace(_thread=SimpleNamespace(_consumer=SimpleNamespace(_fetcher=fetcher)))
+        assert share_fetched_records(consumer) is True
+        return _fetch_planned(fetcher)
+
+    assert plan_with_flood_behind(300) == [("mt.calm.steps", 0)]
+    assert plan_with_flood_behind(8) == []  # caught up: held, as aiokafka does
+
+
+def test_a_hand_over_that_waited_for_a_fetch_still_shares_it() -> None:
+    """A hand-over that found nothing buffered waits for the next fetch; aiokafka's would then
+    hand over in buffer order (the flood's 12 first, calm's record in a later hand-over)."""
+    flood = {f"flood-{i}": 200 for i in range(4)}
+
+    async def arrive(fetcher: Any) -> None:
+        from aiokafka.consumer.fetcher import FetchResult
+
+        await asyncio.sleep(0.01)
+        for tp, n in (*flood.items(), ("calm-0", 1)):  # one fetch, the flood's partitions first
+            fetcher._records[tp] = FetchResult(
+                tp, assignment=fetcher._assignment, partition_records=_Records(0, n), backoff=0.1
+            )
+        for waiter in list(fetcher._fetch_waiters):  # as aiokafka's fetch routine wakes them
+            fetcher._notify(waiter)
+
+    async def first_hand_over(shared: bool) -> Any:
+        fetcher = _fetcher_with({}, idle=(*flood, "calm-0"))
+        fetcher._loop = asyncio.get_running_loop()
+        if shared:
+            consumer = SimpleNamespace(_thread=SimpleNamespace(_consumer=SimpleNamespace(_fetcher=fetcher)))
+            assert share_fetched_records(consumer) is True
+        parts = {*flood, "calm-0"}
+        got, _ = await asyncio.gather(
+            fetcher.fetched_records(parts, timeout=2.0, max_records=12), arrive(fetcher)
+        )
+        return got
+
+    assert list(asyncio.run(first_hand_over(shared=False))) == ["flood-0"]  # the control
+    got = asyncio.run(first_hand_over(shared=True))
+    assert got["calm-0"] == [0] and sum(len(v) for v in got.values()) <= 12
+
+
+def test_a_hand_over_that_finds_no_fetch_returns_empty_at_its_timeout() -> None:
+    async def go() -> Any:
+        fetcher = _fetcher_with({}, idle=("calm-0",))
+        fetcher._loop = asyncio.get_running_loop()
+        consumer = SimpleNamespace(_thread=SimpleNamespace(_consumer=SimpleNamespace(_fetcher=fetcher)))
+        share_fetched_records(consumer)
+        got = await fetcher.fetched_records({"calm-0"}, timeout=0.05, max_records=12)
+        return got, fetcher._fetch_waiters
+
+    got, waiters = asyncio.run(go())
+    assert got == {} and not waiters  # its waiter is gone, as aiokafka's own
