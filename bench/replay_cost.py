@@ -1,0 +1,139 @@
+"""The core's per-step CPU on the real dev runs, here against other commits, taking turns.
+
+    .venv/bin/python -m bench.replay_cost --ref aa16bfd [--source openhands_swe] [--rounds 5]
+
+`bench.cost_compare` times the synthetic coding fleet; real runs carry longer and more varied
+results (a 4,000-char test log, a chat message with a code block), which is where per-text work
+shows. Each commit is checked out in a throwaway worktree; a child process of that tree loads
+the models and replays one source file of `../shared/data/real-dev/` once through
+`streams.replay.Replayer` (the worker's pipeline over states kept in memory: cold, each step
+applied once, as in the worker), timing every event on the thread CPU clock. Figure: the
+events' total CPU over the file's step events, in us a step. The commits take turns, round
+after round, so a busy minute hits every commit alike. Cells: median of the rounds (min to
+max); ratio = median over the first `--ref`'s median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.common import commit, machine
+
+HERE = Path(__file__).resolve().parents[1]
+REAL_DEV = HERE.parent / "shared" / "data" / "real-dev"
+SOURCES = ("openhands_swe", "captainagent")
+CHILD = r"""
+import json, sys, time
+import orjson
+from streams.embeddings.models import load_models
+from streams.replay import Replayer
+lines = [ln.rstrip(b"\r\n") for ln in open(sys.argv[1], "rb") if ln.strip()]
+sem = load_models().semantics()
+rp = Replayer(clock=lambda: 1_767_225_600.0, sem=sem)
+total, steps = 0, 0
+for ln in lines:
+    t0 = time.thread_time_ns()
+    rp.feed(ln)
+    total += time.thread_time_ns() - t0
+    steps += orjson.loads(ln).get("type") == "step"
+print("RESULT " + json.dumps({"us": total / 1000.0 / max(steps, 1), "steps": steps}))
+"""
+
+
+class ReplayCostError(Exception):
+    pass
+
+
+def _git(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", "-C", str(HERE), *args], capture_output=True, text=True, check=False)
+
+
+def measure(tree: Path, path: Path) -> float:
+    """us a step of one replay of `path` by the commit checked out at `tree`."""
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(path)],
+        cwd=tree,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    if proc.returncode != 0 or line is None:
+        tail = [ln for ln in proc.stderr.splitlines() if ln.strip()][-1:] or ["(no output)"]
+        raise ReplayCostError(f"replay at {tree} failed (exit {proc.returncode}): {tail[0]}")
+    return float(json.loads(line[len("RESULT ") :])["us"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ref", action="append", required=True, help="a commit to compare with (repeatable)")
+    ap.add_argument(
+        "--source", action="append", help=f"a file of real-dev without .jsonl (default: {SOURCES})"
+    )
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--data", type=Path, default=REAL_DEV, help="the real-dev folder")
+    args = ap.parse_args(argv)
+    sources = args.source or list(SOURCES)
+    paths = {s: args.data / f"{s}.jsonl" for s in sources}
+    missing = [str(p) for p in paths.values() if not p.is_file()]
+    if missing:
+        print(f"replay_cost: not found: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    tmp = Path(tempfile.mkdtemp(prefix="replay-cost-"))
+    trees: dict[str, Path] = {}
+    try:
+        for ref in args.ref:
+            got = _git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
+            if got.returncode != 0:
+                print(f"replay_cost: {ref}: not a commit", file=sys.stderr)
+                return 2
+            sha = got.stdout.strip()
+            tree = tmp / sha[:12]
+            if _git("worktree", "add", "--detach", str(tree), sha).returncode != 0:
+                print(f"replay_cost: cannot check out {ref}", file=sys.stderr)
+                return 2
+            trees[sha[:12]] = tree
+        trees[f"{commit()} (here)"] = HERE
+        got_all: dict[str, dict[str, list[float]]] = {name: {s: [] for s in sources} for name in trees}
+        for r in range(args.rounds):
+            for src, path in paths.items():
+                for name, tree in trees.items():
+                    got_all[name][src].append(measure(tree, path))
+            print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    except ReplayCostError as e:
+        print(f"replay_cost: {e}", file=sys.stderr)
+        return 1
+    finally:
+        for tree in trees.values():
+            if tree != HERE:
+                _git("worktree", "remove", "--force", str(tree))
+        shutil.rmtree(tmp, ignore_errors=True)
+        _git("worktree", "prune")
+    names = list(trees)
+    first = names[0]
+    print(f"\nmachine: {machine()}  clock: thread CPU  rounds: {args.rounds}")
+    print("| us per step, median (min to max) | " + " | ".join(names) + " |")
+    print("|---|" + "---|" * len(names))
+    for src in sources:
+        base = statistics.median(got_all[first][src])
+        cells = []
+        for name in names:
+            xs = got_all[name][src]
+            med = statistics.median(xs)
+            ratio = f", {med / base:.2f}x" if name != first and base else ""
+            cells.append(f"{med:.0f} ({min(xs):.0f} to {max(xs):.0f}){ratio}")
+        print(f"| {src} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
