@@ -16,9 +16,12 @@ pauses: the pacing costs nothing until two tenants compete.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 ACTIVE_WINDOW_S = 5.0  # a tenant with an event this recent is competing for the worker
 MAX_PAUSE_S = 0.5  # the longest pause after one event (an event that took very long)
@@ -125,6 +128,7 @@ class SharedHandOver:
         self._taken: Collection[Any] | None = None  # the partitions of the last hand-over
         self._backlog = 12  # records behind the broker's end that make a backlog: a hand-over's
         self.released = 0  # fetched batches whose prefetch backoff was dropped
+        self._releasing = True  # off after an error: aiokafka's own hold, one warning
         plan = getattr(fetcher, "_get_actions_per_node", None)
         if callable(plan):  # the fetch routine plans each round of fetches with it
             self._plan = plan
@@ -166,7 +170,17 @@ class SharedHandOver:
         the hand-overs leave out (its tenant's buffer is full) and those of a partition with a
         backlog (more than a hand-over's worth behind the broker's end). A caught-up partition's
         records still do, as in aiokafka: they are taken at the next hand-over, and the next
-        fetch asks for their partition too. `wake`: tell the fetch routine to plan again now."""
+        fetch asks for their partition too. `wake`: tell the fetch routine to plan again now.
+        Never raises: it runs inside aiokafka's fetch routine, which an error would stop."""
+        if not self._releasing:
+            return
+        try:
+            self._release_waiting(wake)
+        except Exception as exc:  # an aiokafka whose internals moved: keep its own hold
+            self._releasing = False
+            log.warning("could not release fetched records (%r): a tenant may wait on another's fetches", exc)
+
+    def _release_waiting(self, wake: bool) -> None:
         taken = self._taken
         released = False
         for tp, res in self._fetcher._records.items():

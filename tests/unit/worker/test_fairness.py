@@ -7,6 +7,8 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from streams.core.monitors import Semantics
 from streams.worker.fairness import (
     TENANT_FETCH_MAX_WAIT_MS,
@@ -277,3 +279,26 @@ def test_a_hand_over_that_finds_no_fetch_returns_empty_at_its_timeout() -> None:
 
     got, waiters = asyncio.run(go())
     assert got == {} and not waiters  # its waiter is gone, as aiokafka's own
+
+
+def test_a_release_that_fails_leaves_aiokafkas_planning_running_and_warns_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The release runs inside aiokafka's fetch routine, which an error would stop for good (no
+    more fetches): an aiokafka whose internals moved keeps its own hold instead."""
+    from aiokafka.structs import TopicPartition as TP
+
+    from streams.worker.fairness import SharedHandOver
+
+    def moved(self: SharedHandOver, wake: bool) -> None:
+        raise AttributeError("_backoff")
+
+    monkeypatch.setattr(SharedHandOver, "_release_waiting", moved)
+    flood, calm = TP("mt.flood.steps", 0), TP("mt.calm.steps", 0)
+    fetcher = _fetcher_with({flood: 8}, idle=(calm,))
+    consumer = SimpleNamespace(_thread=SimpleNamespace(_consumer=SimpleNamespace(_fetcher=fetcher)))
+    assert share_fetched_records(consumer) is True
+    with caplog.at_level("WARNING", logger="streams.worker.fairness"):
+        assert _fetch_planned(fetcher) == []  # aiokafka's own plan: held, as before the fix
+        assert _fetch_planned(fetcher) == []
+    assert [r.getMessage().startswith("could not release") for r in caplog.records] == [True]
