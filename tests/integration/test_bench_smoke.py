@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
@@ -30,16 +32,27 @@ BENCHES = {
 }
 
 
-@pytest.mark.parametrize("bench", sorted(BENCHES))
-def test_benchmark_runs_and_prints_its_summary(broker, bench):
+# The benchmarks run as child processes, CONCURRENT at a time, started when the first test asks
+# for them: each spends most of its time loading models and waiting on the broker, so side by
+# side they take about half the wall time they take one after another (figures are not checked).
+CONCURRENT = 3
+
+
+@pytest.fixture(scope="module")
+def runs(broker) -> Iterator[dict[str, Future[subprocess.CompletedProcess[str]]]]:
     # the benchmarks reuse the test broker instead of starting their own
     env = {**os.environ, "RB_BENCH_KAFKA_PORT": str(PORT), "HF_HUB_OFFLINE": "1"}
-    p = subprocess.run(
-        [sys.executable, "-m", f"bench.{bench}", *BENCHES[bench]],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+
+    def run(bench: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", f"bench.{bench}", *BENCHES[bench]]
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+
+    with ThreadPoolExecutor(CONCURRENT) as pool:
+        yield {bench: pool.submit(run, bench) for bench in sorted(BENCHES)}
+
+
+@pytest.mark.parametrize("bench", sorted(BENCHES))
+def test_benchmark_runs_and_prints_its_summary(runs, bench):
+    p = runs[bench].result()
     assert p.returncode == 0, p.stderr[-3000:]
     assert f"SUMMARY {bench}" in p.stdout or f"SUMMARY {bench.rstrip('s')}" in p.stdout, p.stdout[-2000:]
