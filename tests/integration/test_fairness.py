@@ -19,12 +19,13 @@ from tests.integration.conftest import make_settings, start_worker
 pytestmark = pytest.mark.integration
 
 FLOOD_STEPS = 200  # of ~120 KB: ~24 MB, a backlog of several seconds of the worker's time
-# An unloaded p95 below this counts as this: on a busy 2-core machine every process stalls
-# now and then, loaded or not (before the per-tenant agents the p95 here was ~1,800 ms).
-# With the probe and hand-over fixes (BENCHMARKS.md §10), this test's round at load average 6 to
-# 9 gave an unloaded p95 of 20-40 ms and a flooded p95 of 95-213 ms (6 rounds); the tree before
-# them 300-576 ms flooded. A lower floor would leave too little room on such a machine.
-FLOOR_MS = 100.0
+# An unloaded p95 below this counts as this: on a 2-core machine every process stalls now and
+# then, loaded or not. The floor is low enough that the tree before aiokafka's prefetch hold was
+# released (BENCHMARKS.md §10: flooded p95 a steady 90-130 ms, on a quiet machine too) fails:
+# with it, 29-64 ms at load average 1.7 to 5. A round that misses is run once more (a stall
+# of the machine, not of the worker, passes the second time; the hold failed every round).
+FLOOR_MS = 30.0
+ROUNDS = 2
 
 
 @pytest.fixture(scope="module")
@@ -39,11 +40,23 @@ def two_tenants(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 def test_a_tenants_flood_keeps_the_other_tenants_p95_within_3x_of_unloaded(
     two_tenants: WorkerProcess,
 ) -> None:
-    r = asyncio.run(
-        one_round(
-            two_tenants.settings, n_runs=4, unloaded_s=4.0, flood=FLOOD_STEPS, kb=120.0, seed=7, think_s=0.05
+    for attempt in range(1, ROUNDS + 1):
+        r = asyncio.run(
+            one_round(
+                two_tenants.settings,
+                n_runs=4,
+                unloaded_s=4.0,
+                flood=FLOOD_STEPS,
+                kb=120.0,
+                seed=7,
+                think_s=0.05,
+            )
         )
+        f = r.figures()
+        assert f["loaded_n"] >= 20, f  # calm stepped all through the flood's backlog
+        if f["loaded_p95"] <= 3 * max(f["unloaded_p95"], FLOOR_MS):
+            return
+        print(f"round {attempt}: flooded p95 {f['loaded_p95']:.1f} ms, unloaded {f['unloaded_p95']:.1f} ms")
+    raise AssertionError(
+        f"calm's flooded p95 over 3x its unloaded p95 (floor {FLOOR_MS} ms) in {ROUNDS} rounds: {f}"
     )
-    f = r.figures()
-    assert f["loaded_n"] >= 20, f  # calm stepped all through the flood's backlog
-    assert f["loaded_p95"] <= 3 * max(f["unloaded_p95"], FLOOR_MS), f
