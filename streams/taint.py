@@ -282,7 +282,8 @@ def _classified(piece: str) -> tuple[tuple[str, str], ...]:
 @functools.lru_cache(maxsize=4096)
 def _token_values(raw: str) -> tuple[tuple[str, str], ...]:
     """The values of one whitespace token, as `_scan`'s loop finds them when no currency word
-    is near (remembered for the last 4,096 tokens: a run's results repeat their paths)."""
+    is near (remembered for the last 4,096 tokens, each cut to TOKEN_MAX: a run's results
+    repeat their paths)."""
     tok = raw[:TOKEN_MAX].strip(_LEAD).rstrip(_TRAIL)
     if not tok or not _CANDIDATE(tok) or (tok.isdigit() and len(tok) < 7):
         return ()
@@ -353,7 +354,7 @@ def _scan(text: str, limit: int, positions: bool) -> list[tuple[str, str, int]]:
         # that hold a candidate character, found in C, each distinct one once (a repeat adds
         # only values already seen), their values remembered per token.
         for raw in dict.fromkeys(_CANDIDATE_TOKENS(t)):
-            for kind, value in _token_values(raw):
+            for kind, value in _token_values(raw[:TOKEN_MAX]):  # all it reads (a bounded key)
                 if not add(kind, value, -1):
                     return out
     prev = ""

@@ -207,6 +207,10 @@ def result_units(f: StepFeatures) -> list[bytes]:
     said = _salient(f.input).strip().lower()
     said = said if len(said) >= 4 else ""
     obs = f.whole_observation
+    if len(obs) > READ_HEAD + READ_TAIL:
+        obs = obs[:READ_HEAD] + "\n" + obs[-READ_TAIL:]
+    if len(said) > SAID_KEPT:  # a long query is read, not kept
+        return list(_result_units(obs, said))
     got = _UNITS.get((obs, said))
     if got is None:
         got = _result_units(obs, said)
@@ -216,13 +220,14 @@ def result_units(f: StepFeatures) -> list[bytes]:
     return list(got)
 
 
+# results (as read: head and tail) whose units are remembered: a result repeated in a loop is
+# read once; at most UNITS_KEPT x ~4 KB of text is kept
 _UNITS: dict[tuple[str, str], tuple[bytes, ...]] = {}
-UNITS_KEPT = 128  # results whose units are remembered (a result repeated in a loop is read once)
+UNITS_KEPT = 128
+SAID_KEPT = 1000  # chars of a query whose results' units may be kept
 
 
 def _result_units(obs: str, said: str) -> tuple[bytes, ...]:
-    if len(obs) > READ_HEAD + READ_TAIL:
-        obs = obs[:READ_HEAD] + "\n" + obs[-READ_TAIL:]
     text = VOLATILE.sub("#", obs)
     out: list[bytes] = []
     status, path_line = STATUS_LINE.match, PATH_LINE.match
