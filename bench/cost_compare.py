@@ -17,15 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.common import commit, machine
+from bench.common import machine
+from bench.revisions import RevisionError, checked_out
 
 HERE = Path(__file__).resolve().parents[1]
 CELLS = (  # (label, monitors, index, 0 = cold / 2 = warm)
@@ -48,10 +47,6 @@ print("RESULT " + json.dumps({str(k): v for k, v in res.items()}))
 
 class CompareError(Exception):
     pass
-
-
-def _git(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", "-C", str(HERE), *args], capture_output=True, text=True, check=False)
 
 
 def measure(tree: Path, clock: str, steps: int, runs: int, monitors: bool, reps: int) -> dict[str, Any]:
@@ -80,39 +75,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=50, help="warm re-applications per index")
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
     args = ap.parse_args(argv)
-    tmp = Path(tempfile.mkdtemp(prefix="cost-compare-"))
-    trees: dict[str, Path] = {}
     try:
-        for ref in args.ref:
-            got = _git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
-            if got.returncode != 0:
-                print(f"cost_compare: {ref}: not a commit", file=sys.stderr)
-                return 2
-            sha = got.stdout.strip()
-            tree = tmp / sha[:12]
-            if _git("worktree", "add", "--detach", str(tree), sha).returncode != 0:
-                print(f"cost_compare: cannot check out {ref}", file=sys.stderr)
-                return 2
-            trees[sha[:12]] = tree
-        trees[f"{commit()} (here)"] = HERE
-        got_all: dict[str, dict[str, list[float]]] = {name: {c[0]: [] for c in CELLS} for name in trees}
-        for r in range(args.rounds):
-            for name, tree in trees.items():
-                for monitors in (True, False):
-                    res = measure(tree, args.clock, args.steps, args.runs, monitors, args.reps)
-                    for label, mon, idx, col in CELLS:
-                        if mon == monitors and idx in res:
-                            got_all[name][label].append(float(res[idx][col]))
-            print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+        with checked_out(args.ref) as trees:
+            got_all: dict[str, dict[str, list[float]]] = {name: {c[0]: [] for c in CELLS} for name in trees}
+            for r in range(args.rounds):
+                for name, tree in trees.items():
+                    for monitors in (True, False):
+                        res = measure(tree, args.clock, args.steps, args.runs, monitors, args.reps)
+                        for label, mon, idx, col in CELLS:
+                            if mon == monitors and idx in res:
+                                got_all[name][label].append(float(res[idx][col]))
+                print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    except RevisionError as e:
+        print(f"cost_compare: {e}", file=sys.stderr)
+        return 2
     except CompareError as e:
         print(f"cost_compare: {e}", file=sys.stderr)
         return 1
-    finally:
-        for tree in trees.values():
-            if tree != HERE:
-                _git("worktree", "remove", "--force", str(tree))
-        shutil.rmtree(tmp, ignore_errors=True)
-        _git("worktree", "prune")
     names = list(trees)
     first = names[0]
     print(

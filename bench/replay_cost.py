@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from bench.common import commit, machine
+from bench.common import machine
+from bench.revisions import RevisionError, checked_out
 
 HERE = Path(__file__).resolve().parents[1]
 REAL_DEV = HERE.parent / "shared" / "data" / "real-dev"
@@ -50,10 +49,6 @@ print("RESULT " + json.dumps({"us": total / 1000.0 / max(steps, 1), "steps": ste
 
 class ReplayCostError(Exception):
     pass
-
-
-def _git(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", "-C", str(HERE), *args], capture_output=True, text=True, check=False)
 
 
 def measure(tree: Path, path: Path) -> float:
@@ -88,36 +83,20 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"replay_cost: not found: {', '.join(missing)}", file=sys.stderr)
         return 2
-    tmp = Path(tempfile.mkdtemp(prefix="replay-cost-"))
-    trees: dict[str, Path] = {}
     try:
-        for ref in args.ref:
-            got = _git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
-            if got.returncode != 0:
-                print(f"replay_cost: {ref}: not a commit", file=sys.stderr)
-                return 2
-            sha = got.stdout.strip()
-            tree = tmp / sha[:12]
-            if _git("worktree", "add", "--detach", str(tree), sha).returncode != 0:
-                print(f"replay_cost: cannot check out {ref}", file=sys.stderr)
-                return 2
-            trees[sha[:12]] = tree
-        trees[f"{commit()} (here)"] = HERE
-        got_all: dict[str, dict[str, list[float]]] = {name: {s: [] for s in sources} for name in trees}
-        for r in range(args.rounds):
-            for src, path in paths.items():
-                for name, tree in trees.items():
-                    got_all[name][src].append(measure(tree, path))
-            print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+        with checked_out(args.ref) as trees:
+            got_all: dict[str, dict[str, list[float]]] = {name: {s: [] for s in sources} for name in trees}
+            for r in range(args.rounds):
+                for src, path in paths.items():
+                    for name, tree in trees.items():
+                        got_all[name][src].append(measure(tree, path))
+                print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    except RevisionError as e:
+        print(f"replay_cost: {e}", file=sys.stderr)
+        return 2
     except ReplayCostError as e:
         print(f"replay_cost: {e}", file=sys.stderr)
         return 1
-    finally:
-        for tree in trees.values():
-            if tree != HERE:
-                _git("worktree", "remove", "--force", str(tree))
-        shutil.rmtree(tmp, ignore_errors=True)
-        _git("worktree", "prune")
     names = list(trees)
     first = names[0]
     print(f"\nmachine: {machine()}  clock: thread CPU  rounds: {args.rounds}")
