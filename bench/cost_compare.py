@@ -15,16 +15,12 @@ the first `--ref`'s median.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from bench.common import machine
-from bench.revisions import RevisionError, checked_out
+from bench.revisions import MeasureError, RevisionError, checked_out, measure_in, print_table
 
 HERE = Path(__file__).resolve().parents[1]
 CELLS = (  # (label, monitors, index, 0 = cold / 2 = warm)
@@ -45,25 +41,10 @@ print("RESULT " + json.dumps({str(k): v for k, v in res.items()}))
 """
 
 
-class CompareError(Exception):
-    pass
-
-
 def measure(tree: Path, clock: str, steps: int, runs: int, monitors: bool, reps: int) -> dict[str, Any]:
     """One `flat_cost.core` run of the commit checked out at `tree`."""
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, clock, str(steps), str(runs), "on" if monitors else "off", str(reps)],
-        cwd=tree,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(tree)},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
-    if proc.returncode != 0 or line is None:
-        tail = [ln for ln in proc.stderr.splitlines() if ln.strip()][-1:] or ["(no output)"]
-        raise CompareError(f"flat_cost.core at {tree} failed (exit {proc.returncode}): {tail[0]}")
-    return dict(json.loads(line[len("RESULT ") :]))
+    args = (clock, str(steps), str(runs), "on" if monitors else "off", str(reps))
+    return measure_in(tree, CHILD, *args, what="flat_cost.core")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,28 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     except RevisionError as e:
         print(f"cost_compare: {e}", file=sys.stderr)
         return 2
-    except CompareError as e:
+    except MeasureError as e:
         print(f"cost_compare: {e}", file=sys.stderr)
         return 1
-    names = list(trees)
-    first = names[0]
     print(
         f"\nmachine: {machine()}  clock: {args.clock}  rounds: {args.rounds}  steps: {args.steps}  runs: {args.runs}"
     )
-    print("| us per step, median (min to max) | " + " | ".join(names) + " |")
-    print("|---|" + "---|" * len(names))
-    for label, *_ in CELLS:
-        cells = []
-        base = statistics.median(got_all[first][label]) if got_all[first][label] else 0.0
-        for name in names:
-            xs = got_all[name][label]
-            if not xs:
-                cells.append("-")
-                continue
-            med = statistics.median(xs)
-            ratio = f", {med / base:.2f}x" if name != first and base else ""
-            cells.append(f"{med:.0f} ({min(xs):.0f} to {max(xs):.0f}){ratio}")
-        print(f"| {label} | " + " | ".join(cells) + " |")
+    print_table(got_all, [c[0] for c in CELLS])
     return 0
 
 

@@ -16,15 +16,11 @@ max); ratio = median over the first `--ref`'s median.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 from bench.common import machine
-from bench.revisions import RevisionError, checked_out
+from bench.revisions import MeasureError, RevisionError, checked_out, measure_in, print_table
 
 HERE = Path(__file__).resolve().parents[1]
 REAL_DEV = HERE.parent / "shared" / "data" / "real-dev"
@@ -47,25 +43,9 @@ print("RESULT " + json.dumps({"us": total / 1000.0 / max(steps, 1), "steps": ste
 """
 
 
-class ReplayCostError(Exception):
-    pass
-
-
 def measure(tree: Path, path: Path) -> float:
     """us a step of one replay of `path` by the commit checked out at `tree`."""
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(path)],
-        cwd=tree,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(tree)},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
-    if proc.returncode != 0 or line is None:
-        tail = [ln for ln in proc.stderr.splitlines() if ln.strip()][-1:] or ["(no output)"]
-        raise ReplayCostError(f"replay at {tree} failed (exit {proc.returncode}): {tail[0]}")
-    return float(json.loads(line[len("RESULT ") :])["us"])
+    return float(measure_in(tree, CHILD, str(path), what="replay")["us"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,23 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     except RevisionError as e:
         print(f"replay_cost: {e}", file=sys.stderr)
         return 2
-    except ReplayCostError as e:
+    except MeasureError as e:
         print(f"replay_cost: {e}", file=sys.stderr)
         return 1
-    names = list(trees)
-    first = names[0]
     print(f"\nmachine: {machine()}  clock: thread CPU  rounds: {args.rounds}")
-    print("| us per step, median (min to max) | " + " | ".join(names) + " |")
-    print("|---|" + "---|" * len(names))
-    for src in sources:
-        base = statistics.median(got_all[first][src])
-        cells = []
-        for name in names:
-            xs = got_all[name][src]
-            med = statistics.median(xs)
-            ratio = f", {med / base:.2f}x" if name != first and base else ""
-            cells.append(f"{med:.0f} ({min(xs):.0f} to {max(xs):.0f}){ratio}")
-        print(f"| {src} | " + " | ".join(cells) + " |")
+    print_table(got_all, sources)
     return 0
 
 

@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import statistics
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from bench.common import commit
 
@@ -47,3 +52,46 @@ def checked_out(refs: Sequence[str]) -> Iterator[dict[str, Path]]:
                 git("worktree", "remove", "--force", str(tree))
         shutil.rmtree(tmp, ignore_errors=True)
         git("worktree", "prune")
+
+
+class MeasureError(Exception):
+    """A child process measuring one tree failed or printed no result."""
+
+
+def measure_in(tree: Path, child: str, *args: str, what: str) -> dict[str, Any]:
+    """Run the Python code `child` with `args` in a process of its own, in `tree` (its own
+    package on the path), and return the JSON object it prints on its `RESULT ` line."""
+    proc = subprocess.run(
+        [sys.executable, "-c", child, *args],
+        cwd=tree,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    if proc.returncode != 0 or line is None:
+        tail = [ln for ln in proc.stderr.splitlines() if ln.strip()][-1:] or ["(no output)"]
+        raise MeasureError(f"{what} at {tree} failed (exit {proc.returncode}): {tail[0]}")
+    return dict(json.loads(line[len("RESULT ") :]))
+
+
+def print_table(got: dict[str, dict[str, list[float]]], rows: Sequence[str]) -> None:
+    """One row per label in `rows`, one column per tree of `got` (as `checked_out` named them):
+    the median (min to max), and its ratio to the first tree's median."""
+    names = list(got)
+    print("| us per step, median (min to max) | " + " | ".join(names) + " |")
+    print("|---|" + "---|" * len(names))
+    for row in rows:
+        first = got[names[0]][row]
+        base = statistics.median(first) if first else 0.0
+        cells = []
+        for name in names:
+            xs = got[name][row]
+            if not xs:
+                cells.append("-")
+                continue
+            med = statistics.median(xs)
+            ratio = f", {med / base:.2f}x" if name != names[0] and base else ""
+            cells.append(f"{med:.0f} ({min(xs):.0f} to {max(xs):.0f}){ratio}")
+        print(f"| {row} | " + " | ".join(cells) + " |")
