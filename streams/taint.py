@@ -287,10 +287,15 @@ def _token_values(raw: str) -> tuple[tuple[str, str], ...]:
     tok = raw[:TOKEN_MAX].strip(_LEAD).rstrip(_TRAIL)
     if not tok or not _CANDIDATE(tok) or (tok.isdigit() and len(tok) < 7):
         return ()
-    pieces = [tok]
+    return tuple(v for piece in _pieces(tok) for v in _classified(piece))
+
+
+def _pieces(tok: str) -> list[str]:
+    """A token's parts that may be values: itself, or its comma-separated parts (a list of
+    addresses written without spaces), not of a number or an amount (`1,250.00`)."""
     if "," in tok and not tok[:1].isdigit() and tok[:1] not in "$€£":
-        pieces = [p.strip(_LEAD).rstrip(_TRAIL) for p in tok.split(",", 8)]
-    return tuple(v for piece in pieces if piece for v in _classify(piece))
+        return [q for q in (p.strip(_LEAD).rstrip(_TRAIL) for p in tok.split(",", 8)) if q]
+    return [tok]
 
 
 @functools.lru_cache(maxsize=2048)
@@ -377,12 +382,7 @@ def _scan(text: str, limit: int, positions: bool) -> list[tuple[str, str, int]]:
         if tok.isdigit() and len(tok) < 7:  # a count, a line number: no value we track
             prev = tok
             continue
-        pieces = [tok]
-        if "," in tok and not tok[:1].isdigit() and tok[:1] not in "$€£":
-            pieces = [p.strip(_LEAD).rstrip(_TRAIL) for p in tok.split(",", 8)]
-        for piece in pieces:
-            if not piece:
-                continue
+        for piece in _pieces(tok):
             for kind, value in _classified(piece):
                 if not add(kind, value, at):
                     return out

@@ -186,24 +186,18 @@ class Reading:
     new_check: bool = False  # ... whose command this agent had not run before
 
 
-_SALIENT_LAST: list[str] = ["", ""]  # the last input read and its query: a step asks it 3 times
-
-
+@functools.lru_cache(maxsize=8)
 def _salient(text: str) -> str:
-    if text is _SALIENT_LAST[0]:
-        return _SALIENT_LAST[1]
+    """The query or command of a structured input (a step asks it three times: remembered)."""
     m = SALIENT.search(text) if text.startswith("{") else None
-    got = m.group(1) if m else text
-    _SALIENT_LAST[:] = [text, got]
-    return got
+    return m.group(1) if m else text
 
 
 def result_units(f: StepFeatures) -> list[bytes]:
     """The units of a tool result: its lines, normalised (line numbers, durations and addresses
     out; lower case; spaces collapsed), without status lines, and with the query the call sent
     left out of the lines that echo it (a header that quotes a reworded query is the same header).
-    Runs on every line of every result: `_unnumbered` is inlined, `_quotes` asked only of a line
-    that holds the query."""
+    Runs on every line of every result: `_quotes` is asked only of a line that holds the query."""
     said = _salient(f.input).strip().lower()
     said = said if len(said) >= 4 else ""
     obs = f.whole_observation
@@ -230,23 +224,12 @@ SAID_KEPT = 1000  # chars of a query whose results' units may be kept
 def _result_units(obs: str, said: str) -> tuple[bytes, ...]:
     text = VOLATILE.sub("#", obs)
     out: list[bytes] = []
-    status, path_line = STATUS_LINE.match, PATH_LINE.match
+    status = STATUS_LINE.match
     for ln in text.splitlines():
         t = ln.lstrip()
         if not t or (t[0] in "[<" and status(t.rstrip())):
             continue
-        t = t[:LINE_CHARS]
-        if t[0].isdigit():  # `_unnumbered`, inlined
-            rest = t.lstrip("0123456789")
-            if rest[:1] in ("\t", ":", "|"):
-                t = rest[1:]
-        else:
-            i = t.find(":", 0, 200)
-            if i > 0 and t[i + 1 : i + 2].isdigit():
-                m = path_line(t)
-                if m:
-                    t = t[m.end() :].lstrip()
-        t = " ".join(t.lower().split())
+        t = " ".join(_unnumbered(t[:LINE_CHARS]).lower().split())
         if said and said in t and _quotes(t, said):  # the query echoed ("Results for 'x':"): the rest counts
             t = t.replace(said, "\x00")
             if not any(c.isalnum() for c in t):
@@ -300,12 +283,7 @@ def written_units(f: StepFeatures) -> list[bytes]:
     out: list[bytes] = []
     for ln in VOLATILE.sub("#", text[:INPUT_READ]).lower().splitlines():
         t = ln.lstrip()
-        if not t:
-            continue
-        t = t[:LINE_CHARS]
-        if t[0].isdigit() or ":" in t:  # only such a line can carry a line-number prefix
-            t = _unnumbered(t)
-        t = " ".join(t.split())
+        t = " ".join(_unnumbered(t[:LINE_CHARS]).split()) if t else ""
         if t:
             out.append(t.encode("utf-8", "replace"))
             if len(out) >= UNITS_PER_STEP:
