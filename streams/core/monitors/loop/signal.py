@@ -17,7 +17,7 @@ from typing import Any
 
 from ...reading import grounding
 from ...reading.features import StepFeatures, short_hash, sketch_similarity
-from ...reading.observation import not_run, window
+from ...reading.observation import cell_unparsed, not_run, window
 from ...reading.scan import leftmost, names
 from .. import waiting
 
@@ -28,6 +28,9 @@ MESSAGE_CHARS = 160  # of a message step kept to compare with the same agent's n
 FACT = re.compile(r"\b\d[\d,.]*\d\b|\d{2,}|`[^`]{2,40}`|\"[^\"]{3,40}\"|https?://\S+")
 FACT_NAME = re.compile(names(r"\.[a-z]{2,4}\b"))
 DIGITS = re.compile(r"\d+")
+# IPython's header of a cell it could not parse: the line where the parser stopped.
+CELL_AT = re.compile(r"Cell In\[\d{1,9}\], line (\d{1,9})")
+NOT_RUN_HEAD = 400
 # Numbers and addresses (`0x1f` or a digit run), masked in a result's lines; a digit first, as a
 # class, so that the scan skips other characters in C (twice as fast as the two branches).
 NUMBERS = re.compile(r"\d(?:(?<=0)x[0-9a-fA-F]+|\d*)")
@@ -216,7 +219,14 @@ def _error_key(f: StepFeatures) -> str:
         inner = m[0][1:-1]
         return "'#'" if not inner.strip() or inner in f.input else m[0]
 
-    return DIGITS.sub("#", QUOTED.sub(given, f.error_line))
+    key = DIGITS.sub("#", QUOTED.sub(given, f.error_line))
+    if key and cell_unparsed(f.whole_observation):
+        # Where the parser stopped is part of a parse error: the same cell refused at another
+        # line each time is not the same refusal (what it was given differed), so it is not
+        # counted as one error repeated.
+        at = CELL_AT.search(f.whole_observation[:NOT_RUN_HEAD])
+        key += f" @{at[1] if at else ''}:{','.join(DIGITS.findall(f.error_line))}"
+    return key
 
 
 def _result_key(

@@ -80,12 +80,23 @@ def test_the_same_cell_that_ipython_cannot_parse_is_said_to_have_never_run(sem):
     """No edit in a cell that does not parse was applied: never "the same change"."""
     cell = 'edit_file_by_replace(\'book_store.py\', to_replace="""def total(basket):\n'
     run = Run(sem)
-    for n in range(4):
-        obs = f'  Cell In[1], line {10 * n + 10}\n    to_replace="""def total(\n    ^\nSyntaxError: incomplete input\n'
+    for _ in range(4):
+        obs = '  Cell In[1], line 10\n    to_replace="""def total(\n    ^\nSyntaxError: incomplete input\n'
         run.feed(step(action="execute_ipython_cell", action_input={"code": cell}, observation=obs))
     text = _texts(run)
     assert run.fired_anywhere(LOOP) and "never ran" in text and "SyntaxError: incomplete input" in text
     assert "the same change" not in text and "duplicates" not in text
+
+
+def test_a_cell_refused_at_another_line_each_time_is_not_one_error_repeated(sem):
+    """Where the parser stopped is part of a parse error: refused at line 10, 20, 30 and 40,
+    the refusals differ (OpenHands' stuck detector: not stuck), so no loop is said."""
+    cell = 'edit_file_by_replace(\'book_store.py\', to_replace="""def total(basket):\n'
+    run = Run(sem)
+    for n in range(4):
+        obs = f'  Cell In[1], line {10 * n + 10}\n    to_replace="""def total(\n    ^\nSyntaxError: incomplete input\n'
+        run.feed(step(action="execute_ipython_cell", action_input={"code": cell}, observation=obs))
+    assert not run.fired_anywhere(LOOP)
 
 
 def test_whole_outputs_rerun_after_each_edit_are_still_reported(sem):
