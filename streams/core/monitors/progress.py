@@ -223,8 +223,6 @@ SAID_KEPT = 1000  # chars of a query whose results' units may be kept
 
 def _result_units(obs: str, said: str) -> tuple[bytes, ...]:
     text = VOLATILE.sub("#", obs)
-    if text.isascii():
-        return _ascii_units(text, said)
     out: list[bytes] = []
     status = STATUS_LINE.match
     for ln in text.splitlines():
@@ -239,33 +237,6 @@ def _result_units(obs: str, said: str) -> tuple[bytes, ...]:
         if not t:
             continue
         out.append(t.encode("utf-8", "replace"))
-        if len(out) >= UNITS_PER_STEP:
-            break
-    return tuple(out)
-
-
-def _ascii_units(text: str, said: str) -> tuple[bytes, ...]:
-    """`_result_units` of an ASCII text, with the same units: there lower case maps each char
-    to one char and changes no space, digit, colon or line end, so the text is lowered once
-    (not line by line) and a line is unnumbered after lowering; a line with no leading digit
-    and no colon in its first 200 chars has no prefix (`_unnumbered` is not asked)."""
-    out: list[bytes] = []
-    status = STATUS_LINE.match
-    for ln, t in zip(text.splitlines(), map(str.lstrip, text.lower().splitlines()), strict=True):
-        if not t:
-            continue
-        c = t[0]
-        if c in "[<" and status(ln.strip()):
-            continue
-        t = _unnumbered(t[:LINE_CHARS]) if c.isdigit() or ":" in t[:200] else t[:LINE_CHARS]
-        t = " ".join(t.split())
-        if said and said in t and _quotes(t, said):  # the query echoed: the rest counts
-            t = t.replace(said, "\x00")
-            if not any(c.isalnum() for c in t):
-                continue
-        if not t:
-            continue
-        out.append(t.encode())
         if len(out) >= UNITS_PER_STEP:
             break
     return tuple(out)
