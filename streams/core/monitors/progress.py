@@ -281,14 +281,24 @@ def written_units(f: StepFeatures) -> list[bytes]:
             return []  # cut: its texts are not whole
         text = "\n".join(v for v in got.values() if isinstance(v, str)) if isinstance(got, dict) else ""
     out: list[bytes] = []
-    for ln in VOLATILE.sub("#", text[:INPUT_READ]).lower().splitlines():
-        t = ln.lstrip()
-        t = " ".join(_unnumbered(t[:LINE_CHARS]).split()) if t else ""
+    low = VOLATILE.sub("#", text[:INPUT_READ]).lower()
+    # an ASCII text encodes as is (no char to replace); a line with no leading digit and no
+    # colon in its first 200 chars has no prefix to take off (`_unnumbered` is not asked)
+    encode = str.encode if low.isascii() else _encode
+    for t in map(str.lstrip, low.splitlines()):
+        if not t:
+            continue
+        t = _unnumbered(t[:LINE_CHARS]) if t[0].isdigit() or ":" in t[:200] else t[:LINE_CHARS]
+        t = " ".join(t.split())
         if t:
-            out.append(t.encode("utf-8", "replace"))
+            out.append(encode(t))
             if len(out) >= UNITS_PER_STEP:
                 break
     return out
+
+
+def _encode(t: str) -> bytes:
+    return t.encode("utf-8", "replace")
 
 
 def message_units(f: StepFeatures) -> list[bytes] | None:

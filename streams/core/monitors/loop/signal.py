@@ -11,8 +11,11 @@ rules' (`rules.py`). Every kept text is cut and hashed: the state is bounded wha
 from __future__ import annotations
 
 import re
+import struct
 import zlib
 from dataclasses import dataclass, field
+from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 
 from ...reading import grounding
@@ -183,12 +186,19 @@ class Entry:
             cut=f.input_cut,
             verdict="fail" if failed else "pass" if tests and not tests[0] else "",
             obs_cut=f.observation_cut,
-            shape=short_hash(f"{f.action}\x00{DIGITS.sub('#', f.input)}") if f.action else "",
+            shape=_shape(f.action, f.input) if f.action else "",
             place=_place(f) if f.action and not unrun else "",
             ts=f.ts,
             wait=waiting.kind(f),
             unrun=unrun,
         )
+
+
+@lru_cache(maxsize=64)
+def _shape(action: str, given: str) -> str:
+    """The call with digits masked, hashed: remembered for the last calls (a loop re-issues
+    its call, and masking a long input costs more than the lookup)."""
+    return short_hash(f"{action}\x00{DIGITS.sub('#', given)}")
 
 
 def _place(f: StepFeatures) -> str:
@@ -197,13 +207,15 @@ def _place(f: StepFeatures) -> str:
     that is open. "" when the result names none, or failed (an error says what went wrong)."""
     if f.is_error or not f.whole_observation:
         return ""
-    asked = salient(f.input) if f.input.startswith("{") else f.input
     for ln in f.whole_observation[:PLACE_CHARS].strip().splitlines()[:PLACE_LINES]:
         t = ln.strip()
-        label = PLACE_LABEL.match(t)
-        link = LINK.search(label[1] if label else t)
+        # a label needs its colon and a link its `://`: a line without them is not searched
+        label = PLACE_LABEL.match(t) if ":" in t else None
+        on = label[1] if label else t
+        link = LINK.search(on) if "://" in on else None
         where = link[0] if link else label[1].strip() if label else ""
         if where:
+            asked = salient(f.input) if f.input.startswith("{") else f.input
             return (
                 "" if asked.strip() and (asked.strip() in where or where in asked) else short_hash(where)[:8]
             )
@@ -239,8 +251,9 @@ def _result_key(
     count that moves is progress)."""
     if not f.whole_observation:
         return ""
-    if sum(len(t) for t, _ in lines) >= DIGITS_MASKED_FROM or f.modifies:
-        text = f"{zlib.crc32(b''.join(h.to_bytes(4, 'big') for _, h in lines)):08x}"
+    if f.modifies or sum(map(len, map(itemgetter(0), lines))) >= DIGITS_MASKED_FROM:
+        # the hashes as 4 big-endian bytes each, packed in C (`int.to_bytes(4, "big")` each)
+        text = f"{zlib.crc32(struct.pack(f'>{len(lines)}I', *map(itemgetter(1), lines))):08x}"
     else:
         text = f.obs_hash[:8]
     return f"{text}{'!' if failed else ''}{tests or ''}"
@@ -257,20 +270,41 @@ def result_lines(f: StepFeatures) -> list[tuple[str, int]]:
     words: "Address: search: <query>"; a hit that quotes the query is content)."""
     said = salient(f.act_text.split(":", 1)[1].strip() if ":" in f.act_text else "")
     said = said if len(said) >= 4 else ""
-    out = []
     text = window(f.whole_observation)
+    got = _LINES.get((text, said))
+    if got is None:
+        got = _lines(text, said)
+        if len(_LINES) >= LINES_KEPT:
+            del _LINES[next(iter(_LINES))]
+        _LINES[text, said] = got
+    return list(got)
+
+
+# results (as read: head and tail) whose lines are remembered: a result repeated in a loop is
+# read once; at most LINES_KEPT x ~8 KB of text is kept
+_LINES: dict[tuple[str, str], tuple[tuple[str, int], ...]] = {}
+LINES_KEPT = 64
+
+
+def _lines(text: str, said: str) -> tuple[tuple[str, int], ...]:
     # `_line_hash` of every line at once: numbers masked and lower case in one pass over the
-    # text (neither adds or removes a line end, so its lines pair with the text's)
+    # text (neither adds or removes a line end, so its lines pair with the text's), and each
+    # line's hash mapped in C (an ASCII text encodes as is: no char to replace)
     masked = NUMBERS.sub("#", text).lower().splitlines()
-    for ln, low in zip(text.splitlines(), masked, strict=True):
-        t = ln.strip()
-        if (
-            t
-            and not STATUS_LINE.match(t)
-            and not (said and said in t and len(t) <= len(said) + ECHO_LINE_EXTRA)
-        ):
-            out.append((t, zlib.crc32(" ".join(low.split()).encode("utf-8", "replace"))))
-    return out
+    joined = map(" ".join, map(str.split, masked))
+    hashes = map(zlib.crc32, map(str.encode, joined) if text.isascii() else map(_encode, joined))
+    status = STATUS_LINE.match  # every branch starts with `[` or `<`: asked only of those lines
+    pairs = zip(map(str.strip, text.splitlines()), hashes, strict=True)
+    if not said:
+        return tuple((t, h) for t, h in pairs if t and not (t[0] in "[<" and status(t)))
+    n = len(said) + ECHO_LINE_EXTRA
+    return tuple(
+        (t, h) for t, h in pairs if t and not (t[0] in "[<" and status(t)) and not (said in t and len(t) <= n)
+    )
+
+
+def _encode(t: str) -> bytes:
+    return t.encode("utf-8", "replace")
 
 
 def page_lines(f: StepFeatures) -> list[tuple[str, int]]:
