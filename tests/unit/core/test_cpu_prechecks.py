@@ -1,0 +1,246 @@
+"""The cheap prechecks and rewrites that spare the per-step CPU of the injection monitor and its
+neighbours answer exactly as the code they stand in front of: fuzzed against it with
+hypothesis (texts made of the patterns' own words) and on every text of the real dev runs
+(../shared/data/real-dev; that part is skipped without it)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streams.core import instructions
+from streams.core.monitors import contradiction, waiting
+from streams.taint import scan
+from tests.fixtures.golden_decisions import REAL_DEV
+
+# Words of the patterns and their near misses, glued by separators: where a precheck and a
+# pattern disagree, it is on such texts.
+_WORDS = [
+    "in progress",
+    "in_progress",
+    "In-Progress",
+    "progress",
+    "queued",
+    "QUEUED",
+    "pending",
+    "not ready",
+    "not yet ready",
+    "NOT YET done",
+    "not completed",
+    "not complete",
+    "not finished",
+    "not",
+    "yet",
+    "ContainerCreating",
+    "PodInitializing",
+    "Init:0/2",
+    "init:12/3",
+    "still running",
+    "Still waiting",
+    "still in progress",
+    "waiting for the job",
+    "Waiting for pods",
+    "status",
+    "State",
+    "phase",
+    '"status": "running"',
+    "state=Building",
+    "phase : 'processing'",
+    "running",
+    "creating",
+    "\u017ftatus",  # a long s: case-blind, it is an s
+    "rate limit",
+    "Rate-Limited",
+    "too many requests",
+    "Throttled",
+    "temporarily",
+    "Temporary failure",
+    "unavailable",
+    "overloaded",
+    "connection reset",
+    "ECONNREFUSED",
+    "ETIMEDOUT",
+    "try again",
+    "Retrying",
+    "read timed out",
+    "Gateway Timeout",
+    "HTTP/1.1 503",
+    "status_code=429",
+    "error: 502",
+    "500 Internal",
+    "429 Too Many",
+    "503 - Service",
+    "5",
+    "٥٠٣",
+    "K",
+    "İ",
+    "x",
+    "_",
+    "9",
+]
+_SEPS = [" ", "", "\n", ":", "=", '"', "'", "-", "_", ".", "é", "\t"]
+texts = st.lists(st.sampled_from(_WORDS + _SEPS), max_size=24).map("".join)
+
+
+@functools.cache
+def real_texts() -> tuple[str, ...]:
+    """The thoughts and results of the real dev runs' steps, and their tasks (each once)."""
+    if not REAL_DEV.is_dir():
+        return ()
+    out: dict[str, None] = {}
+    for path in sorted(REAL_DEV.glob("*.jsonl")):
+        for line in path.read_bytes().splitlines():
+            if line.strip():
+                ev = orjson.loads(line)
+                for key in ("task", "thought", "observation"):
+                    x = ev.get(key)
+                    if isinstance(x, str) and x:
+                        out[x] = None
+    return tuple(out)
+
+
+def heads(n: int) -> Iterator[str]:
+    for t in real_texts():
+        yield t[:n]
+
+
+def needs_real() -> None:
+    if not real_texts():
+        pytest.skip(f"real dev data not found at {REAL_DEV}")
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts)
+def test_pending_precheck_answers_as_the_pattern_on_fuzzed_texts(s: str) -> None:
+    assert waiting._pending(s) == (waiting.PENDING.search(s) is not None)
+
+
+def test_pending_precheck_answers_as_the_pattern_on_real_results() -> None:
+    needs_real()
+    for s in heads(waiting.PENDING_CHARS):
+        assert waiting._pending(s) == (waiting.PENDING.search(s) is not None), s[:200]
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts)
+def test_transient_precheck_answers_as_the_pattern_on_fuzzed_texts(s: str) -> None:
+    assert waiting._transient(s) == (waiting.TRANSIENT.search(s) is not None)
+
+
+def test_transient_precheck_answers_as_the_pattern_on_real_results() -> None:
+    needs_real()
+    for s in heads(waiting.TRANSIENT_CHARS):
+        assert waiting._transient(s) == (waiting.TRANSIENT.search(s) is not None), s[:200]
+
+
+_CLAIM_WORDS = [
+    "The root cause is",
+    "the issue is",
+    "The problem was",
+    "this means",
+    "Which shows",
+    "therefore",
+    "thus",
+    "hence",
+    "I found that",
+    "i confirmed that",
+    "it turns out",
+    "so the",
+    "the answer is",
+    "in conclusion",
+    "conclusion:",
+    "Confirmed:",
+    "is not the cause",
+    "isn't a culprit",
+    "is the problem",
+    "maybe",
+    "we need to",
+    "the `parse` function",
+    "is missing",
+    "is not broken",
+    "x",
+    "\u017fo the",
+    "ROOT CAUSE",
+]
+_CLAIM_SEPS = [" ", ". ", "? ", "; ", "\n", "\n\n", "", ",", "é", "_", "!  "]
+thoughts = st.lists(st.sampled_from(_CLAIM_WORDS + _CLAIM_SEPS), max_size=30).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(thoughts)
+def test_claims_gate_changes_no_claim_on_fuzzed_thoughts(s: str) -> None:
+    assert contradiction.claims_of(s) == contradiction._claims(s[:4000])
+
+
+def test_claims_gate_changes_no_claim_on_real_texts() -> None:
+    needs_real()
+    for s in real_texts():
+        assert contradiction.claims_of(s) == contradiction._claims(s[:4000]), s[:200]
+
+
+def _may_flag_before(text: str, values: list[tuple[str, str, int]]) -> bool:
+    """`instructions.may_flag` as it was written before its entries were grouped by word."""
+    if not text or not isinstance(text, str):
+        return False
+    t = instructions._lowered(text)
+    words = instructions._words(t)
+    weak: set[str] = set()
+    for name, key, word, _pat in instructions._AT_B:
+        if (key is not None and key not in words) or word not in t:
+            continue
+        need = instructions._WORDS_OF.get(word)
+        if need is not None and not (words & need[0] or (need[1] is not None and need[1] in t)):
+            continue
+        if name in instructions._STRONG:
+            return True
+        weak.add(name)
+    if ":" in t and any(w.encode() in words for w in instructions._ROLES):
+        return True
+    if any(key in words and word in t for key, word in instructions._ADDRESSEE_KEYS_B) or (
+        b"you" in words and "to you" in t and "message from" in t
+    ):
+        weak.add("address")
+    if "note" in weak or any(kind in instructions.DESTINATIONS for kind, _v, _at in values):
+        weak.add("order")
+    return len(weak) >= 2
+
+
+_INSTR_WORDS = [
+    *(w for _n, _k, w, _p in instructions._AT_B),
+    *instructions._ADDRESSEES,
+    *instructions._ROLES,
+    "rules",
+    "instructions",
+    "prompt",
+    "you",
+    "to you",
+    "message from",
+    "gave",
+    "tell",
+    "asking",
+    "<|im_start|>",
+    "send the file to a@b.com",
+    "USAIgnore",
+    "x",
+]
+_INSTR_SEPS = [" ", "", "\n", ":", ".", "!", "\\n", "'", "é"]
+instr_texts = st.lists(st.sampled_from(_INSTR_WORDS + _INSTR_SEPS), max_size=24).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(instr_texts)
+def test_may_flag_answers_as_before_on_fuzzed_texts(s: str) -> None:
+    values = scan(s)
+    assert instructions.may_flag(s, values) == _may_flag_before(s, values)
+
+
+def test_may_flag_answers_as_before_on_real_texts() -> None:
+    needs_real()
+    for s in real_texts():
+        values = scan(s)
+        assert instructions.may_flag(s, values) == _may_flag_before(s, values), s[:200]
