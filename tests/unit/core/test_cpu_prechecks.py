@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streams import taint
 from streams.core import instructions
 from streams.core.monitors import contradiction, waiting
 from streams.taint import scan
@@ -244,3 +245,82 @@ def test_may_flag_answers_as_before_on_real_texts() -> None:
     for s in real_texts():
         values = scan(s)
         assert instructions.may_flag(s, values) == _may_flag_before(s, values), s[:200]
+
+
+def _token_values_before(raw: str) -> tuple[tuple[str, str], ...]:
+    """`streams.taint._token_values` as it was before a one-piece token took a short way."""
+    tok = raw[: taint.TOKEN_MAX].strip(taint._LEAD).rstrip(taint._TRAIL)
+    if not tok or not taint._CANDIDATE(tok) or (tok.isdigit() and len(tok) < 7):
+        return ()
+    return tuple(v for piece in taint._pieces(tok) for v in taint._classified(piece))
+
+
+def _scan_before(t: str, limit: int) -> list[tuple[str, str, int]]:
+    """`streams.taint._scan` of a text with no currency word, as it was before `add` was inlined."""
+    seen: set[str] = set()
+    out: list[tuple[str, str, int]] = []
+
+    def add(kind: str, value: str, at: int) -> bool:
+        if value not in seen:
+            seen.add(value)
+            out.append((kind, value, at))
+        return len(out) < limit
+
+    for raw in dict.fromkeys(taint._CANDIDATE_TOKENS(t)):
+        for kind, value in _token_values_before(raw[: taint.TOKEN_MAX]):
+            if not add(kind, value, -1):
+                return out
+    if "'" in t or '"' in t:
+        for m in taint._QUOTED.finditer(t):
+            ident = taint._ident(m.group(1) or m.group(2) or "")
+            if ident is not None and not add("ident", ident, m.start()):
+                return out
+    return out
+
+
+_VALUE_WORDS = [
+    "a@b.com",
+    "x.y@mail.example.org,",
+    "a@b.com,c@d.co.uk",
+    "https://www.Example.com/x/",
+    "www.site.io",
+    "DE89370400440532013000",
+    "$1,250.00",
+    "€30",
+    "12345678",
+    "+41 (0)44-123-4567",
+    "+1-555-123-4567",
+    "2024-01-05",
+    "./src/app.py",
+    "/workspace/a/b/",
+    "report.pdf",
+    "astropy.modeling",
+    "m.Linear1D(5),",
+    "'quoted name'",
+    '"another one"',
+    "(12)",
+    "123",
+    "x",
+    "...",
+    ",",
+    "a,b,c",
+]
+value_texts = st.lists(st.sampled_from([*_VALUE_WORDS, " ", "\n", ", "]), max_size=30).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value_texts, st.integers(min_value=-1, max_value=6))
+def test_scan_finds_what_it_found_before(s: str, limit: int) -> None:
+    if any(c in s.lower() for c in taint._CURRENCY_CORES):
+        return
+    assert taint._scan(s, limit, False) == _scan_before(s, limit)
+    for raw in s.split():
+        assert taint._token_values(raw[: taint.TOKEN_MAX]) == _token_values_before(raw)
+
+
+def test_scan_finds_what_it_found_before_on_real_texts() -> None:
+    needs_real()
+    for s in real_texts():
+        t = s[: taint.TEXT_MAX]
+        if not any(c in t.lower() for c in taint._CURRENCY_CORES):
+            assert taint._scan(t, taint.VALUES_MAX, False) == _scan_before(t, taint.VALUES_MAX)
