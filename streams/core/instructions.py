@@ -309,6 +309,23 @@ def may_flag(text: str, values: list[tuple[str, str, int]]) -> bool:
     says only that `read` must decide (the order entries are looked at in does not change it)."""
     if not text or not isinstance(text, str):
         return False
+    dest = any(kind in DESTINATIONS for kind, _v, _at in values)
+    key = (text[:TEXT_MAX], dest)  # all it reads
+    got = _MAY_FLAG.get(key)
+    if got is None:
+        got = _may_flag(key[0], dest)
+        if len(_MAY_FLAG) >= MAY_FLAG_KEPT:
+            del _MAY_FLAG[next(iter(_MAY_FLAG))]
+        _MAY_FLAG[key] = got
+    return got
+
+
+_MAY_FLAG: dict[tuple[str, bool], bool] = {}
+MAY_FLAG_KEPT = 64  # texts whose answer is remembered (a result repeated in a loop is read once)
+
+
+def _may_flag(text: str, dest: bool) -> bool:
+    """`may_flag` of a text; `dest`: whether its values name a destination."""
     t = _lowered(text)
     words = _words(t)
     weak: set[str] = set()
@@ -327,7 +344,7 @@ def may_flag(text: str, values: list[tuple[str, str, int]]) -> bool:
         b"you" in words and "to you" in t and "message from" in t
     ):
         weak.add("address")
-    if "note" in weak or any(kind in DESTINATIONS for kind, _v, _at in values):
+    if "note" in weak or dest:
         weak.add("order")
     return len(weak) >= 2
 

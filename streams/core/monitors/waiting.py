@@ -111,15 +111,17 @@ _TRANSIENT_CUES: _Cues = (
         "etimedout",
         "try again",
         "retry",
-        "time",
+        "timeout",
+        "time out",
+        "timedout",
+        "timed out",
     ),
-    (
-        (
-            ("429", "5"),
-            ("http", "status", "code", "error", "internal", "gateway", "service", "too many", "server"),
-        ),
-    ),
+    (),
 )
+# A status code TRANSIENT names (an ASCII text: `\d` is an ASCII digit there), and the words
+# one of those alternatives holds next to it.
+_STATUS_CODE = re.compile(r"429|5\d\d")
+_STATUS_WORDS = ("http", "status", "code", "error", "internal", "gateway", "service", "too many", "server")
 # A command that only waits (`sleep 30`): the agent backing off by itself.
 SLEEP = re.compile(r"sleep\s{1,8}\d{1,6}(?:\.\d{1,3})?[smh]?")
 WAIT_TOOLS = frozenset({"wait", "sleep"})
@@ -179,8 +181,13 @@ def _pending(head: str) -> bool:
 
 
 def _transient(head: str) -> bool:
-    """Whether `head` states a failure of the moment (TRANSIENT)."""
-    return _searched(TRANSIENT, head, _TRANSIENT_CUES)
+    """Whether `head` states a failure of the moment (TRANSIENT), searched only when it may: an
+    ASCII text with none of the words, and no status code with its words, does not match."""
+    if head.isascii() and not _may_match(head, _TRANSIENT_CUES):
+        t = head.lower()
+        if not (_STATUS_CODE.search(t) and any(w in t for w in _STATUS_WORDS)):
+            return False
+    return TRANSIENT.search(head) is not None
 
 
 def usual(gaps: Sequence[float]) -> float | None:
