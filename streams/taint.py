@@ -40,6 +40,8 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 from .untrusted import fenced
@@ -279,6 +281,9 @@ def _classified(piece: str) -> tuple[tuple[str, str], ...]:
     return tuple(_classify(piece))
 
 
+_CUT = itemgetter(slice(None, TOKEN_MAX))  # `raw[:TOKEN_MAX]`, called from C
+
+
 @functools.lru_cache(maxsize=4096)
 def _token_values(raw: str) -> tuple[tuple[str, str], ...]:
     """The values of one whitespace token, as `_scan`'s loop finds them when no currency word
@@ -287,6 +292,8 @@ def _token_values(raw: str) -> tuple[tuple[str, str], ...]:
     tok = raw[:TOKEN_MAX].strip(_LEAD).rstrip(_TRAIL)
     if not tok or not _CANDIDATE(tok) or (tok.isdigit() and len(tok) < 7):
         return ()
+    if "," not in tok:  # one piece (`_pieces`): its values as they are remembered
+        return _classified(tok)
     return tuple(v for piece in _pieces(tok) for v in _classified(piece))
 
 
@@ -358,10 +365,15 @@ def _scan(text: str, limit: int, positions: bool) -> list[tuple[str, str, int]]:
         # No currency word, so no token's values depend on the token before it: the tokens
         # that hold a candidate character, found in C, each distinct one once (a repeat adds
         # only values already seen), their values remembered per token.
-        for raw in dict.fromkeys(_CANDIDATE_TOKENS(t)):
-            for kind, value in _token_values(raw[:TOKEN_MAX]):  # all it reads (a bounded key)
-                if not add(kind, value, -1):
-                    return out
+        # Each token cut to TOKEN_MAX (all it reads, a bounded key), its values looked up and
+        # the tokens without any passed over, all in C: the loop sees only values.
+        cut = map(_CUT, dict.fromkeys(_CANDIDATE_TOKENS(t)))
+        for kind, value in chain.from_iterable(filter(None, map(_token_values, cut))):
+            if value not in seen:  # `add`, inlined
+                seen.add(value)
+                out.append((kind, value, -1))
+            if len(out) >= limit:
+                return out
     prev = ""
     for raw, at in tokens:
         if raw.isalpha():

@@ -285,34 +285,66 @@ def _lowered(text: str) -> str:
     return text[:TEXT_MAX].lower().replace("\\n", " \n")
 
 
+# `may_flag`'s view of `_AT_B`: (signal, trigger, `_WORDS_OF` entry) by the trigger's first
+# word, and those without one (looked for as substrings whatever the words); the addressees
+# by their first word. Only the entries of the text's own words are then looked at.
+_MayEntry = tuple[str, str, "tuple[set[bytes], str | None] | None"]
+_KEYED: dict[bytes, list[_MayEntry]] = {}
+_UNKEYED: list[_MayEntry] = []
+for _name, _k, _word, _pat in _AT_B:
+    (_UNKEYED if _k is None else _KEYED.setdefault(_k, [])).append((_name, _word, _WORDS_OF.get(_word)))
+_ADDRESSEES_BY_KEY: dict[bytes, list[str]] = {}
+for _k, _word in _ADDRESSEE_KEYS_B:
+    if _k is not None:
+        _ADDRESSEES_BY_KEY.setdefault(_k, []).append(_word)
+_ROLES_B = frozenset(w.encode() for w in _ROLES)
+
+
 def may_flag(text: str, values: list[tuple[str, str, int]]) -> bool:
     """False when `read(text, values)` cannot flag the text: a flag needs override, task or
     marker, or two of address, note, order and urgency, and each needs a trigger that `read`
     would look at (its first word among the text's words, the trigger in the text) and the
     words its pattern cannot match without. Set look-ups and substring searches in C: a result
     that holds none of it is not read further. `values`: `streams.taint.scan(text)`. True
-    says only that `read` must decide."""
+    says only that `read` must decide (the order entries are looked at in does not change it)."""
     if not text or not isinstance(text, str):
         return False
+    dest = any(kind in DESTINATIONS for kind, _v, _at in values)
+    key = (text[:TEXT_MAX], dest)  # all it reads
+    got = _MAY_FLAG.get(key)
+    if got is None:
+        got = _may_flag(key[0], dest)
+        if len(_MAY_FLAG) >= MAY_FLAG_KEPT:
+            del _MAY_FLAG[next(iter(_MAY_FLAG))]
+        _MAY_FLAG[key] = got
+    return got
+
+
+_MAY_FLAG: dict[tuple[str, bool], bool] = {}
+MAY_FLAG_KEPT = 64  # texts whose answer is remembered (a result repeated in a loop is read once)
+
+
+def _may_flag(text: str, dest: bool) -> bool:
+    """`may_flag` of a text; `dest`: whether its values name a destination."""
     t = _lowered(text)
     words = _words(t)
     weak: set[str] = set()
-    for name, key, word, _pat in _AT_B:
-        if (key is not None and key not in words) or word not in t:
-            continue
-        need = _WORDS_OF.get(word)
-        if need is not None and not (words & need[0] or (need[1] is not None and need[1] in t)):
-            continue
-        if name in _STRONG:
-            return True
-        weak.add(name)
-    if ":" in t and any(w.encode() in words for w in _ROLES):
+    for entries in (*(_KEYED[k] for k in words if k in _KEYED), _UNKEYED):
+        for name, word, need in entries:
+            if word not in t:
+                continue
+            if need is not None and not (words & need[0] or (need[1] is not None and need[1] in t)):
+                continue
+            if name in _STRONG:
+                return True
+            weak.add(name)
+    if ":" in t and not _ROLES_B.isdisjoint(words):
         return True
-    if any(key in words and word in t for key, word in _ADDRESSEE_KEYS_B) or (
+    if any(w in t for k in words if k in _ADDRESSEES_BY_KEY for w in _ADDRESSEES_BY_KEY[k]) or (
         b"you" in words and "to you" in t and "message from" in t
     ):
         weak.add("address")
-    if "note" in weak or any(kind in DESTINATIONS for kind, _v, _at in values):
+    if "note" in weak or dest:
         weak.add("order")
     return len(weak) >= 2
 

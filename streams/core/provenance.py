@@ -106,6 +106,34 @@ def _near(at: int, kind: str, spans: Sequence[tuple[int, int]], wins: Sequence[t
     )
 
 
+# The last user list asked and its set (one memo, swapped whole: threads read it safely).
+_USER_SET: list[tuple[list[str] | None, frozenset[str]]] = [(None, frozenset())]
+
+
+def _user_set(user: list[str]) -> frozenset[str]:
+    """`frozenset(user)`, built again only when the list is another: a run's user values
+    change at the few steps the user speaks (a state's lists are replaced, never changed)."""
+    memo = _USER_SET[0]
+    if memo[0] is not user:
+        memo = (user, frozenset(user))
+        _USER_SET[0] = memo
+    return memo[1]
+
+
+# The last taint list indexed and its index (one memo, swapped whole).
+_INDEX: list[tuple[list[list[Any]] | None, dict[str, int]]] = [(None, {})]
+
+
+def _index(taint: list[list[Any]]) -> dict[str, int]:
+    """hash -> place of a taint list's entries (the last one's, as a dict comprehension
+    would keep it), built again only when the list is another (not to be changed)."""
+    memo = _INDEX[0]
+    if memo[0] is not taint:
+        memo = (taint, {e[0]: i for i, e in enumerate(taint)})
+        _INDEX[0] = memo
+    return memo[1]
+
+
 def observe(
     p: Provenance,
     step: int,
@@ -122,9 +150,10 @@ def observe(
     if flagged and values and values[0][2] < 0:
         values = scan(text, positions=True)
     wins = windows(text, found.spans) if flagged else []
-    user = set(p.user)
-    index = {e[0]: i for i, e in enumerate(p.taint)}
-    taint = list(p.taint)
+    user = _user_set(p.user)
+    index = _index(p.taint)  # shared: read only
+    added: dict[str, int] = {}  # hash -> place of the entries this result adds
+    taint = p.taint  # copied at the first change (most results bring no new value)
     name = tool[:TOOL_KEPT]
     changed = False
     for kind, v, at in values:
@@ -133,14 +162,18 @@ def observe(
             continue
         instr = flagged and _near(at, kind, found.spans, wins)
         i = index.get(h)
+        if i is None:
+            i = added.get(h)
         if i is not None:
             if instr and not taint[i][4]:
+                if not changed:
+                    taint, changed = list(taint), True
                 taint[i] = [h, kind, step, name, True]
-                changed = True
             continue
-        index[h] = len(taint)
+        if not changed:
+            taint, changed = list(taint), True
+        added[h] = len(taint)
         taint.append([h, kind, step, name, instr])
-        changed = True
     if len(taint) > TAINT_MAX:  # the oldest plain values go first, then the oldest marked
         extra = len(taint) - TAINT_MAX
         drop: set[int] = set()
@@ -171,10 +204,24 @@ def wire(p: Provenance | Mapping[str, Any] | None) -> list[TaintEntry]:
     # site, an account: the gate's strict mode denies those in an acting call); its paths,
     # numbers and names are not: a coding run's listings and a shop's item ids would fill
     # every decision with hashes no gate reads by default
-    marked = [e for e in reversed(taint) if e[4]]
-    plain = [e for e in reversed(taint) if not e[4] and e[1] in WIRED_PLAIN][:WIRED_PLAIN_MAX]
-    ordered = marked + plain
+    ordered = _ordered(taint)
     return [
         {"h": e[0], "kind": e[1], "step": e[2], "tool": e[3], "instr": bool(e[4])}
         for e in ordered[:TAINT_WIRE_MAX]
     ]
+
+
+# The last taint list wired and its entries in wire order (one memo, swapped whole).
+_ORDERED: list[tuple[list[list[Any]] | None, list[list[Any]]]] = [(None, [])]
+
+
+def _ordered(taint: list[list[Any]]) -> list[list[Any]]:
+    """The entries `wire` carries, in its order, worked out again only when the list is
+    another (most steps add no value: the state keeps the same list, never changed)."""
+    memo = _ORDERED[0]
+    if memo[0] is not taint:
+        marked = [e for e in reversed(taint) if e[4]]
+        plain = [e for e in reversed(taint) if not e[4] and e[1] in WIRED_PLAIN][:WIRED_PLAIN_MAX]
+        memo = (taint, marked + plain)
+        _ORDERED[0] = memo
+    return memo[1]

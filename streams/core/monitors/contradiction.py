@@ -194,6 +194,9 @@ class Claim:
         return cls(*c)
 
 
+_CLAIM_FIELDS = len(Claim("", 0, False, 0, "").encode())
+
+
 @dataclass(frozen=True)
 class ContradictionState:
     claims: list[list[Any]] = field(default_factory=list)  # flattened `Claim`s, oldest first
@@ -205,8 +208,16 @@ class ContradictionState:
 
 def claims_of(thought: str) -> list[tuple[str, int, bool, str]]:
     """(topic, polarity, is_cause, original sentence) of each conclusion in a thought."""
+    text = thought[:4000]
+    # A sentence's conclusion marker is a marker of the whole text too (a sentence is cut at
+    # spaces, which no word touches): a text without one, most thoughts, is not split.
+    return _claims(text) if CONCLUSION.search(text) else []
+
+
+def _claims(text: str) -> list[tuple[str, int, bool, str]]:
+    """`claims_of` of a cut text, sentence by sentence."""
     out = []
-    for sent in SENTENCE.split(thought[:4000]):
+    for sent in SENTENCE.split(text):
         s = sent.strip()
         if len(s) < 12 or HEDGE.search(s):
             continue
@@ -316,8 +327,9 @@ def evaluate(
         speaker = f.agent
     found = claims_of(f.thought)
     best = NOTHING
-    claims = [Claim.decode(c) for c in st.claims]
+    stored = st.claims
     if found:
+        claims = [Claim.decode(c) for c in st.claims]
         revised = bool(REVISION.search(f.thought))
         for topic, polarity, is_cause, sentence in found:
             # Only earlier claims of this agent with nothing new since: any other pair is an
@@ -330,6 +342,9 @@ def evaluate(
             cause = _cause_of(sentence)[:TEXT_KEPT] if is_cause else ""
             new = Claim(topic, polarity, is_cause, f.step, cause, sentence[:TEXT_KEPT], f.agent, evidence)
             claims = [*claims, new][-MAX_CLAIMS:]
+        stored = [c.encode() for c in claims]
+    elif not all(type(c) is list and len(c) == _CLAIM_FIELDS for c in stored):
+        stored = [Claim.decode(c).encode() for c in stored]  # an older state's claims, filled in
     seen, quiet = st.seen, st.quiet
     if f.action is not None and not f.message:
         new_result = bool(f.obs_norm) and f.obs_hash not in seen
@@ -341,9 +356,7 @@ def evaluate(
             quiet = []
         else:
             quiet = [*quiet, [f.step, quote(f.action_label, 40)]][-QUIET_KEPT:]
-    new_state = ContradictionState(
-        claims=[c.encode() for c in claims], evidence=evidence, seen=seen, quiet=quiet, speaker=speaker
-    )
+    new_state = ContradictionState(claims=stored, evidence=evidence, seen=seen, quiet=quiet, speaker=speaker)
     return new_state, best
 
 

@@ -236,14 +236,15 @@ def evaluate(
 
     if (f.verifies and not pending) or not pending:
         return new, answer
-    what = _what(pending, change_step)
+    # what the texts below say is worked out only for the branch that speaks (most steps none)
     blocked = (
         f" Your last attempt ({fenced(not_run, 50)}) could not run here: if no test can run, say so in your final answer and re-read the diff."
         if not_run
         else ""
     )
-    tests_words = _claims_tests(f.thought)
     if f.finishes:
+        what = _what(pending, change_step)
+        tests_words = _claims_tests(f.thought)
         new = new.evolve(finish_step=f.step)
         lead = (
             f"You say the tests pass ({fenced(tests_words, 60)}) but no test has run since you changed {what}."
@@ -256,12 +257,14 @@ def evaluate(
             f"{lead} Run the relevant tests or the reproduction script before finishing.{blocked}",
         )
     if st.finish_step is not None:
+        what = _what(pending, change_step)
         return new, Finding(
             0.85,
             f"You tried to finish at step {st.finish_step} although {what} changed and nothing had checked "
             f"it; the run goes on, so run the relevant tests or the reproduction script now.{blocked}",
         )
-    if tests_words and pending_before and not st.tested_since_change:
+    tests_words = _claims_tests(f.thought) if pending_before and not st.tested_since_change else ""
+    if tests_words:
         return new, Finding(
             0.9,
             f"You say the tests pass ({fenced(tests_words, 60)}) but no test has run since you changed "
