@@ -19,6 +19,9 @@ from .vectors import FloatArray, l2_normalise
 _ASCII_PIECE = re.compile(r"[a-z0-9]+|[^\sa-z0-9]")
 # BertNormalizer(clean_text) drops control characters; tab, newline and CR are whitespace.
 _ASCII_CONTROL = {c: None for c in [*range(0, 9), 11, 12, *range(14, 32), 127]}
+_HAS_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # what _ASCII_CONTROL drops
+WORDS_KEPT = 200_000  # per-word ids cached (each cache)
+WORD_CHARS_KEPT = 100  # longer whitespace-separated words are not cached whole
 
 
 def _is_uncased_bert(tokenizer_json: Path) -> bool:
@@ -67,7 +70,8 @@ class StaticEmbedder:
         if unk_id is not None:
             self.usable[unk_id] = False
         self.max_length = max_length
-        self._word_ids: dict[str, tuple[int, ...]] = {}
+        self._word_ids: dict[str, tuple[int, ...]] = {}  # piece -> ids
+        self._chunk_ids: dict[str, tuple[int, ...]] = {}  # whitespace-separated word -> ids
         self._word_split = _is_uncased_bert(self.model_dir / "tokenizer.json")
         self._added = [
             t["content"] for t in _read_json(self.model_dir / "tokenizer.json").get("added_tokens", [])
@@ -76,13 +80,15 @@ class StaticEmbedder:
         self.dim = int(self.table.shape[1])
 
     def token_ids(self, text: str) -> list[int]:
-        """The tokenizer's ids for `text`, through a per-word cache on the common path.
+        """The tokenizer's ids for `text`, through per-word caches on the common path.
 
         A BERT (uncased) tokenizer splits ASCII text into lower-cased runs of letters and
         digits and single punctuation characters, then WordPiece works on each piece alone.
         So for ASCII text the ids are the concatenation of cached per-piece ids: exactly what
         the tokenizer returns (tests/unit/embeddings/test_models.py checks it), at a fraction of the
-        cost of a full call (~45 us per text, the largest part of a monitor step). Other
+        cost of a full call (~45 us per text, the largest part of a monitor step). No piece
+        spans whitespace, so the ids of a whitespace-separated word are cached too: one
+        `split` and a lookup per word instead of the piece regex over the whole text. Other
         text, and tokenizers this reasoning does not hold for, go through the tokenizer."""
         if (
             not self._word_split
@@ -90,16 +96,44 @@ class StaticEmbedder:
             or ("[" in text and any(a in text for a in self._added))  # "[SEP]" is one token
         ):
             return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
+        if _HAS_CONTROL.search(text) is not None:
+            text = text.translate(_ASCII_CONTROL)
+        ids: list[int] = []
+        chunks = self._chunk_ids
+        for word in text.lower().split():
+            got = chunks.get(word)
+            if got is None:
+                got = self._piece_ids(word)
+                if len(word) <= WORD_CHARS_KEPT and len(chunks) < WORDS_KEPT:
+                    chunks[word] = got
+            ids.extend(got)
+        return ids
+
+    def _piece_ids(self, word: str) -> tuple[int, ...]:
+        """The ids of one lower-cased, whitespace-free ASCII word: its pieces' ids, each cached."""
         ids: list[int] = []
         cache = self._word_ids
-        for piece in _ASCII_PIECE.findall(text.translate(_ASCII_CONTROL).lower()):
+        for piece in _ASCII_PIECE.findall(word):
             got = cache.get(piece)
             if got is None:
                 got = tuple(self.tokenizer.encode(piece, add_special_tokens=False).ids)
-                if len(cache) < 200_000:
+                if len(cache) < WORDS_KEPT:
                     cache[piece] = got
             ids.extend(got)
-        return ids
+        return tuple(ids)
+
+    def _vector(self, text: str) -> FloatArray | None:
+        """The mean of `text`'s usable token rows (None: no usable token)."""
+        ids = np.array(self.token_ids(text), dtype=np.int64)
+        ids = ids[self.usable[ids]][: self.max_length]
+        n = len(ids)
+        if not n:
+            return None
+        # `self.table[ids].mean(axis=0)` without its Python-level bookkeeping: the same sum
+        # (row after row, float32) divided the same way (by an intp count, into the sum).
+        total: FloatArray = np.add.reduce(self.table[ids], axis=0)
+        np.true_divide(total, np.intp(n), out=total, casting="unsafe")
+        return total
 
     def embed(self, texts: Sequence[str]) -> FloatArray:
         """Every text computed (no cache here: see `CachedEmbedder`)."""
@@ -107,8 +141,7 @@ class StaticEmbedder:
             raise TypeError("embed() takes a sequence of texts, not a single str")
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
-            ids = np.asarray(self.token_ids(text), dtype=np.int64)
-            ids = ids[self.usable[ids]][: self.max_length]
-            if len(ids):
-                out[row] = self.table[ids].mean(axis=0)
+            vec = self._vector(text)
+            if vec is not None:
+                out[row] = vec
         return l2_normalise(out) if self.normalize else out
