@@ -98,29 +98,52 @@ class StaticEmbedder:
             return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
         if _HAS_CONTROL.search(text) is not None:
             text = text.translate(_ASCII_CONTROL)
-        ids: list[int] = []
-        chunks = self._chunk_ids
-        for word in text.lower().split():
-            got = chunks.get(word)
-            if got is None:
-                got = self._piece_ids(word)
-                if len(word) <= WORD_CHARS_KEPT and len(chunks) < WORDS_KEPT:
-                    chunks[word] = got
-            ids.extend(got)
-        return ids
+        words = text.lower().split()
+        known = self._chunk_ids
+        try:
+            return [i for w in words for i in known[w]]
+        except KeyError:  # a word not seen yet: all of this text's are worked out at once
+            new = self._words_ids([w for w in dict.fromkeys(words) if w not in known])
+        return [i for w in words for i in (new[w] if w in new else known[w])]
 
-    def _piece_ids(self, word: str) -> tuple[int, ...]:
-        """The ids of one lower-cased, whitespace-free ASCII word: its pieces' ids, each cached."""
-        ids: list[int] = []
+    def _words_ids(self, words: list[str]) -> dict[str, tuple[int, ...]]:
+        """The ids of lower-cased, whitespace-free ASCII words, each the concatenation of its
+        pieces' ids. The pieces no cache holds go through the tokenizer in one call, joined
+        by spaces: each piece is one pre-token of its own there (a run of letters and digits,
+        or one punctuation character), and WordPiece reads each pre-token alone, so a piece's
+        ids are the tokens of its pre-token (`word_ids`), as if it had been encoded alone."""
+        pieces_of = {w: _ASCII_PIECE.findall(w) for w in words}
         cache = self._word_ids
-        for piece in _ASCII_PIECE.findall(word):
-            got = cache.get(piece)
-            if got is None:
-                got = tuple(self.tokenizer.encode(piece, add_special_tokens=False).ids)
+        ids_of: dict[str, tuple[int, ...]] = {}
+        todo = list(dict.fromkeys(p for ps in pieces_of.values() for p in ps if p not in cache))
+        if todo:
+            for piece, tids in zip(todo, self._encode_pieces(todo), strict=True):
+                ids_of[piece] = tids
                 if len(cache) < WORDS_KEPT:
-                    cache[piece] = got
-            ids.extend(got)
-        return tuple(ids)
+                    cache[piece] = tids
+        out: dict[str, tuple[int, ...]] = {}
+        chunks = self._chunk_ids
+        for w, pieces in pieces_of.items():
+            out[w] = tuple(i for p in pieces for i in (ids_of[p] if p in ids_of else cache[p]))
+            if len(w) <= WORD_CHARS_KEPT and len(chunks) < WORDS_KEPT:
+                chunks[w] = out[w]
+        return out
+
+    def _encode_pieces(self, pieces: list[str]) -> list[tuple[int, ...]]:
+        """Each piece's ids, from one tokenizer call over the pieces joined by spaces (one
+        call per piece if the tokens do not fall one group per piece, which plain ASCII
+        pieces always do)."""
+        enc = self.tokenizer.encode(" ".join(pieces), add_special_tokens=False)
+        got: list[list[int]] = [[] for _ in pieces]
+        ok = True
+        for tid, word in zip(enc.ids, enc.word_ids, strict=True):
+            if word is None or not 0 <= word < len(pieces):
+                ok = False
+                break
+            got[word].append(tid)
+        if ok and all(got):
+            return [tuple(g) for g in got]
+        return [tuple(self.tokenizer.encode(p, add_special_tokens=False).ids) for p in pieces]
 
     def _vector(self, text: str) -> FloatArray | None:
         """The mean of `text`'s usable token rows (None: no usable token)."""

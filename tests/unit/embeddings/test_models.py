@@ -260,6 +260,18 @@ def test_static_whole_word_cache_gives_the_tokenizers_exact_ids(text: str) -> No
         assert fast.token_ids(text) == fast.tokenizer.encode(text, add_special_tokens=False).ids
 
 
+def test_static_new_pieces_encoded_together_get_the_ids_each_gets_alone() -> None:
+    fast = models().fast.model
+    pieces = ["unbelievablyx", "$", "3", "z" * 101, "[", "sep", "]", "naive", "##", "x"]
+    alone = [tuple(fast.tokenizer.encode(p, add_special_tokens=False).ids) for p in pieces]
+    assert fast._encode_pieces(pieces) == alone
+    # pieces that are not one pre-token each: one call per piece instead
+    odd = ["a b", "c", "d.e"]
+    assert fast._encode_pieces(odd) == [
+        tuple(fast.tokenizer.encode(p, add_special_tokens=False).ids) for p in odd
+    ]
+
+
 def test_static_vectors_are_the_plain_numpy_mean_and_norm_bit_for_bit(static: StaticEmbedder) -> None:
     """Decisions compare rounded similarities: the vectors must not move by a bit."""
     texts = [*THOUGHTS, *TEXTS, "naïve café " * 40, "token " * 700]
