@@ -73,6 +73,11 @@ class StaticEmbedder:
         self._word_ids: dict[str, tuple[int, ...]] = {}  # piece -> ids
         self._chunk_ids: dict[str, tuple[int, ...]] = {}  # whitespace-separated word -> ids
         self._word_split = _is_uncased_bert(self.model_dir / "tokenizer.json")
+        model_cfg = _read_json(self.model_dir / "tokenizer.json").get("model") or {}
+        # WordPiece gives a word that is in its vocabulary (and not too long) its one id: a new
+        # piece found there needs no tokenizer call (`_words_ids`).
+        self._whole: dict[str, int] = self.tokenizer.get_vocab(with_added_tokens=False)
+        self._whole_max = int(model_cfg.get("max_input_chars_per_word", 100))
         self._added = [
             t["content"] for t in _read_json(self.model_dir / "tokenizer.json").get("added_tokens", [])
         ]
@@ -108,25 +113,34 @@ class StaticEmbedder:
 
     def _words_ids(self, words: list[str]) -> dict[str, tuple[int, ...]]:
         """The ids of lower-cased, whitespace-free ASCII words, each the concatenation of its
-        pieces' ids. The pieces no cache holds go through the tokenizer in one call, joined
-        by spaces: each piece is one pre-token of its own there (a run of letters and digits,
-        or one punctuation character), and WordPiece reads each pre-token alone, so a piece's
-        ids are the tokens of its pre-token (`word_ids`), as if it had been encoded alone."""
-        pieces_of = {w: _ASCII_PIECE.findall(w) for w in words}
-        cache = self._word_ids
-        ids_of: dict[str, tuple[int, ...]] = {}
-        todo = list(dict.fromkeys(p for ps in pieces_of.values() for p in ps if p not in cache))
+        pieces' ids. A piece no cache holds is a vocabulary word (WordPiece's longest match is
+        the whole piece: its one id), or goes to the tokenizer, all of a text's in one call
+        (`_encode_pieces`)."""
+        cache, whole, most = self._word_ids, self._whole, self._whole_max
+        pieces_of = [(w, _ASCII_PIECE.findall(w)) for w in words]
+        todo: dict[str, None] = {}
+        for _w, pieces in pieces_of:
+            for p in pieces:
+                if p not in cache:
+                    tid = whole.get(p) if len(p) <= most else None
+                    if tid is None:
+                        todo[p] = None
+                    elif len(cache) < WORDS_KEPT:
+                        cache[p] = (tid,)
+                    else:
+                        todo[p] = None  # the cache is full: the tokenizer's answer, kept below
+        found: dict[str, tuple[int, ...]] = {}
         if todo:
-            for piece, tids in zip(todo, self._encode_pieces(todo), strict=True):
-                ids_of[piece] = tids
+            found = dict(zip(todo, self._encode_pieces(list(todo)), strict=True))
+            for p, tids in found.items():
                 if len(cache) < WORDS_KEPT:
-                    cache[piece] = tids
+                    cache[p] = tids
         out: dict[str, tuple[int, ...]] = {}
         chunks = self._chunk_ids
-        for w, pieces in pieces_of.items():
-            out[w] = tuple(i for p in pieces for i in (ids_of[p] if p in ids_of else cache[p]))
+        for w, pieces in pieces_of:
+            got = out[w] = tuple(i for p in pieces for i in (found[p] if p in found else cache[p]))
             if len(w) <= WORD_CHARS_KEPT and len(chunks) < WORDS_KEPT:
-                chunks[w] = out[w]
+                chunks[w] = got
         return out
 
     def _encode_pieces(self, pieces: list[str]) -> list[tuple[int, ...]]:
