@@ -20,8 +20,12 @@ _ASCII_PIECE = re.compile(r"[a-z0-9]+|[^\sa-z0-9]")
 # BertNormalizer(clean_text) drops control characters; tab, newline and CR are whitespace.
 _ASCII_CONTROL = {c: None for c in [*range(0, 9), 11, 12, *range(14, 32), 127]}
 _HAS_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # what _ASCII_CONTROL drops
-WORDS_KEPT = 200_000  # per-word ids cached (each cache)
-WORD_CHARS_KEPT = 100  # longer whitespace-separated words are not cached whole
+# The per-word caches are bounded in entries and in key length (a producer's 20,000-character
+# run of letters is one piece: kept, 200,000 of them would take gigabytes). What is not kept is
+# worked out again when met: the same ids.
+PIECES_KEPT = 200_000  # pieces (runs of letters and digits, punctuation) -> ids
+WORDS_KEPT = 50_000  # whitespace-separated words -> ids
+CHARS_KEPT = 32  # longer pieces and words are not kept
 
 
 def _is_uncased_bert(tokenizer_json: Path) -> bool:
@@ -119,27 +123,27 @@ class StaticEmbedder:
         cache, whole, most = self._word_ids, self._whole, self._whole_max
         pieces_of = [(w, _ASCII_PIECE.findall(w)) for w in words]
         todo: dict[str, None] = {}
+        found: dict[str, tuple[int, ...]] = {}  # worked out here and not kept
         for _w, pieces in pieces_of:
             for p in pieces:
                 if p not in cache:
                     tid = whole.get(p) if len(p) <= most else None
                     if tid is None:
                         todo[p] = None
-                    elif len(cache) < WORDS_KEPT:
+                    elif len(p) <= CHARS_KEPT and len(cache) < PIECES_KEPT:
                         cache[p] = (tid,)
                     else:
-                        todo[p] = None  # the cache is full: the tokenizer's answer, kept below
-        found: dict[str, tuple[int, ...]] = {}
+                        found[p] = (tid,)  # not kept: its one id all the same
         if todo:
-            found = dict(zip(todo, self._encode_pieces(list(todo)), strict=True))
-            for p, tids in found.items():
-                if len(cache) < WORDS_KEPT:
+            for p, tids in zip(todo, self._encode_pieces(list(todo)), strict=True):
+                found[p] = tids
+                if len(p) <= CHARS_KEPT and len(cache) < PIECES_KEPT:
                     cache[p] = tids
         out: dict[str, tuple[int, ...]] = {}
         chunks = self._chunk_ids
         for w, pieces in pieces_of:
             got = out[w] = tuple(i for p in pieces for i in (found[p] if p in found else cache[p]))
-            if len(w) <= WORD_CHARS_KEPT and len(chunks) < WORDS_KEPT:
+            if len(w) <= CHARS_KEPT and len(chunks) < WORDS_KEPT:
                 chunks[w] = got
         return out
 

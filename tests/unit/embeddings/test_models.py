@@ -260,6 +260,25 @@ def test_static_whole_word_cache_gives_the_tokenizers_exact_ids(text: str) -> No
         assert fast.token_ids(text) == fast.tokenizer.encode(text, add_special_tokens=False).ids
 
 
+def test_static_word_caches_are_bounded_and_what_is_not_kept_gets_the_same_ids(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import streams.embeddings.static as static_mod
+
+    fresh = StaticEmbedder(models().fast.model.model_dir)
+    long_run = "q" * 20_000
+    text = f"{long_run} the {long_run[:40]}x session"
+    assert fresh.token_ids(text) == fresh.tokenizer.encode(text, add_special_tokens=False).ids
+    assert all(len(k) <= static_mod.CHARS_KEPT for k in [*fresh._word_ids, *fresh._chunk_ids])
+    pieces, words = len(fresh._word_ids), len(fresh._chunk_ids)
+    monkeypatch.setattr(static_mod, "PIECES_KEPT", pieces + 3)
+    monkeypatch.setattr(static_mod, "WORDS_KEPT", words + 2)
+    for t in THOUGHTS:
+        for _ in range(2):
+            assert fresh.token_ids(t) == fresh.tokenizer.encode(t, add_special_tokens=False).ids
+    assert len(fresh._word_ids) == pieces + 3 and len(fresh._chunk_ids) == words + 2
+
+
 def test_static_new_pieces_encoded_together_get_the_ids_each_gets_alone() -> None:
     fast = models().fast.model
     pieces = ["unbelievablyx", "$", "3", "z" * 101, "[", "sep", "]", "naive", "##", "x"]
