@@ -18,9 +18,8 @@ T = TypeVar("T")
 
 def evolve(obj: T, names: frozenset[str], changes: dict[str, Any]) -> T:
     """`obj` with `changes` (`names`: its dataclass's field names). No __post_init__ runs."""
-    unknown = changes.keys() - names
-    if unknown:
-        raise TypeError(f"{type(obj).__name__} has no field(s) {sorted(unknown)}")
+    if not names.issuperset(changes):  # no set built on the common path (~10 calls a step)
+        raise TypeError(f"{type(obj).__name__} has no field(s) {sorted(changes.keys() - names)}")
     new = object.__new__(type(obj))
     new.__dict__.update(obj.__dict__)
     new.__dict__.update(changes)

@@ -19,6 +19,7 @@ docs/difficulty.md has the rules with a worked example.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -85,7 +86,14 @@ def price_of(model: str, role: str, run_model: str | None, prices: PriceTable) -
     if p is not None:
         return p, True
     base = prices.get(run_model) or PRIOR_UNIT
-    return base.scaled(PRIOR_STATE_RATIO.get(role, 1.0)), False
+    return _scaled(base, PRIOR_STATE_RATIO.get(role, 1.0)), False
+
+
+@functools.lru_cache(maxsize=64)
+def _scaled(base: ModelPrice, k: float) -> ModelPrice:
+    """`base.scaled(k)`, kept: an unpriced model's price is asked for several times a step,
+    always of the same few (price, ratio) pairs."""
+    return base.scaled(k)
 
 
 def text_tokens(v: Any) -> int:

@@ -56,12 +56,8 @@ class CachedEmbedder:
     def embed(self, texts: Sequence[str]) -> FloatArray:
         if isinstance(texts, str):  # a bare str is a Sequence[str] too: almost always a bug
             raise TypeError("embed() takes a sequence of texts, not a single str")
-        if len(texts) == 1:  # the monitors' case: one text per call, usually cached
-            with self._lock:
-                hit = self._cache.get(texts[0])
-                if hit is not None:
-                    self._cache.move_to_end(texts[0])
-                    return hit[None, :].copy()
+        if len(texts) == 1:  # the monitors' case: one text per call
+            return self._one(texts[0])
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         missing: dict[str, list[int]] = {}
         with self._lock:
@@ -82,6 +78,23 @@ class CachedEmbedder:
                         row = v.copy()
                         row.setflags(write=False)
                         self._keep(t, row)
+        return out
+
+    def _one(self, text: str) -> FloatArray:
+        """`embed([text])`, without the bookkeeping of a batch (a cached text, or one the
+        monitors embed for the first time: most steps bring one)."""
+        with self._lock:
+            hit = self._cache.get(text)
+            if hit is not None:
+                self._cache.move_to_end(text)
+                return hit[None, :].copy()
+        out = np.empty((1, self.dim), dtype=np.float32)
+        out[0] = self.model.embed([text])[0]
+        if self._size:
+            row = out[0].copy()
+            row.setflags(write=False)
+            with self._lock:
+                self._keep(text, row)
         return out
 
     def has(self, text: str) -> bool:

@@ -11,7 +11,12 @@ IntArray = npt.NDArray[np.int64]
 
 def l2_normalise(x: FloatArray) -> FloatArray:
     """Row-wise L2 normalisation; zero rows stay zero (no division by zero, no NaN)."""
-    norms = np.linalg.norm(x, axis=-1, keepdims=True)
+    if x.dtype == np.float32:
+        # What `np.linalg.norm(x, axis=-1, keepdims=True)` computes for float32 rows (the
+        # same products, the same reduction), without its ~4 us of argument handling.
+        norms = np.sqrt(np.add.reduce(x * x, axis=-1, keepdims=True))
+    else:
+        norms = np.linalg.norm(x, axis=-1, keepdims=True)
     out: FloatArray = (x / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
     return out
 

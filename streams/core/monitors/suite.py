@@ -17,7 +17,7 @@ import orjson
 from ...untrusted import scrub
 from ..decision import MonitorsWire
 from ..reading.features import StepFeatures
-from .base import FIRE_AT, NOTHING, Context, Finding, Monitor
+from .base import FIRE_AT, NOTHING, Context, Finding, Monitor, clip01
 from .builtin import DEFAULT_MONITORS
 from .profiles import composite
 from .semantics import Semantics
@@ -162,7 +162,7 @@ def evaluate(
             found[m.name] = NOTHING
             continue
         new[m.key], found[m.name] = m.evaluate(_state_of(ms, m), f, ctx, sem)
-    scores = {n: round(min(max(found[n].score, 0.0), 1.0), 4) for n in names}
+    scores = {n: round(clip01(found[n].score), 4) for n in names}
     level = thresholds or {}
     fired = sorted(
         (n for n in names if scores[n] >= level.get(n, FIRE_AT) and n not in off),

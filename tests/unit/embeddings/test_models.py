@@ -245,6 +245,65 @@ def test_static_word_cache_handles_non_ascii_through_the_tokenizer():
         assert fast.token_ids(text) == fast.tokenizer.encode(text, add_special_tokens=False).ids
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "word\x01joined by a control character",
+        "x" * 150 + " a word too long to keep whole, " + "y" * 150,
+        "tabs\tand\nnewlines\r\nsplit words; so do  runs of   spaces",
+        "file.py, (parens) and a_b-c: one word, several pieces",
+    ],
+)
+def test_static_whole_word_cache_gives_the_tokenizers_exact_ids(text: str) -> None:
+    fast = models().fast.model
+    for _ in range(2):  # computed, then from the caches
+        assert fast.token_ids(text) == fast.tokenizer.encode(text, add_special_tokens=False).ids
+
+
+def test_static_word_caches_are_bounded_and_what_is_not_kept_gets_the_same_ids(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import streams.embeddings.static as static_mod
+
+    fresh = StaticEmbedder(models().fast.model.model_dir)
+    long_run = "q" * 20_000
+    text = f"{long_run} the {long_run[:40]}x session"
+    assert fresh.token_ids(text) == fresh.tokenizer.encode(text, add_special_tokens=False).ids
+    assert all(len(k) <= static_mod.CHARS_KEPT for k in [*fresh._word_ids, *fresh._chunk_ids])
+    pieces, words = len(fresh._word_ids), len(fresh._chunk_ids)
+    monkeypatch.setattr(static_mod, "PIECES_KEPT", pieces + 3)
+    monkeypatch.setattr(static_mod, "WORDS_KEPT", words + 2)
+    for t in THOUGHTS:
+        for _ in range(2):
+            assert fresh.token_ids(t) == fresh.tokenizer.encode(t, add_special_tokens=False).ids
+    assert len(fresh._word_ids) == pieces + 3 and len(fresh._chunk_ids) == words + 2
+
+
+def test_static_new_pieces_encoded_together_get_the_ids_each_gets_alone() -> None:
+    fast = models().fast.model
+    pieces = ["unbelievablyx", "$", "3", "z" * 101, "[", "sep", "]", "naive", "##", "x"]
+    alone = [tuple(fast.tokenizer.encode(p, add_special_tokens=False).ids) for p in pieces]
+    assert fast._encode_pieces(pieces) == alone
+    # pieces that are not one pre-token each: one call per piece instead
+    odd = ["a b", "c", "d.e"]
+    assert fast._encode_pieces(odd) == [
+        tuple(fast.tokenizer.encode(p, add_special_tokens=False).ids) for p in odd
+    ]
+
+
+def test_static_vectors_are_the_plain_numpy_mean_and_norm_bit_for_bit(static: StaticEmbedder) -> None:
+    """Decisions compare rounded similarities: the vectors must not move by a bit."""
+    texts = [*THOUGHTS, *TEXTS, "naïve café " * 40, "token " * 700]
+    for text in texts:
+        ids = np.asarray(static.tokenizer.encode(text, add_special_tokens=False).ids, dtype=np.int64)
+        ids = ids[static.usable[ids]][: static.max_length]
+        row = static.table[ids].mean(axis=0)[None, :] if len(ids) else np.zeros((1, static.dim), np.float32)
+        want = (row / np.maximum(np.linalg.norm(row, axis=-1, keepdims=True), 1e-12)).astype(np.float32)
+        assert static.embed([text]).tobytes() == want.tobytes(), text[:40]
+    batch = static.embed(texts)
+    assert all(batch[i].tobytes() == static.embed([t])[0].tobytes() for i, t in enumerate(texts))
+
+
 def test_loading_the_models_limits_blas_to_one_thread() -> None:
     from threadpoolctl import threadpool_info
 

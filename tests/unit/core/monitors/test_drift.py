@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from streams.core.monitors import Semantics, to_embed
 
@@ -253,3 +255,66 @@ def test_a_reference_groups_centroid_is_kept_and_gives_the_same_similarity(sem):
     assert fresh.fast_centroid_sims(recent, [focus, [TASK]]) == first
     assert fresh.stacks[0] == kept  # nothing new stacked the second time
     assert Semantics(sem.fast_model, sem.full_model).fast_centroid_sims(recent, [focus, [TASK]]) == first
+
+
+_NAME_BITS = [
+    "parse_config",
+    "Parser",
+    "HTTPServer",
+    "csv_writer.py",
+    "`fix-it`",
+    "`...`",
+    "a.b",
+    "ΣIGMA_x",
+    "straße.py",
+    "İd_x",
+    " ",
+    ".",
+    "_",
+    "\n",
+    "`",
+    "x",
+    "Q",
+]
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    text=st.lists(st.sampled_from(_NAME_BITS) | st.characters(), max_size=30).map("".join),
+    task=st.lists(st.sampled_from(_NAME_BITS) | st.characters(), max_size=20).map("".join),
+)
+def test_the_shared_name_precheck_agrees_with_comparing_every_name(text, task):
+    from streams.core.monitors.drift import names_in, names_task
+
+    assert names_task(text, task) == (bool(task) and bool(names_in(text) & names_in(task)))
+
+
+def test_the_shared_name_precheck_agrees_on_long_texts():
+    from streams.core.monitors.drift import names_in, names_task
+
+    task = "Fix `parse_config` in config/loader.py so that HTTPServer reads csv_writer.py"
+    for text in (
+        "x " * 1500 + "parse_config",  # named past the 2000 characters read
+        "y " * 999 + "parse_config",  # ... and just within them
+        "loader.py " * 300,
+        "Looking at HttpServer and CSV_WRITER.PY",
+    ):
+        assert names_task(text, task) == bool(names_in(text) & names_in(task))
+    # Lower-casing a name alone and inside its text may differ outside ASCII (a final sigma):
+    # such text is scanned name by name.
+    assert names_task("a`..\u03a3`", "`..\u03c3`") and "\u03c3" not in "a`..\u03a3`".lower()
+
+
+def test_a_checkpoint_on_the_runs_own_work_asks_the_static_model_only_for_its_baseline(sem):
+    class Counting(Semantics):
+        screens = 0
+
+        def fast_centroid_sims(self, texts, refs):
+            Counting.screens += 1
+            return super().fast_centroid_sims(texts, refs)
+
+    run = Run(Counting(sem.fast_model, sem.full_model), task=TASK)
+    for _ in range(5):  # 25 steps on the task's files: checkpoints at 10, 15, 20, 25
+        run.feed(*ON_TASK)
+    assert Counting.screens == 1  # the first checkpoint's, which sets the run's baseline
+    assert not run.fired_anywhere(DRIFT)
