@@ -107,10 +107,9 @@ def signals(text: str) -> dict[str, float]:
 
 
 def _words(text: str) -> list[str]:
-    """`_WORD.findall(text)`."""
-    if text.isascii():
-        return text.encode("ascii").translate(_NON_WORD_TO_SPACE).decode("ascii").split()
-    return _WORD.findall(text)
+    """`_WORD.findall(text)`: its word characters are ASCII, so every other character, a
+    non-ASCII one too (encoded as "?"), only separates words."""
+    return text.encode("ascii", "replace").translate(_NON_WORD_TO_SPACE).decode("ascii").split()
 
 
 def _entities(text: str) -> int:

@@ -201,7 +201,11 @@ def _old_signals(text: str) -> dict[str, float]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from([*WORDS, " ", ", ", ".", "\n", "é", "HMM"]), max_size=60).map("".join))
+@given(
+    st.lists(
+        st.sampled_from([*WORDS, *ODD, ", ", ".", "HMM", "\ud800", "Ǆ", "ﬁ", "\u2019"]), max_size=60
+    ).map("".join)
+)
 def test_the_heuristic_signals_count_what_they_counted(s):
     assert heuristic.signals(s) == _old_signals(s)
 
