@@ -221,14 +221,24 @@ def normalise_obs(obs: str) -> str:
     return " ".join(VOLATILE.sub("#", head).split())
 
 
-# An ASCII text read with every digit as "0", every whitespace character as a space and the
-# letter "m" dropped (a duration's "ms" reads "s"): every `VOLATILE` match leaves one of these
-# in it (a duration "0s" or "0 s" (ms, sec and seconds start with "m" or "s"), a hex address,
-# a clock time, a pid, a timestamp's date). A text with none is not scanned: `VOLATILE` tries
-# each digit of it, ~25 us for an output of 1,000 characters; these searches run in C.
-_VARYING = (b"0s", b"0 s", b"0x", b"0:00:00", b"pid", b"0000-00-00")
-_DIGIT_SPACE = bytes(
-    0x30 if chr(c).isdigit() else 0x20 if chr(c).isspace() else c for c in range(128)
+# An ASCII text read with every digit as "0", every whitespace character as a space, "x" as
+# "s", "-" as ":" and the letter "m" dropped: every `VOLATILE` match leaves one of these in it
+# (a duration "0s" or "0 s" (ms, sec and seconds start with "m" or "s"), a hex address "0x",
+# a clock time or a timestamp's date "0000-00-00", a pid). A text with none is not scanned:
+# `VOLATILE` tries each digit of it, ~25 us for an output of 1,000 characters; these four
+# searches run in C.
+_VARYING = (b"0s", b"0 s", b"0:00:00", b"pid")
+_VARYING_READ = bytes(
+    0x30
+    if chr(c).isdigit()
+    else 0x20
+    if chr(c).isspace()
+    else ord("s")
+    if chr(c) == "x"
+    else ord(":")
+    if chr(c) == "-"
+    else c
+    for c in range(128)
 ) + bytes(range(128, 256))
 
 
@@ -240,7 +250,7 @@ _VARYING_IN = VOLATILE
 
 def _may_vary(ascii_text: str) -> bool:
     """`VOLATILE` may match in this ASCII text (False: it finds nothing)."""
-    read = ascii_text.encode("ascii").translate(_DIGIT_SPACE, b"m")
+    read = ascii_text.encode("ascii").translate(_VARYING_READ, b"m")
     return any(k in read for k in _VARYING)
 
 
