@@ -304,3 +304,40 @@ NOT_RUN_TOKENS = [
 @given(_text(NOT_RUN_TOKENS))
 def test_a_run_that_could_not_start_is_read_as_before(s):
     assert shell.could_not_run(s) == (bool(shell.NOT_RUN.search(s[:600])) and len(s) < 1500)
+
+
+COORDINATION_TOKENS = [
+    *ODD,
+    "next speaker",
+    "Next Speaker: Coder",
+    "TERMINATE",
+    "{",
+    '"',
+    "is_request_satisfied",
+    "updated ledger:",
+    "plan :",
+    "please continue",
+    "go ahead",
+    "...",
+    "group chat manager",
+    "Group Chat Manager",
+    "let other participants",
+    "let other participantx",
+    "facts given in the task",
+    "facts that we have learned",
+    "facts still to look up",
+    "Updated list of facts",
+    "FACTS",
+    "fact",
+    "s",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(_text(COORDINATION_TOKENS))
+@example("Hi. let other participants speak")
+@example("x group chat manager")
+@example("intro\nHere is the new list of facts")
+def test_a_coordination_message_is_read_as_the_patterns_alone_read_it(s):
+    assert features._coordinates(s) == bool(features.COORDINATION.search(s))
+    assert features._surveys_facts(s) == bool(features.FACT_SURVEY.search(s))
