@@ -80,8 +80,10 @@ ERROR_CAP = 3
 HEDGE_DENSITY_FULL = 0.10  # one hedge every ten words saturates the signal
 # Scoring cost must not depend on how much text an agent sends.
 MAX_SCORED_CHARS = 20_000
-# Every entity holds one of these: a text without any has none (no scan of it needed).
-_ENTITY_CHARS = ("/", ".", '"', "'", "`")
+# Every entity holds one of these, or a dot that a name goes on after (`_DOTTED`): a text
+# without any has none (no scan of it needed; a sentence's full stop is not such a dot).
+_ENTITY_CHARS = ("/", '"', "'", "`")
+_DOTTED = re.compile(r"\.[A-Za-z_]")
 
 
 def signals(text: str) -> dict[str, float]:
@@ -116,7 +118,7 @@ def _entities(text: str) -> int:
     """How many entities the text names, counted up to ENTITY_CAP (all the signal reads): a
     long thought stops being scanned at its tenth, and one with no entity character is not
     scanned at all (the scan was ~4 ms of a 20,000-character thought's step)."""
-    if not any(c in text for c in _ENTITY_CHARS):
+    if not any(c in text for c in _ENTITY_CHARS) and _DOTTED.search(text) is None:
         return 0
     n = 0
     for _ in _ENTITY.finditer(text):

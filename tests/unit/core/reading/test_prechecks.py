@@ -341,3 +341,33 @@ COORDINATION_TOKENS = [
 def test_a_coordination_message_is_read_as_the_patterns_alone_read_it(s):
     assert features._coordinates(s) == bool(features.COORDINATION.search(s))
     assert features._surveys_facts(s) == bool(features.FACT_SURVEY.search(s))
+
+
+ENTITY_TOKENS = [
+    *ODD,
+    "a",
+    "A",
+    "_",
+    "1",
+    ".",
+    "-",
+    "/",
+    '"',
+    "'",
+    "`",
+    "pkg.mod",
+    "end. Next",
+    "e.g.",
+    "x.1",
+    "._a",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_text(ENTITY_TOKENS))
+@example("Run the tests again.")
+@example("see np.array")
+@example("the Foo.Bar class")
+@example("call x._y")
+def test_entities_are_counted_as_the_pattern_alone_counted_them(s):
+    assert heuristic._entities(s) == min(len(heuristic._ENTITY.findall(s)), heuristic.ENTITY_CAP)
