@@ -12,6 +12,7 @@ topics. Everything is bounded: recently seen tools/files (LRU), 12 topic anchors
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -48,9 +49,11 @@ class SprawlState:
     edited: list[str] = field(default_factory=list)  # stems of the files the run changed
 
 
+@functools.lru_cache(maxsize=4096)
 def stem_of(path: str) -> str:
     """A file's name without folder, extension and test affixes: `tests/test_store.py`,
-    `src/store.py` and `StoreTest.java` share the stem `store`."""
+    `src/store.py` and `StoreTest.java` share the stem `store`. Kept for the paths seen last
+    (a run names the same few files step after step, and drift asks too)."""
     name = path.rstrip("/").rsplit("/", 1)[-1].split(".", 1)[0].lower()
     for affix in ("test_", "_test", "tests_", "_tests", "test", "tests", "spec_", "_spec"):
         if len(name) > len(affix) + 2:
@@ -64,7 +67,17 @@ def stem_of(path: str) -> str:
 
 def touches_tests(f: StepFeatures) -> bool:
     """The step runs a check or reads or runs tests: the work of verifying the task."""
-    return f.verifies or any(TEST_WORD.search(p) for p in f.paths) or bool(TEST_WORD.search(f.command[:200]))
+    return f.verifies or any(_names_tests(p) for p in f.paths) or _names_tests(f.command[:200])
+
+
+def _names_tests(text: str) -> bool:
+    """`TEST_WORD` matches in the text. Every match holds "test" or "spec" in any case: an ASCII
+    text without either (most paths and commands) is not scanned."""
+    if text.isascii():
+        low = text.lower()
+        if "test" not in low and "spec" not in low:
+            return False
+    return TEST_WORD.search(text) is not None
 
 
 def edited_stems(f: StepFeatures) -> list[str]:
@@ -89,6 +102,13 @@ def same_front(f: StepFeatures, edited: list[str]) -> bool:
     return touches_tests(f) or names_edited(f, edited)
 
 
+@functools.lru_cache(maxsize=4096)
+def _file_keys(path: str) -> tuple[str, str]:
+    """What `files` keeps of a path and of its stem: hashes (paths can be long). Kept for the
+    paths seen last, as `stem_of`."""
+    return short_hash(path)[:10], "s:" + short_hash(stem_of(path))[:10]
+
+
 def _touch(seen: list[str], item: str) -> tuple[list[str], bool]:
     if item in seen:
         seen = [x for x in seen if x != item]
@@ -104,7 +124,8 @@ def evaluate(st: SprawlState, f: StepFeatures, ctx: Context, sem: Semantics) -> 
     front = same_front(f, st.edited)
     edited = st.edited
     if f.modifies:
-        edited = list(dict.fromkeys([*(x for x in st.edited if x not in edited_stems(f)), *edited_stems(f)]))
+        mine = edited_stems(f)
+        edited = list(dict.fromkeys([*(x for x in st.edited if x not in mine), *mine]))
         edited = edited[-MAX_EDITED:]
     tools = st.tools
     if f.action and f.action not in ("finish", "submit"):
@@ -114,9 +135,10 @@ def evaluate(st: SprawlState, f: StepFeatures, ctx: Context, sem: Semantics) -> 
     files = st.files
     new_files = 0
     for p in f.paths:
-        files, is_new = _touch(files, short_hash(p)[:10])  # hashes: paths can be long
+        path_key, stem_key = _file_keys(p)
+        files, is_new = _touch(files, path_key)
         stem = stem_of(p)
-        files, new_stem = _touch(files, "s:" + short_hash(stem)[:10])
+        files, new_stem = _touch(files, stem_key)
         if is_new:
             new_files += 1
             # The tests of a module already opened (`test_store.py` after `store.py`) or a file
@@ -125,8 +147,8 @@ def evaluate(st: SprawlState, f: StepFeatures, ctx: Context, sem: Semantics) -> 
             if not related and st.steps > 0 and len([x for x in novelties if x.startswith("file")]) < 2:
                 novelties.append(f"file {fenced(p.rstrip('/').rsplit('/', 1)[-1], 60)}")
     anchors = st.anchors
-    topic = topic_text(f)
     if len(f.thought.strip()) >= MIN_THOUGHT and not f.coordination:
+        topic = topic_text(f)
         if not anchors:
             anchors = [topic]
         elif not front and max(sem.fast_sims(topic, anchors)) < NEW_TOPIC_BELOW:

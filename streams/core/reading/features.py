@@ -214,7 +214,44 @@ def _cut_paths(paths: tuple[str, ...] | list[str]) -> tuple[str, ...]:
 
 
 def normalise_obs(obs: str) -> str:
-    return " ".join(VOLATILE.sub("#", obs[:OBS_HASHED]).split())
+    head = obs[:OBS_HASHED]
+    # nine outputs in ten: nothing to mask (a short one is scanned: the check would cost more)
+    if len(head) > VARYING_FROM and VOLATILE is _VARYING_IN and head.isascii() and not _may_vary(head):
+        return " ".join(head.split())
+    return " ".join(VOLATILE.sub("#", head).split())
+
+
+# An ASCII text read with every digit as "0", every whitespace character as a space, "x" as
+# "s", "-" as ":" and the letter "m" dropped: every `VOLATILE` match leaves one of these in it
+# (a duration "0s" or "0 s" (ms, sec and seconds start with "m" or "s"), a hex address "0x",
+# a clock time or a timestamp's date "0000-00-00", a pid). A text with none is not scanned:
+# `VOLATILE` tries each digit of it, ~25 us for an output of 1,000 characters; these four
+# searches run in C.
+_VARYING = (b"0s", b"0 s", b"0:00:00", b"pid")
+_VARYING_READ = bytes(
+    0x30
+    if chr(c).isdigit()
+    else 0x20
+    if chr(c).isspace()
+    else ord("s")
+    if chr(c) == "x"
+    else ord(":")
+    if chr(c) == "-"
+    else c
+    for c in range(128)
+) + bytes(range(128, 256))
+
+
+VARYING_FROM = 200  # chars of an output from which `_may_vary` is asked first
+# The pattern `_VARYING` was read from: a pattern put in its place (`bench.regex_cost` puts the
+# old one back) runs on every text.
+_VARYING_IN = VOLATILE
+
+
+def _may_vary(ascii_text: str) -> bool:
+    """`VOLATILE` may match in this ASCII text (False: it finds nothing)."""
+    read = ascii_text.encode("ascii").translate(_VARYING_READ, b"m")
+    return any(k in read for k in _VARYING)
 
 
 def obs_sketch(norm_obs: str, k: int = 8) -> list[int]:
@@ -346,6 +383,14 @@ class StepFeatures:
         return _error_line(self.observation) if self.is_error else ""
 
     @lazy
+    def topic(self) -> str:
+        """`topic_text`: drift and sprawl both read it."""
+        about = (
+            self.command or " ".join(self.paths) or (self.act_text.split(":", 1)[-1] if self.act_text else "")
+        )
+        return _squeezed_head(" ".join(p for p in (self.thought.strip(), about) if p), TOPIC_CHARS)
+
+    @lazy
     def coordination(self) -> bool:
         """Speaker routing, ledger/status updates, fact surveys and plans, "TERMINATE", an
         agent's internal note."""
@@ -375,18 +420,25 @@ def _error_line(obs: str) -> str:
     compare equal: the last raised `Name(Error|Exception): message` (its innermost error, when
     one wraps another), else the last line with an error word; never a warning or a traceback
     frame, and a bare label ("ERROR:") together with the message on the line after it."""
-    lines = [ln.strip() for ln in obs.strip().splitlines() if ln.strip()][-ERROR_LINES:]
+    lines: list[str] = []  # the last ERROR_LINES non-blank lines, read from the end
+    for ln in reversed(obs.strip().splitlines()):
+        if stripped := ln.strip():
+            lines.append(stripped)
+            if len(lines) == ERROR_LINES:
+                break
+    lines.reverse()
     # a frame's next line is the source it points at, not an error
-    useful = [
-        i for i, ln in enumerate(lines) if not (ERROR_NOISE.search(ln) or (i and FRAME.match(lines[i - 1])))
-    ]
+    useful = [i for i, ln in enumerate(lines) if not (_noise(ln) or (i and FRAME.match(lines[i - 1])))]
     for i in reversed(useful):
-        starts = [m.start() for m in RAISED.finditer(lines[i][:2000])]
+        head = lines[i][:2000]
+        # every match is followed by "Error: " or "Exception: ": a line without is not scanned
+        raised = "Error: " in head or "Exception: " in head
+        starts = [m.start() for m in RAISED.finditer(head)] if raised else []
         if starts:
             return normalise_obs(lines[i][starts[-1] :])[:ERROR_KEPT]
-    for pattern in (EXCEPTION_LINE, ERROR_WORDS):
+    for says in (_exception_line, _error_words):
         for i in reversed(useful):
-            if pattern.search(lines[i]):
+            if says(lines[i]):
                 return _with_message(lines, useful, i)
     # no error words: a framework's complaint leads with what went wrong; not a traceback cut
     # before its error, nor a heading ("Operations to perform:") that announces a log
@@ -398,6 +450,39 @@ def _error_line(obs: str) -> str:
         if first.endswith(":") and not ERROR_LABEL.match(first)
         else _with_message(lines, useful, useful[0])
     )
+
+
+_W_DIGIT = re.compile(r"[wW][0-9]")
+
+
+def _noise(line: str) -> bool:
+    r"""`ERROR_NOISE.search(line)`. Past the line's start only "warning:" and `W\d{3}` can
+    match, both at a "w": an ASCII line with neither is matched at its start alone (the
+    case-insensitive search tried every character of lines that can be thousands long)."""
+    if line.isascii() and "warning:" not in line.lower() and not _W_DIGIT.search(line):
+        return ERROR_NOISE.match(line) is not None
+    return ERROR_NOISE.search(line) is not None
+
+
+def _exception_line(line: str) -> bool:
+    r"""`EXCEPTION_LINE.search(line)`: an ASCII line without "error", "exception" or "fault" in
+    any case can match only `^E\s`, at its start."""
+    if line.isascii():
+        low = line.lower()
+        if "error" not in low and "exception" not in low and "fault" not in low:
+            return EXCEPTION_LINE.match(line) is not None
+    return EXCEPTION_LINE.search(line) is not None
+
+
+_ERROR_WORDS_LOWER = ("error", "exception", "failed", "traceback", "cannot", "denied", "not found")
+
+
+def _error_words(line: str) -> bool:
+    """`ERROR_WORDS.search(line)`: in an ASCII line, one of its words in lower case."""
+    if line.isascii():
+        low = line.lower()
+        return any(w in low for w in _ERROR_WORDS_LOWER)
+    return ERROR_WORDS.search(line) is not None
 
 
 def _with_message(lines: list[str], useful: list[int], i: int) -> str:
@@ -453,10 +538,34 @@ def is_coordination(text: str) -> bool:
     others continue", a scheduled facts-and-plan update."""
     t = text.strip()
     return bool(t) and (
-        bool(COORDINATION.search(t[:400]))
+        _coordinates(t[:400])
         or (len(t) <= 40 and t.upper() == t and "TERMINATE" in t)
-        or bool(FACT_SURVEY.search(t[:PLANNING_CHARS]))
+        or _surveys_facts(t[:PLANNING_CHARS])
     )
+
+
+_COORDINATION_READ = COORDINATION  # the pattern `_coordinates` was read from
+
+
+def _coordinates(head: str) -> bool:
+    """`COORDINATION.search(head)`. Past the start only its two phrases can match: an ASCII head
+    without either is matched at its start alone (the case-insensitive search tried every
+    character, ~10 us of a chat message)."""
+    if COORDINATION is _COORDINATION_READ and head.isascii():
+        low = head.lower()
+        if "group chat manager" in low:
+            return True
+        if "let other participant" not in low:
+            return COORDINATION.match(head) is not None
+    return COORDINATION.search(head) is not None
+
+
+def _surveys_facts(head: str) -> bool:
+    """`FACT_SURVEY.search(head)`: every match holds "facts" in some case, which an ASCII head
+    without it is not scanned for (~25 us of a chat message)."""
+    if head.isascii() and "facts" not in head.lower():
+        return False
+    return FACT_SURVEY.search(head) is not None
 
 
 # A speaker's label may qualify the agent: "Orchestrator (thought)", "Orchestrator (-> WebSurfer)",
@@ -647,9 +756,9 @@ TOPIC_CHARS = 160
 def topic_text(f: StepFeatures) -> str:
     """What a step is about: the thought plus the command or files it touched (the action's
     raw JSON input would add the same tool vocabulary to every step and blur the topic).
-    Drift and sprawl embed this same text, so each step costs one fast embedding."""
-    about = f.command or " ".join(f.paths) or (f.act_text.split(":", 1)[-1] if f.act_text else "")
-    return _squeezed_head(" ".join(p for p in (f.thought.strip(), about) if p), TOPIC_CHARS)
+    Drift and sprawl embed this same text, so each step costs one fast embedding (and one
+    reading: the features keep it)."""
+    return f.topic
 
 
 def _squeezed_head(text: str, n: int) -> str:

@@ -540,7 +540,25 @@ NOT_RUN = re.compile(
 )
 
 
+# Every `NOT_RUN` match holds one of these, in lower case: an ASCII head without any (most
+# results) is not scanned (the pattern, case-insensitive, is tried at every character).
+_NOT_RUN_WORDS = (
+    "not found",
+    "can't open file",
+    "is not recognized as an internal",
+    "no such file or directory: ",
+    "could not find or load main class",
+    "no module named ",
+)
+
+
 def could_not_run(observation: str) -> bool:
     """The verification attempt never ran (missing program, missing script)."""
+    if len(observation) >= 1500:
+        return False
     head = observation[:600]
-    return bool(NOT_RUN.search(head)) and len(observation) < 1500
+    if head.isascii():
+        low = head.lower()
+        if not any(w in low for w in _NOT_RUN_WORDS):
+            return False
+    return bool(NOT_RUN.search(head))

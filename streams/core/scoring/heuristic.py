@@ -80,8 +80,10 @@ ERROR_CAP = 3
 HEDGE_DENSITY_FULL = 0.10  # one hedge every ten words saturates the signal
 # Scoring cost must not depend on how much text an agent sends.
 MAX_SCORED_CHARS = 20_000
-# Every entity holds one of these: a text without any has none (no scan of it needed).
-_ENTITY_CHARS = ("/", ".", '"', "'", "`")
+# Every entity holds one of these, or a dot that a name goes on after (`_DOTTED`): a text
+# without any has none (no scan of it needed; a sentence's full stop is not such a dot).
+_ENTITY_CHARS = ("/", '"', "'", "`")
+_DOTTED = re.compile(r"\.[A-Za-z_]")
 
 
 def signals(text: str) -> dict[str, float]:
@@ -90,10 +92,13 @@ def signals(text: str) -> dict[str, float]:
     lower = text.lower()
     words = _words(lower)
     n = len(words)
-    counts = Counter(words)  # counted in C: a 20,000-character thought has ~3,000 words
-    hedges = sum(counts[w] for w in HEDGE_WORDS)
-    hedges += sum(lower.count(p) for p in HEDGE_PHRASES)
-    errors = sum(counts[w] for w in ERROR_WORDS)
+    # Counted in C (a 20,000-character thought has ~3,000 words), and looked up for the listed
+    # words the thought holds only: looking up all 41 went through the Counter's Python-level
+    # `__missing__` for every absent one (half the cost of the signals).
+    counts = Counter(words)
+    hedges = sum(map(counts.__getitem__, HEDGE_WORDS.intersection(counts)))
+    hedges += sum(map(lower.count, HEDGE_PHRASES))
+    errors = sum(map(counts.__getitem__, ERROR_WORDS.intersection(counts)))
     entities = _entities(text)
     return {
         "hedging": min(1.0, (hedges / max(n, 1)) / HEDGE_DENSITY_FULL),
@@ -104,17 +109,16 @@ def signals(text: str) -> dict[str, float]:
 
 
 def _words(text: str) -> list[str]:
-    """`_WORD.findall(text)`."""
-    if text.isascii():
-        return text.encode("ascii").translate(_NON_WORD_TO_SPACE).decode("ascii").split()
-    return _WORD.findall(text)
+    """`_WORD.findall(text)`: its word characters are ASCII, so every other character, a
+    non-ASCII one too (encoded as "?"), only separates words."""
+    return text.encode("ascii", "replace").translate(_NON_WORD_TO_SPACE).decode("ascii").split()
 
 
 def _entities(text: str) -> int:
     """How many entities the text names, counted up to ENTITY_CAP (all the signal reads): a
     long thought stops being scanned at its tenth, and one with no entity character is not
     scanned at all (the scan was ~4 ms of a 20,000-character thought's step)."""
-    if not any(c in text for c in _ENTITY_CHARS):
+    if not any(c in text for c in _ENTITY_CHARS) and _DOTTED.search(text) is None:
         return 0
     n = 0
     for _ in _ENTITY.finditer(text):
