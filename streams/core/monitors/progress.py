@@ -45,7 +45,7 @@ import orjson
 
 from ...untrusted import fenced
 from ..reading import grounding
-from ..reading.features import PATH_KEYS, VOLATILE, StepFeatures
+from ..reading.features import PATH_KEYS, StepFeatures, mask_volatile
 from . import waiting
 from .base import Finding
 
@@ -222,7 +222,7 @@ SAID_KEPT = 1000  # chars of a query whose results' units may be kept
 
 
 def _result_units(obs: str, said: str) -> tuple[bytes, ...]:
-    text = VOLATILE.sub("#", obs)
+    text = mask_volatile(obs)
     out: list[bytes] = []
     status = STATUS_LINE.match
     for ln in text.splitlines():
@@ -281,7 +281,7 @@ def written_units(f: StepFeatures) -> list[bytes]:
             return []  # cut: its texts are not whole
         text = "\n".join(v for v in got.values() if isinstance(v, str)) if isinstance(got, dict) else ""
     out: list[bytes] = []
-    low = VOLATILE.sub("#", text[:INPUT_READ]).lower()
+    low = mask_volatile(text[:INPUT_READ]).lower()
     # an ASCII text encodes as is (no char to replace); a line with no leading digit and no
     # colon in its first 200 chars has no prefix to take off (`_unnumbered` is not asked)
     encode = str.encode if low.isascii() else _encode
@@ -307,7 +307,7 @@ def message_units(f: StepFeatures) -> list[bytes] | None:
     if f.coordination or not f.thought.strip():
         return None
     if grounding.renders_output(f.thought) or grounding.renders_page(f.thought):
-        lines = VOLATILE.sub("#", f.thought[: grounding.OBS_READ]).lower().splitlines()[1:]
+        lines = mask_volatile(f.thought[: grounding.OBS_READ]).lower().splitlines()[1:]
         units = [" ".join(ln.split()).encode() for ln in lines if ln.strip()]
         return units[:UNITS_PER_STEP]
     return [m.group(0).lower().encode() for m in FACT.finditer(f.thought[:4000])][:UNITS_PER_STEP]

@@ -179,6 +179,7 @@ def test_an_observation_is_normalised_as_the_pattern_alone_did(s):
     for text in (s, s * 12):  # past VARYING_FROM: the precheck asked first
         want = " ".join(features.VOLATILE.sub("#", text[: features.OBS_HASHED]).split())
         assert features.normalise_obs(text) == want
+        assert features.mask_volatile(text) == features.VOLATILE.sub("#", text)  # the floor's reading
     if s.isascii() and features.VOLATILE.search(s):
         assert features._may_vary(s)
 
