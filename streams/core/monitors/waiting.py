@@ -158,19 +158,19 @@ def _kind(f: StepFeatures) -> str:
     return ""
 
 
-def _may_match(head: str, cues: _Cues) -> bool:
-    """False when the pattern of `cues` cannot match `head`, an ASCII text (there a case-blind
-    match is a match of the lowered text): substring searches in C."""
-    t = head.lower()
+def _may_match(t: str, cues: _Cues) -> bool:
+    """False when the pattern of `cues` cannot match the text whose lower case is `t`, an ASCII
+    text (there a case-blind match is a match of the lowered text): substring searches, mapped
+    in C (a generator's step per word cost more than the searches on a short result)."""
     words, pairs = cues
-    if any(w in t for w in words):
+    if any(map(t.__contains__, words)):
         return True
-    return any(any(a in t for a in x) and any(b in t for b in y) for x, y in pairs)
+    return any(any(map(t.__contains__, x)) and any(map(t.__contains__, y)) for x, y in pairs)
 
 
 def _searched(pattern: re.Pattern[str], head: str, cues: _Cues) -> bool:
     """Whether `pattern` matches `head`, searched only when it may."""
-    if head.isascii() and not _may_match(head, cues):
+    if head.isascii() and not _may_match(head.lower(), cues):
         return False
     return pattern.search(head) is not None
 
@@ -183,9 +183,13 @@ def _pending(head: str) -> bool:
 def _transient(head: str) -> bool:
     """Whether `head` states a failure of the moment (TRANSIENT), searched only when it may: an
     ASCII text with none of the words, and no status code with its words, does not match."""
-    if head.isascii() and not _may_match(head, _TRANSIENT_CUES):
+    if not head:  # every branch of TRANSIENT holds a character (most steps have no error line)
+        return False
+    if head.isascii():
         t = head.lower()
-        if not (_STATUS_CODE.search(t) and any(w in t for w in _STATUS_WORDS)):
+        if not _may_match(t, _TRANSIENT_CUES) and not (
+            any(map(t.__contains__, _STATUS_WORDS)) and _STATUS_CODE.search(t)
+        ):
             return False
     return TRANSIENT.search(head) is not None
 

@@ -47,6 +47,8 @@ def _waiting(
     cur = w.cur
     if not cur.sig or cur.ts is None:
         return False, waits, None
+    if not cur.wait and not waits:  # a result like any other, and no wait to end or age
+        return False, [], None
     same = [e for e in w.before if e.sig == cur.sig and e.agent == cur.agent]
     prev = same[-1] if same else None
     dt = waiting.gap(prev.ts, cur.ts) if prev is not None else None

@@ -650,14 +650,15 @@ def reworded_action(w: Window, sem: Semantics) -> Finding | None:
     # verification, not a loop), and the cheap test first: only peers whose results
     # brought nothing new are embedded.
     since = max((i + 1 for i, e in enumerate(w.before) if e.modifies), default=0)
-    cur_ids = _ids(cur.text)
+    cur_ids: set[str] | None = None  # read at the first peer (most steps have none)
     kinds: dict[int, tuple[Entry, str]] = {}
     for e in w.before[since:]:
+        if not (e.action == cur.action and e.agent == cur.agent and e.sig != cur.sig):
+            continue
+        if cur_ids is None:
+            cur_ids = _ids(cur.text)
         if (
-            e.action == cur.action
-            and e.agent == cur.agent
-            and e.sig != cur.sig
-            and not e.modifies
+            not e.modifies
             and not e.verifies
             # the same query over other files or targets is exploration, not a rewording, and so
             # is the same lookup of another id (order #W4597054, then order #W4836353)

@@ -331,7 +331,7 @@ def _echoes(f: StepFeatures, content: list[str]) -> bool:
     """The result is the input's own text printed back (a request `print`ed instead of sent, a
     hard-coded list shown as found): its lines run word for word through the input, but for
     a few words of wrapper. Nothing was looked up or computed."""
-    if not content or not f.input or sum(len(t) for t in content) > len(f.input) + ECHO_LINE_EXTRA * 4:
+    if not content or not f.input or sum(map(len, content)) > len(f.input) + ECHO_LINE_EXTRA * 4:
         return False  # no echo: more text came back than was sent
     given = f" {' '.join(WORD.findall(f.input.lower()))} "
     quoted = other = 0
@@ -342,6 +342,8 @@ def _echoes(f: StepFeatures, content: list[str]) -> bool:
             quoted += len(words)
         else:
             other += len(words)
+            if other > ECHO_LEFT:  # too much of its own already: the lines left cannot make it one
+                return False
     return quoted >= ECHO_MIN and other <= ECHO_LEFT and 2 * other <= quoted
 
 
