@@ -26,6 +26,7 @@ are looked at up to a count.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -310,20 +311,13 @@ def may_flag(text: str, values: list[tuple[str, str, int]]) -> bool:
     if not text or not isinstance(text, str):
         return False
     dest = any(kind in DESTINATIONS for kind, _v, _at in values)
-    key = (text[:TEXT_MAX], dest)  # all it reads
-    got = _MAY_FLAG.get(key)
-    if got is None:
-        got = _may_flag(key[0], dest)
-        if len(_MAY_FLAG) >= MAY_FLAG_KEPT:
-            del _MAY_FLAG[next(iter(_MAY_FLAG))]
-        _MAY_FLAG[key] = got
-    return got
+    return _may_flag(text[:TEXT_MAX], dest)  # all it reads
 
 
-_MAY_FLAG: dict[tuple[str, bool], bool] = {}
 MAY_FLAG_KEPT = 64  # texts whose answer is remembered (a result repeated in a loop is read once)
 
 
+@functools.lru_cache(maxsize=MAY_FLAG_KEPT)
 def _may_flag(text: str, dest: bool) -> bool:
     """`may_flag` of a text; `dest`: whether its values name a destination."""
     t = _lowered(text)

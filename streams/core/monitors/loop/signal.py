@@ -20,7 +20,7 @@ from typing import Any
 
 from ...reading import grounding
 from ...reading.features import StepFeatures, short_hash, sketch_similarity
-from ...reading.observation import cell_unparsed, not_run, window
+from ...reading.observation import NOT_RUN_CHARS, cell_unparsed, not_run, window
 from ...reading.scan import leftmost, names
 from .. import waiting
 
@@ -33,7 +33,6 @@ FACT_NAME = re.compile(names(r"\.[a-z]{2,4}\b"))
 DIGITS = re.compile(r"\d+")
 # IPython's header of a cell it could not parse: the line where the parser stopped.
 CELL_AT = re.compile(r"Cell In\[\d{1,9}\], line (\d{1,9})")
-NOT_RUN_HEAD = 400
 # Numbers and addresses (`0x1f` or a digit run), masked in a result's lines; a digit first, as a
 # class, so that the scan skips other characters in C (twice as fast as the two branches).
 NUMBERS = re.compile(r"\d(?:(?<=0)x[0-9a-fA-F]+|\d*)")
@@ -236,7 +235,7 @@ def _error_key(f: StepFeatures) -> str:
         # Where the parser stopped is part of a parse error: the same cell refused at another
         # line each time is not the same refusal (what it was given differed), so it is not
         # counted as one error repeated.
-        at = CELL_AT.search(f.whole_observation[:NOT_RUN_HEAD])
+        at = CELL_AT.search(f.whole_observation[:NOT_RUN_CHARS])
         key += f" @{at[1] if at else ''}:{','.join(DIGITS.findall(f.error_line))}"
     return key
 
@@ -270,22 +269,15 @@ def result_lines(f: StepFeatures) -> list[tuple[str, int]]:
     words: "Address: search: <query>"; a hit that quotes the query is content)."""
     said = salient(f.act_text.split(":", 1)[1].strip() if ":" in f.act_text else "")
     said = said if len(said) >= 4 else ""
-    text = window(f.whole_observation)
-    got = _LINES.get((text, said))
-    if got is None:
-        got = _lines(text, said)
-        if len(_LINES) >= LINES_KEPT:
-            del _LINES[next(iter(_LINES))]
-        _LINES[text, said] = got
-    return list(got)
+    return list(_lines(window(f.whole_observation), said))
 
 
 # results (as read: head and tail) whose lines are remembered: a result repeated in a loop is
 # read once; at most LINES_KEPT x ~8 KB of text is kept
-_LINES: dict[tuple[str, str], tuple[tuple[str, int], ...]] = {}
 LINES_KEPT = 64
 
 
+@lru_cache(maxsize=LINES_KEPT)
 def _lines(text: str, said: str) -> tuple[tuple[str, int], ...]:
     # `_line_hash` of every line at once: numbers masked and lower case in one pass over the
     # text (neither adds or removes a line end, so its lines pair with the text's), and each
