@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from . import routing
 from .evolve import evolve, rebuild
 from .fsm import FSMParams, FSMState
 from .monitors import MonitorState
@@ -170,6 +171,10 @@ class TraceState:
             d["state"] = FSMState(d["state"])
         if "monitors" in d:
             d["monitors"] = MonitorState.from_dict(d["monitors"])
+        if d.get("routing") is not None:
+            # a memory stored before its numbers were bounded (a cost of inf, written as null)
+            # is repaired here, not failed on by every later event of the run
+            d["routing"] = routing.recover(d["routing"])
         return rebuild(cls, d)
 
     def step_log_entries(self) -> list[dict[str, Any]]:
