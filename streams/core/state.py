@@ -175,6 +175,7 @@ class TraceState:
             # a memory stored before its numbers were bounded (a cost of inf, written as null)
             # is repaired here, not failed on by every later event of the run
             d["routing"] = routing.recover(d["routing"])
+        _repair_numbers(d)
         return rebuild(cls, d)
 
     def step_log_entries(self) -> list[dict[str, Any]]:
@@ -209,3 +210,43 @@ class TraceState:
 
 
 _STATE_FIELDS = frozenset(f.name for f in fields(TraceState))
+# The run's own numbers, as stored: counts (integers in [0, COUNT_MAX]), times (numbers or null).
+_COUNTS = (
+    "last_step",
+    "scored_steps",
+    "tokens_used",
+    "monitor_injections",
+    "e1_calls",
+    "e2_calls",
+    "e3_calls",
+    "ignored",
+    "quiet",
+    "duplicates",
+)
+_TIMES = ("started_ts", "last_event_ts", "updated_ts")
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and v - v == 0  # finite
+
+
+def _repair_numbers(d: dict[str, Any]) -> None:
+    """A stored state's own numbers, made what the engine can add to (issue 48: a `null` where
+    a number belongs failed every later event of its run). A count that is not an integer
+    restarts at 0, one out of range is clamped; a time that is not a finite number is unknown
+    (null); a score in `history` that is not one is dropped. A state the engine wrote is left
+    exactly as it is (replay and the worker then agree)."""
+    for k in _COUNTS:
+        v = d.get(k, 0)
+        if type(v) is not int or not 0 <= v <= routing.COUNT_MAX:
+            d[k] = min(max(v, 0), routing.COUNT_MAX) if type(v) is int else 0
+    for k in _TIMES:
+        v = d.get(k)
+        if v is not None and not _number(v):
+            d[k] = None
+    v = d.get("last_monitor_injection_step")
+    if v is not None and type(v) is not int:
+        d["last_monitor_injection_step"] = None
+    h = d.get("history")
+    if h is not None and (type(h) is not list or not all(_number(x) for x in h)):
+        d["history"] = [x for x in h if _number(x)] if type(h) is list else []

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streams.core import routing
+from streams.core import state as state_module
 from streams.core.events import Limits
 from streams.core.policy import Policy
 from streams.core.prices import NO_PRICES, PRICE_MAX, ModelPrice, PriceTable, parse_prices
@@ -333,3 +334,45 @@ def test_any_poisoned_routing_memory_decodes_sane_and_the_run_is_decided(
 def test_a_sane_memory_is_kept_as_it_is() -> None:
     st_, _ = _routed_state()
     assert st_.routing is not None and routing.recover(st_.routing) is st_.routing
+
+
+STATE_NUMBERS = sorted(
+    [*state_module._COUNTS, *state_module._TIMES, "history", "last_monitor_injection_step"]
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(STATE_NUMBERS), st.sampled_from(POISON)), min_size=1, max_size=4))
+def test_a_state_with_any_of_its_own_numbers_poisoned_decodes_and_no_event_is_an_internal_error(
+    poison: list[tuple[str, Any]],
+) -> None:
+    """Not only routing's: a null (or a string, a list, a number past every bound) in a count, a
+    time or the score history is repaired on decode. The run's next events are decided, or
+    dead-lettered for what they are (a step behind a repaired `last_step` is out of order)."""
+    _, raw = _routed_state()
+    d = orjson.loads(raw)
+    for key, value in poison:
+        d[key] = [0.5, value] if key == "history" and not isinstance(value, list) else value
+    stored = {"h": orjson.dumps(d)}
+    back = TraceState.decode(stored["h"])
+    assert bad_numbers(back) == [] and all(type(getattr(back, k)) is int for k in state_module._COUNTS)
+    for n in (4, 5):
+        s = sealed(
+            b(step("h", n, difficulty=0.05)),
+            lambda rid: TraceState.decode(stored[rid]),
+            LIMITS,
+            NOW,
+            SEM,
+            policy=POLICIES["ceiling"],
+        )
+        if s.deadletter is not None:
+            assert s.deadletter["reason"] != "internal_error", s.deadletter["detail"]
+            continue
+        assert s.state is not None and s.state_bytes is not None and bad_numbers(s.state) == []
+        stored["h"] = s.state_bytes
+
+
+def test_a_state_the_engine_wrote_decodes_to_the_same_bytes() -> None:
+    """The repairs leave a sane state exactly as stored (replay keeps objects, the worker bytes)."""
+    _, raw = _routed_state()
+    assert TraceState.decode(raw).encode() == raw
