@@ -175,7 +175,7 @@ def start(run_model: str | None, task: str | None, ts: Any) -> Memory:
 
 
 def _finite(v: Any, lo: float, hi: float) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and lo <= v <= hi
+    return (type(v) is float or type(v) is int) and lo <= v <= hi  # NaN compares false
 
 
 def _count(v: Any) -> bool:

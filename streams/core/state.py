@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -224,10 +225,11 @@ _COUNTS = (
     "duplicates",
 )
 _TIMES = ("started_ts", "last_event_ts", "updated_ts")
+_COUNT_MAX = routing.COUNT_MAX
 
 
 def _number(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and v - v == 0  # finite
+    return (type(v) is float and v - v == 0) or type(v) is int  # finite (inf - inf is NaN)
 
 
 def _repair_numbers(d: dict[str, Any]) -> None:
@@ -238,15 +240,25 @@ def _repair_numbers(d: dict[str, Any]) -> None:
     exactly as it is (replay and the worker then agree)."""
     for k in _COUNTS:
         v = d.get(k, 0)
-        if type(v) is not int or not 0 <= v <= routing.COUNT_MAX:
-            d[k] = min(max(v, 0), routing.COUNT_MAX) if type(v) is int else 0
+        if type(v) is not int or not 0 <= v <= _COUNT_MAX:
+            d[k] = min(max(v, 0), _COUNT_MAX) if type(v) is int else 0
     for k in _TIMES:
         v = d.get(k)
-        if v is not None and not _number(v):
+        if v is not None and type(v) is not int and not (type(v) is float and v - v == 0):
             d[k] = None
     v = d.get("last_monitor_injection_step")
     if v is not None and type(v) is not int:
         d["last_monitor_injection_step"] = None
     h = d.get("history")
-    if h is not None and (type(h) is not list or not all(_number(x) for x in h)):
+    if h is not None and not _all_numbers(h):
         d["history"] = [x for x in h if _number(x)] if type(h) is list else []
+
+
+def _all_numbers(h: Any) -> bool:
+    """Whether `h` is a list of finite numbers (one pass in C: fsum refuses anything else)."""
+    if type(h) is not list:
+        return False
+    try:
+        return math.isfinite(math.fsum(h))  # (a boolean passes: it compares as 0 or 1)
+    except (TypeError, OverflowError):  # a null or a string; or two scores near 1e308
+        return False
