@@ -46,7 +46,7 @@ from .core.events import Limits
 from .core.ladder import Defaults
 from .core.monitors.waiting import WAIT_BUDGET_S
 from .core.prices import NO_PRICES, PriceTable
-from .core.retention import DEFAULT_MAX_RUNS_PER_ORG
+from .core.retention import DEFAULT_MAX_RUNS, DEFAULT_MAX_RUNS_PER_ORG
 
 Guarantee = Literal["at_least_once", "exactly_once"]
 LogLevel = Literal["debug", "info", "warn", "error", "crit"]
@@ -86,6 +86,10 @@ class Settings(ClientSettings):
     # runs one org may hold in the table (unfinished, and finished within retention); split
     # evenly over the partitions; past it run_start is dead-lettered too_many_runs (0: no cap)
     max_runs_per_org: int = Field(DEFAULT_MAX_RUNS_PER_ORG, ge=0)
+    # runs of all orgs together the table may hold (one run per org of a flood of distinct
+    # orgs passes the per-org cap); split the same way; past it run_start is dead-lettered
+    # table_full (0: no cap)
+    max_runs: int = Field(DEFAULT_MAX_RUNS, ge=0)
     # when set, rb.evict control records are signed and unsigned ones refused
     control_key: SecretStr = SecretStr("")
     # multi-tenant mode: the tenants served, comma-separated. Each has its own topics and

@@ -155,6 +155,7 @@ class Worker:
             topics.steps_partition,
             s.partitions,
             read=store_reader(self.table.data),
+            max_runs=s.max_runs,
         )
         self.retention = Retention(
             self.runs,

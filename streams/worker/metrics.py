@@ -69,7 +69,7 @@ STAGES = (
 CACHES = (
     "decoded_states",  # run states kept decoded beside the table (run_table.DECODED_KEPT)
     "run_index",  # retention clock per table entry (run_table.RunTable.seen)
-    "runs_held",  # run -> org for the per-org cap (core.retention.RunsHeld)
+    "runs_held",  # run -> org for the run caps (core.retention.RunsHeld; bound: RB_MAX_RUNS)
     "evictions_asked",  # eviction requests sent, not yet applied (retention.Retention)
     "fast_vectors",  # static-model vectors (embeddings.models.FAST_CACHE)
     "full_vectors",  # MiniLM vectors of the monitors (embeddings.models.FULL_CACHE)
