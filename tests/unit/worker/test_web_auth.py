@@ -154,3 +154,29 @@ def test_a_worker_built_with_an_anonymous_public_web_port_refuses_before_buildin
     s = Settings.from_env({}, web_host="0.0.0.0")
     with pytest.raises(SettingsError, match=r"^RB_WEB_HOST: '0.0.0.0' is reachable"):
         Worker(s, policy=None, semantics=None, retriever=None, metrics=None)  # type: ignore[arg-type]
+
+
+def test_every_known_token_is_compared_as_a_digest_whichever_matches(monkeypatch):
+    """No early exit and no length to time: each request compares 32-byte digests against the
+    operator's token and every tenant's."""
+    import streams.worker.web_auth as web_auth
+
+    auth = WebAuth("op", {"acme": "a", "globex": "a-much-longer-token"})
+    calls: list[tuple[int, int]] = []
+    real = web_auth.hmac.compare_digest
+
+    def counting(x: bytes, y: bytes) -> bool:
+        calls.append((len(x), len(y)))
+        return real(x, y)
+
+    monkeypatch.setattr(web_auth.hmac, "compare_digest", counting)
+    for header in ("Bearer op", "Bearer a", "Bearer nope", "Bearer a-much-longer-token"):
+        calls.clear()
+        auth.reader(header)
+        assert calls == [(32, 32)] * 3, header
+
+
+def test_tenants_given_as_a_flag_decide_whose_token_variables_are_read():
+    env = {"RB_TENANT_TOKEN_ACME": "x", "RB_CONTROL_KEY": "k", "RB_WEB_TOKEN": "o", "RB_TENANTS": "bee"}
+    assert set(Settings.from_env(env, tenants="acme").tenant_tokens) == {"acme"}
+    assert Settings.from_env({**env, "RB_TENANTS": "acme"}, tenants="").tenant_tokens == {}
