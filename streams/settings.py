@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 # The broker's and the agent side's settings live in streams.client_settings (no core import:
 # a client-only install reads them); re-exported here, where the worker has always found them.
@@ -40,13 +41,14 @@ from .client_settings import ClientSettings as ClientSettings
 from .client_settings import KafkaSettings as KafkaSettings
 from .client_settings import SettingsError as SettingsError
 from .client_settings import TopicKind as TopicKind
+from .client_settings import _env, _secrets_dir
 from .client_settings import check_tenant_name as check_tenant_name
 from .client_settings import read_secret_file as read_secret_file
 from .core.events import Limits
 from .core.ladder import Defaults
 from .core.monitors.waiting import WAIT_BUDGET_S
 from .core.prices import NO_PRICES, PriceTable
-from .core.retention import DEFAULT_MAX_RUNS_PER_ORG
+from .core.retention import DEFAULT_MAX_RUNS, DEFAULT_MAX_RUNS_PER_ORG
 
 Guarantee = Literal["at_least_once", "exactly_once"]
 LogLevel = Literal["debug", "info", "warn", "error", "crit"]
@@ -62,7 +64,22 @@ class Settings(ClientSettings):
         "web_token",
         "control_key",
         "decision_key",
+        "tenant_tokens",
     )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        shared = super().settings_customise_sources(
+            settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
+        )
+        return (*shared, _TenantTokensSource(settings_cls, init_settings))
 
     partitions: int = Field(8, ge=1)
     replication_factor: int = Field(1, ge=1)
@@ -72,7 +89,13 @@ class Settings(ClientSettings):
     web_host: str = "127.0.0.1"
     web_port: int = Field(6066, ge=1, le=65535)
     web_advertised_url: str = ""  # how other workers reach this one (default http://<host>:<port>)
-    web_token: SecretStr = SecretStr("")  # when set, /runs and /metrics need "Authorization: Bearer <token>"
+    # when set, /runs and /metrics need "Authorization: Bearer <token>"; in multi-tenant mode it
+    # is the operator's token (every tenant's runs and metrics), and each tenant may have its own
+    web_token: SecretStr = SecretStr("")
+    # multi-tenant mode: tenant -> its web token, which reads that tenant's runs, steps and
+    # metrics only; read per tenant from RB_TENANT_TOKEN_<TENANT> like any secret
+    # (tenant_token_var; also RB_..._FILE and RB_SECRETS_DIR). Requires RB_WEB_TOKEN.
+    tenant_tokens: dict[str, SecretStr] = Field(default_factory=dict)
     # without a token the worker refuses a web host other than loopback, unless this is true
     web_allow_anonymous: bool = False
     processing_guarantee: Guarantee = "at_least_once"
@@ -86,6 +109,10 @@ class Settings(ClientSettings):
     # runs one org may hold in the table (unfinished, and finished within retention); split
     # evenly over the partitions; past it run_start is dead-lettered too_many_runs (0: no cap)
     max_runs_per_org: int = Field(DEFAULT_MAX_RUNS_PER_ORG, ge=0)
+    # runs of all orgs together the table may hold (one run per org of a flood of distinct
+    # orgs passes the per-org cap); split the same way; past it run_start is dead-lettered
+    # table_full (0: no cap)
+    max_runs: int = Field(DEFAULT_MAX_RUNS, ge=0)
     # when set, rb.evict control records are signed and unsigned ones refused
     control_key: SecretStr = SecretStr("")
     # multi-tenant mode: the tenants served, comma-separated. Each has its own topics and
@@ -200,10 +227,34 @@ class Settings(ClientSettings):
             check_tenant_name(name)
         if len(set(names)) != len(names):
             raise ValueError("a tenant is named twice")
+        owner: dict[str, str] = {}  # token variable -> tenant: a's and b's must differ
+        for name in names:
+            var = tenant_token_var(name)
+            for v_ in (var, var + "_FILE"):
+                other = owner.setdefault(v_, name)
+                if other != name:
+                    raise ValueError(
+                        f"tenants {other!r} and {name!r} would share the token variable {v_} "
+                        "(rename one of them)"
+                    )
         return ",".join(names)
+
+    @field_validator("tenant_tokens", mode="before")
+    @classmethod
+    def _tenant_tokens_text(cls, v: Any) -> Any:
+        """The text form (`as_dict`, RB_TENANT_TOKENS): JSON {tenant: token}, or empty."""
+        if isinstance(v, str):
+            if not v.strip():
+                return {}
+            try:
+                return json.loads(v)
+            except ValueError:
+                raise ValueError("not JSON {tenant: token}") from None
+        return v
 
     @model_validator(mode="after")
     def _worker_consistent(self) -> Self:
+        self._tenant_tokens_consistent()
         if self.tenant_names and not self.control_key.get_secret_value():
             raise ValueError(
                 "RB_CONTROL_KEY: required with RB_TENANTS (an unsigned eviction record would let "
@@ -218,6 +269,39 @@ class Settings(ClientSettings):
                 "RB_ETRACE_TIMEOUT_MS: must be below the client deadline (RB_CLIENT_DEADLINE_MS)"
             )
         return self
+
+    def _tenant_tokens_consistent(self) -> None:
+        """Each tenant's token is its own: not another tenant's, not the operator's, and only
+        with an operator token (without one the views would answer anyone)."""
+        if not self.tenant_tokens:
+            return
+        operator = self.web_token.get_secret_value()
+        seen: dict[str, str] = {}
+        for tenant, secret in self.tenant_tokens.items():
+            var = tenant_token_var(tenant)
+            if tenant not in self.tenant_names:
+                raise ValueError(f"{var}: {tenant[:80]!r} is not a tenant of RB_TENANTS")
+            token = secret.get_secret_value()
+            if not token.strip():
+                raise ValueError(f"{var}: empty")
+            if token == operator:
+                raise ValueError(f"{var}: the same as RB_WEB_TOKEN (the operator's): give each its own")
+            if token in seen:
+                raise ValueError(f"{var}: the same as {tenant_token_var(seen[token])}: give each its own")
+            seen[token] = tenant
+        if not operator:
+            raise ValueError(
+                "RB_WEB_TOKEN: required with tenant tokens (RB_TENANT_TOKEN_<TENANT>): it is the "
+                "operator's token; without it /runs and /metrics would answer anyone"
+            )
+
+    def as_dict(self, mask_secrets: bool = False) -> dict[str, Any]:
+        """`tenant_tokens` in its text form (JSON, tokens masked if asked), so that a copy of
+        these settings passed as RB_* variables (a worker child process) reads them back."""
+        out = super().as_dict(mask_secrets)
+        tokens = {t: MASK if mask_secrets else v.get_secret_value() for t, v in self.tenant_tokens.items()}
+        out["tenant_tokens"] = json.dumps(tokens) if tokens else ""
+        return out
 
     def check_decision_key(self) -> bool:
         """Whether decisions are signed (RB_DECISION_KEY). Required in multi-tenant mode: a
@@ -272,6 +356,48 @@ class Settings(ClientSettings):
     @property
     def patterns_dir(self) -> Path:
         return Path(self.patterns_path).resolve() if self.patterns_path else self.data_path / "patterns"
+
+
+TENANT_TOKEN_PREFIX = "RB_TENANT_TOKEN_"
+
+
+def tenant_token_var(tenant: str) -> str:
+    """The variable holding a tenant's web token: RB_TENANT_TOKEN_<TENANT>, upper case, '-' as
+    '_' (acme-eu: RB_TENANT_TOKEN_ACME_EU); its file forms are RB_TENANT_TOKEN_<TENANT>_FILE
+    and a file of that name in RB_SECRETS_DIR (a Kubernetes Secret's key)."""
+    return TENANT_TOKEN_PREFIX + tenant.upper().replace("-", "_")
+
+
+class _TenantTokensSource(PydanticBaseSettingsSource):
+    """Each served tenant's web token, read like every secret (the variable, then its `_FILE`,
+    then RB_SECRETS_DIR): the tenants are those of RB_TENANTS (given or in the environment),
+    so which variables exist depends on them, and no fixed field can name them."""
+
+    def __init__(self, settings_cls: type[BaseSettings], init: PydanticBaseSettingsSource) -> None:
+        super().__init__(settings_cls)
+        self._init = init
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        env = _env()
+        given: Mapping[str, Any] = getattr(self._init, "init_kwargs", {}) or {}
+        raw = given["tenants"] if "tenants" in given else env.get(ENV_PREFIX + "TENANTS", "")
+        names = [t.strip() for t in str(raw).split(",") if t.strip()]
+        if not names:
+            return {}
+        folder = _secrets_dir(env)
+        tokens: dict[str, str] = {}
+        for name in names:
+            var = tenant_token_var(name)
+            if env.get(var):
+                tokens[name] = env[var]
+            elif env.get(var + "_FILE"):
+                tokens[name] = read_secret_file(Path(env[var + "_FILE"]), var + "_FILE")
+            elif folder is not None and ((folder / var).exists() or (folder / var).is_symlink()):
+                tokens[name] = read_secret_file(folder / var, f"{var} (in {SECRETS_DIR_ENV})")
+        return {"tenant_tokens": tokens} if tokens else {}
 
 
 def _is_loopback(host: str) -> bool:
