@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from streams.settings import SECRETS_DIR_ENV, Settings, SettingsError
+from streams.settings import SECRETS_DIR_ENV, ClientSettings, Settings, SettingsError
 from tests.unit.deploy._support import ROOT
 
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
