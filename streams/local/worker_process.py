@@ -22,13 +22,13 @@ from ..kafka.topics import ensure_topics
 from ..settings import Settings
 
 
-def signed(settings: Settings) -> Settings:
-    """`settings` with a decision key: its own (RB_DECISION_KEY), else a random one for this
-    run, so that every worker the local harness starts signs its decisions and every agent
-    made from the same settings drops a forged one (docs/production.md)."""
+def signed(settings: Settings, key: str = "") -> Settings:
+    """`settings` with a decision key: its own (RB_DECISION_KEY), else `key`, else a random one
+    for this run, so that every worker the local harness starts signs its decisions and every
+    agent made from the same settings drops a forged one (docs/production.md)."""
     if settings.decision_key.get_secret_value():
         return settings
-    return settings.with_(decision_key=secrets.token_hex(32))
+    return settings.with_(decision_key=key or secrets.token_hex(32))
 
 
 def free_port() -> int:
@@ -74,11 +74,13 @@ class WorkerProcess:
     ) -> list[WorkerProcess]:
         """Launch every worker at once, then wait until all are ready: replicas of one app
         load their models side by side and join the group together, in about one worker's
-        start time instead of one each. On failure every one of them is stopped."""
+        start time instead of one each. On failure every one of them is stopped. Those given
+        no decision key share one made for them: replicas of one app sign alike."""
         workers: list[WorkerProcess] = []
+        key = secrets.token_hex(32)
         try:
             for settings, log_path in specs:
-                workers.append(cls(settings, log_path))
+                workers.append(cls(signed(settings, key), log_path))
 
             async def all_ready() -> None:
                 await asyncio.gather(*(w.wait_ready(timeout_s) for w in workers))

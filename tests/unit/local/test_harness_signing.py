@@ -48,3 +48,26 @@ def test_a_worker_process_gets_the_key_its_settings_hand_to_agents(monkeypatch, 
     w.stop()
     given = w.settings.secret(w.settings.decision_key)
     assert given and seen["RB_DECISION_KEY"] == given and (not key or given == key)
+
+
+def test_replicas_started_together_without_a_key_share_the_one_made_for_them(monkeypatch, tmp_path: Path):
+    keys: list[str] = []
+
+    class Child:
+        def __init__(self, args: list[str], env: dict[str, str], **_: Any) -> None:
+            keys.append(env["RB_DECISION_KEY"])
+
+        def poll(self) -> int:
+            return 0
+
+    async def ready(self: WorkerProcess, timeout_s: float = 0) -> None:
+        return None
+
+    monkeypatch.setattr(worker_process.subprocess, "Popen", Child)
+    monkeypatch.setattr(WorkerProcess, "wait_ready", ready)
+    s = Settings.from_env({})
+    workers = WorkerProcess.start_all([(s, tmp_path / "a.log"), (s.with_(web_port=7001), tmp_path / "b.log")])
+    for w in workers:
+        w.stop()
+    assert len(keys) == 2 and keys[0] == keys[1] and len(keys[0]) == 64
+    assert {w.settings.secret(w.settings.decision_key) for w in workers} == {keys[0]}
