@@ -129,7 +129,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         return _fail(why, 1)
     loop = asyncio.new_event_loop()
     try:
-        counts = loop.run_until_complete(ensure_topics(s))
+        # the app id is this prefix's, or the worker refuses it (streams.kafka.ownership)
+        counts = loop.run_until_complete(ensure_topics(s, claim=True))
     finally:
         loop.close()
     asyncio.set_event_loop(asyncio.new_event_loop())

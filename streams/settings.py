@@ -36,6 +36,7 @@ from .client_settings import ENV_PREFIX as ENV_PREFIX
 from .client_settings import MASK as MASK
 from .client_settings import SECRETS_DIR_ENV as SECRETS_DIR_ENV
 from .client_settings import TENANT_NAME as TENANT_NAME
+from .client_settings import TOPIC_CHARS as TOPIC_CHARS
 from .client_settings import TOPIC_KINDS as TOPIC_KINDS
 from .client_settings import ClientSettings as ClientSettings
 from .client_settings import KafkaSettings as KafkaSettings
@@ -51,6 +52,27 @@ from .core.prices import NO_PRICES, PriceTable
 from .core.retention import DEFAULT_MAX_RUNS, DEFAULT_MAX_RUNS_PER_ORG
 
 Guarantee = Literal["at_least_once", "exactly_once"]
+# Kafka's topic names have at most 249 characters; an app id leaves room for the topics named
+# after it (`<app id>-runs-changelog`, `<app id>-owner-<prefix>`).
+MAX_APP_ID_CHARS = 120
+
+
+MAX_TOPIC_CHARS = 249
+
+
+def owner_topic(app_id: str, topic_prefix: str) -> str:
+    """The topic whose existence says that `topic_prefix`'s deployment owns `app_id`
+    (streams.kafka.ownership): it holds no records, its name is the claim."""
+    return f"{app_id}-owner-{topic_prefix}"
+
+
+def default_app_id(topic_prefix: str) -> str:
+    """The app id of a deployment that sets none: its topic prefix's, `<prefix>-streams`. The
+    default prefix `rb` keeps the app id of every release before (rb-streams), hence its
+    consumer group and its run table's changelog."""
+    return f"{topic_prefix}-streams"
+
+
 LogLevel = Literal["debug", "info", "warn", "error", "crit"]
 
 
@@ -83,7 +105,11 @@ class Settings(ClientSettings):
 
     partitions: int = Field(8, ge=1)
     replication_factor: int = Field(1, ge=1)
-    app_id: str = "rb-streams"
+    # Faust's app id: the consumer group, and the prefix of the run table's changelog and of
+    # the app's other topics. Empty: `<RB_TOPIC_PREFIX>-streams` (rb-streams for the default
+    # prefix), so two deployments with different prefixes share no state; a worker refuses an
+    # id that another prefix has claimed (streams.kafka.ownership).
+    app_id: str = ""
     store: str = Field("rocksdb://", pattern=r"^(rocksdb|memory)://")
     data_dir: str = ".local/worker"
     web_host: str = "127.0.0.1"
@@ -161,6 +187,37 @@ class Settings(ClientSettings):
         if "qdrant_url" not in overrides and not source.get("RB_QDRANT_URL") and source.get("QDRANT_URL"):
             overrides = {**overrides, "qdrant_url": source["QDRANT_URL"]}
         return super().from_env(env, **overrides)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derive_app_id(cls, data: Any) -> Any:
+        """An unset (or empty) app id is the topic prefix's own: `<prefix>-streams`."""
+        if isinstance(data, dict) and not data.get("app_id"):
+            prefix = data.get("topic_prefix") or cls.model_fields["topic_prefix"].default
+            data = {**data, "app_id": default_app_id(str(prefix))}
+        return data
+
+    @field_validator("app_id")
+    @classmethod
+    def _app_id_valid(cls, v: str) -> str:
+        if any(c not in TOPIC_CHARS for c in v):
+            raise ValueError("not valid in a Kafka topic or group name (letters, digits, '.', '_', '-')")
+        if len(v) > MAX_APP_ID_CHARS:
+            raise ValueError(
+                f"longer than {MAX_APP_ID_CHARS} characters (its topics' names must fit Kafka's)"
+            )
+        return v
+
+    def with_(self, **changes: Any) -> Self:
+        """As `KafkaSettings.with_`; an app id that was the old prefix's default follows a new
+        prefix (a copy for another deployment must not keep the first one's group)."""
+        if (
+            "topic_prefix" in changes
+            and "app_id" not in changes
+            and self.app_id == default_app_id(self.topic_prefix)
+        ):
+            changes = {**changes, "app_id": ""}
+        return super().with_(**changes)
 
     @field_validator("patterns_seed")
     @classmethod
@@ -259,6 +316,11 @@ class Settings(ClientSettings):
             raise ValueError(
                 "RB_CONTROL_KEY: required with RB_TENANTS (an unsigned eviction record would let "
                 "one tenant's producer evict another's runs)"
+            )
+        if len(owner_topic(self.app_id, self.topic_prefix)) > MAX_TOPIC_CHARS:
+            raise ValueError(
+                f"RB_APP_ID: {self.app_id!r} with RB_TOPIC_PREFIX {self.topic_prefix!r} names a claim "
+                f"topic longer than Kafka's {MAX_TOPIC_CHARS} characters: shorten one of them"
             )
         if self.heartbeat_interval_s >= self.session_timeout_s:
             raise ValueError(
