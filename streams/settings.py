@@ -42,9 +42,9 @@ from .client_settings import SettingsError as SettingsError
 from .client_settings import TopicKind as TopicKind
 from .client_settings import check_tenant_name as check_tenant_name
 from .client_settings import read_secret_file as read_secret_file
+from .core.budget import WAIT_BUDGET_CALLS, WAIT_BUDGET_S, WAIT_BUDGET_USD, WaitBudget
 from .core.events import Limits
 from .core.ladder import Defaults
-from .core.budget import WAIT_BUDGET_CALLS, WAIT_BUDGET_S, WAIT_BUDGET_USD, WaitBudget
 from .core.prices import NO_PRICES, PriceTable
 from .core.retention import DEFAULT_MAX_RUNS_PER_ORG
 
@@ -168,7 +168,9 @@ class Settings(ClientSettings):
 
         return load_prices(self.prices_file)
 
-    @field_validator("escalation", "org_escalation", "monitor_defaults", "org_monitor_defaults", "org_wait_budget")
+    @field_validator(
+        "escalation", "org_escalation", "monitor_defaults", "org_monitor_defaults", "org_wait_budget"
+    )
     @classmethod
     def _run_defaults_valid(cls, v: str, info: ValidationInfo) -> str:
         if v.strip():
@@ -176,11 +178,17 @@ class Settings(ClientSettings):
                 raw = json.loads(v)
             except ValueError as exc:
                 raise ValueError(f"not JSON ({exc})") from None
-            slot = ("escalation", "org_escalation", "monitor_defaults", "org_monitor_defaults", "org_wait_budget")
+            slot = (
+                "escalation",
+                "org_escalation",
+                "monitor_defaults",
+                "org_monitor_defaults",
+                "org_wait_budget",
+            )
             args: list[Any] = [None] * 5
             args[slot.index(str(info.field_name))] = raw
             try:  # the core's own check: the worker and replay read it alike
-                Defaults.parse(*args[:4], wait_by_org=raw if info.field_name == "org_wait_budget" else None)
+                Defaults.parse(args[0], args[1], args[2], args[3], wait_by_org=args[4])
             except ValueError as exc:
                 raise ValueError(str(exc)) from None
         return v

@@ -20,6 +20,8 @@ WAIT_BUDGET_USD = 1.0
 # The price a wait's calls are estimated at when the price table has none for the run's model:
 # a mid-range model's list price per million tokens (input, cache write, cache read, output).
 WAIT_PRICE = ModelPrice(3.0, 3.75, 0.3, 15.0)
+
+
 @dataclass(frozen=True, slots=True)
 class WaitBudget:
     """How long a wait may go on with no change in its result before it is warned as a loop:
@@ -56,5 +58,3 @@ def parse_budget(raw: Any, where: str, base: WaitBudget = DEFAULT_BUDGET) -> Wai
     if isinstance(u, bool) or not isinstance(u, int | float) or not 0 < u <= BUDGET_MAX_USD:
         raise ValueError(f"{where}.usd must be a number in (0, {BUDGET_MAX_USD:.0f}]")
     return WaitBudget(float(s), c, float(u))
-
-

@@ -27,8 +27,8 @@ from typing import Any
 import orjson
 
 from . import etraces, ladder, provenance, routing
-from .decision import DecisionRecord, DifficultySource, Injection, MonitorsWire
 from .budget import DEFAULT_BUDGET, WaitBudget
+from .decision import DecisionRecord, DifficultySource, Injection, MonitorsWire
 from .difficulty import DEFAULT_SCORER, clamp01
 from .events import SCHEMA_VERSION, TOKENS_MAX, Limits, Rejected, deadletter_record, decode
 from .fsm import FSMState, validate_params
@@ -928,9 +928,7 @@ def _run_monitors(
         rung=ladder.higher(st.rung, "nudge"),
     )
     if pol is not None:
-        st = st.evolve(
-            warnings=ladder.warn(st.warnings, said, types, step, st.recent_calls)
-        )
+        st = st.evolve(warnings=ladder.warn(st.warnings, said, types, step, st.recent_calls))
     injection: Injection = {"source": "monitor", "text": text, "pattern_id": None, "similarity": None}
     decision["injections"] = [*decision["injections"], injection]
     decision["inject"] = True

@@ -99,7 +99,7 @@ def parse_escalation(raw: Any, where: str = "escalation") -> EscalationPolicy:
     ):
         raise InvalidRunSettings(
             f"{where}.failure_types must be a list of at most {FAILURE_TYPES_MAX} failure types "
-            f"(\"loop\", \"loop.repeat\", \"prompt_injection\", ...), or null"
+            f'("loop", "loop.repeat", "prompt_injection", ...), or null'
         )
     return EscalationPolicy(
         enabled=enabled,

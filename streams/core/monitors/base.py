@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ...untrusted import clean
-from ..evolve import rebuild
 from ..budget import WaitBudget
+from ..evolve import rebuild
 from ..prices import ModelPrice
 from ..reading.features import StepFeatures
 from .semantics import Semantics

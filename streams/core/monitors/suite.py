@@ -15,8 +15,8 @@ from typing import Any
 import orjson
 
 from ...untrusted import scrub
-from ..decision import MonitorsWire
 from ..budget import WaitBudget
+from ..decision import MonitorsWire
 from ..prices import ModelPrice
 from ..reading.features import StepFeatures
 from .base import FIRE_AT, NOTHING, Context, Finding, Monitor, clip01

@@ -338,8 +338,14 @@ def advance(
         mine = replace(mine, last=now, calls=mine.calls + 1, same=mine.same + 1, usd=mine.usd + result.usd)
     else:  # a new result: the work moved, and the unchanged run starts again
         mine = replace(
-            mine, last=now, calls=mine.calls + 1, result=result.key, same=1, same_since=now,
-            same_first=result.step, usd=result.usd,
+            mine,
+            last=now,
+            calls=mine.calls + 1,
+            result=result.key,
+            same=1,
+            same_since=now,
+            same_first=result.step,
+            usd=result.usd,
         )
     due = waiting and (gap(mine.since, now) or 0.0) >= budget * (mine.advised + 1)
     if due:

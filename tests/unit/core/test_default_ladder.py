@@ -73,7 +73,12 @@ class Run:
 
 def test_a_run_that_names_no_policy_gets_the_default_ladder() -> None:
     assert Defaults().for_org("any") == DEFAULT_ESCALATION
-    assert DEFAULT_ESCALATION.failure_types == ("loop.repeat", "loop.not_run", "loop.wait", "prompt_injection")
+    assert DEFAULT_ESCALATION.failure_types == (
+        "loop.repeat",
+        "loop.not_run",
+        "loop.wait",
+        "prompt_injection",
+    )
     run = Run()
     cfg = run.table["r"].config
     assert cfg.escalation == DEFAULT_ESCALATION.to_wire()
@@ -228,6 +233,9 @@ def test_a_page_saying_not_ready_read_200_times_at_12_s_is_stopped() -> None:
     assert run.actions()[-1] == "stop"
 
 
+STATES = ("queued", "provisioning", "running", "building")
+
+
 def polled(run: Run, n: int, out: Any) -> None:
     for k in range(1, n + 1):
         run.call(k, "kubectl get job build-42", out(k), T0 + 12.5 * k)
@@ -238,7 +246,7 @@ def polled(run: Run, n: int, out: Any) -> None:
     [
         lambda k: f'{{"status": "running", "progress": "{k * 100 // 250}%"}}',  # progress
         lambda k: f'{{"status": "in_progress", "completed_steps": {k // 5}, "total": 60}}',  # counts
-        lambda k: '{"status": "%s"}' % ("queued", "provisioning", "running", "building")[(k // 25) % 4],
+        lambda k: f'{{"status": "{STATES[(k // 25) % 4]}"}}',  # a new state every 25 calls
     ],
     ids=["progress", "counts", "new-state"],
 )
@@ -267,7 +275,9 @@ def test_the_wait_budget_counts_time_too() -> None:
         run.call(k, "gh run view 7 --json status", '{"status": "queued"}', T0 + 60 * k)
     warned = run.first("nudge")
     assert warned == 11  # 600 s after step 1
-    assert "over 10 minutes" in run.text(warned) and "past its budget of 10 minutes with no change" in run.text(warned)
+    assert "over 10 minutes" in run.text(
+        warned
+    ) and "past its budget of 10 minutes with no change" in run.text(warned)
     assert run.first("escalate") == 12
 
 

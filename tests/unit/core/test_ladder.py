@@ -196,7 +196,9 @@ def test_the_ladder_state_stays_bounded_however_long_the_run() -> None:
     assert st.rung_reason is not None and len(st.rung_reason["steps"]) <= STEPS_KEPT
     # the decision log keeps the last texts, each cut: flat in the run's length
     assert len(st.encode()) < 20 * 1024
-    assert len(st.encode()) - len(looping(Run(escalation={"escalate_model_after": 1}), 60).state.encode()) < 512
+    assert (
+        len(st.encode()) - len(looping(Run(escalation={"escalate_model_after": 1}), 60).state.encode()) < 512
+    )
 
 
 def test_without_an_escalation_model_the_escalate_rung_routes_nothing_and_says_so() -> None:

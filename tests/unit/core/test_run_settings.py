@@ -7,7 +7,13 @@ from typing import Any
 
 import pytest
 
-from streams.core.ladder import DEFAULT_ESCALATION, Defaults, EscalationPolicy, InvalidRunSettings, parse_escalation
+from streams.core.ladder import (
+    DEFAULT_ESCALATION,
+    Defaults,
+    EscalationPolicy,
+    InvalidRunSettings,
+    parse_escalation,
+)
 from streams.core.policy import Policy
 from tests.driving import sealed
 from tests.factories import b, run_start

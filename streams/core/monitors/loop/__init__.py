@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...reading.features import StepFeatures
 from ... import routing
+from ...reading.features import StepFeatures
 from .. import progress, waiting
 from ..base import NOTHING, Context, Finding, Monitor
 from ..semantics import Semantics
@@ -44,7 +44,7 @@ def _waiting(
     """Whether this step waits: it repeats a call (same agent, tool and input) spaced out in
     time, on a pending or transient result (`waiting`). Then no rule speaks of it: the same
     "in progress" after waiting says nothing about progress. Also the calls waited on after
-    it, the one whose wait just passed another `budget.seconds` (advice is due), and this
+    it, the one whose wait just passed another budget of seconds (advice is due), and this
     call's wait (its unchanged results are counted against `budget`: `usd` is this call's)."""
     cur, waits, gaps = w.cur, st.waits, st.gaps
     if not cur.sig or cur.ts is None:
