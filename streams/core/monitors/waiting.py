@@ -39,7 +39,7 @@ from typing import Any
 
 from ..budget import DEFAULT_BUDGET, WAIT_BUDGET_S, WAIT_PRICE, WaitBudget, parse_budget
 from ..prices import ModelPrice
-from ..reading.features import StepFeatures, short_hash
+from ..reading.features import StepFeatures, mask_volatile, short_hash
 
 WAIT_GAP_S = 10.0  # seconds between the same call, at least, for a repeat to be waiting
 WAIT_RATIO = 2.0  # ... and at least this many of the run's usual step gaps
@@ -296,14 +296,25 @@ def key(agent: str, sig: str) -> str:
     return short_hash(f"{agent}\x00{sig}")[:12]
 
 
+RESULT_CHARS = 4000  # of a waited call's result compared (`result_key`)
+
+
+def result_key(f: StepFeatures) -> str:
+    """What a waited call's results are compared on: the result (its first RESULT_CHARS) with
+    only times masked (durations, clock times, timestamps, addresses: `mask_volatile`). Every
+    other character counts: a progress count, a percentage or a state that moves is a new
+    result (the loop's result key masks digits in long outputs; a wait must not)."""
+    head = f.whole_observation[:RESULT_CHARS]
+    return short_hash(f"{int(f.is_error)}{mask_volatile(head)}")[:12]
+
+
 @dataclass(frozen=True, slots=True)
 class Result:
-    """This call of a wait: its step, its result's key, the key of the call before it (read
-    when the wait starts), and its estimated dollars (`call_usd`)."""
+    """This call of a wait: its step, its result's key (`result_key`) and its estimated
+    dollars (`call_usd`)."""
 
     step: int = 0
     key: str = ""
-    before: str = ""
     usd: float = 0.0
 
 
@@ -321,7 +332,7 @@ def advance(
     """The waits after this step's call `k` at time `now`: `waiting` (a spaced repeat on a
     pending or transient result) starts or extends its wait (`since`, `step`: its first call);
     `ended` (a result that is neither) ends it. Waits whose call has not come back for a whole
-    budget are over. A result with the key of the one before extends the wait's unchanged run;
+    budget are over. A result with the key of the wait's last one extends its unchanged run;
     another starts it afresh. Returns the waits, the wait to advise on now (its length past one
     more budget), and this call's wait (None when it is not waiting)."""
     kept = [Wait(*w) for w in waits if (gap(float(w[2]), now) or 0.0) < budget]
@@ -329,11 +340,8 @@ def advance(
     others = [w for w in kept if w.key != k]
     if ended or (mine is None and not waiting):
         return [w.encode() for w in others], None, None
-    if mine is None:
-        if result.key == result.before:  # the call before gave this result too
-            mine = Wait(k, since, now, 2, step, 0, result.key, 2, since, step, 2 * result.usd)
-        else:
-            mine = Wait(k, since, now, 2, step, 0, result.key, 1, now, result.step, result.usd)
+    if mine is None:  # counted from this call: the call before was not read this way
+        mine = Wait(k, since, now, 2, step, 0, result.key, 1, now, result.step, result.usd)
     elif mine.result == result.key:
         mine = replace(mine, last=now, calls=mine.calls + 1, same=mine.same + 1, usd=mine.usd + result.usd)
     else:  # a new result: the work moved, and the unchanged run starts again

@@ -221,10 +221,13 @@ def test_the_wait_budget_is_a_deployment_setting() -> None:
 
 def test_an_unchanged_wait_past_the_deployment_budget_climbs_the_ladder() -> None:
     run = Run(Policy().with_wait_budget(300.0))
-    for k in range(1, 9):
+    for k in range(1, 12):
         run.bash(k, CI, '{"status": "in_progress"}', T0 + 60 * k)
-    assert run.actions()[5:8] == ["nudge", "escalate", "stop"]  # 5 minutes after step 1, unchanged
-    assert "past its budget of 5 minutes with no change" in (run.decisions[6]["injection_text"] or "")
+    # advice at 5 minutes (step 6); 5 minutes of the same result after the first call waited
+    # on (step 2) is step 7, held by the guardrails' cooldown after the advice until step 9
+    assert run.actions()[5:11] == ["nudge", "continue", "continue", "nudge", "escalate", "stop"]
+    assert "past its budget of 5 minutes with no change" in (run.decisions[9]["injection_text"] or "")
+    assert "8 times since step 2, over 7 minutes" in (run.decisions[9]["injection_text"] or "")
 
 
 def test_waiting_is_read_from_the_events_times_so_replay_decides_the_same() -> None:

@@ -60,7 +60,7 @@ def _waiting(
     since = prev.ts if started and prev is not None and prev.ts is not None else cur.ts
     first = prev.step if started and prev is not None else cur.step
     k = waiting.key(cur.agent, cur.sig)
-    result = waiting.Result(cur.step, cur.obs, prev.obs if prev is not None else "\x00", usd)
+    result = waiting.Result(cur.step, waiting.result_key(w.features), usd)
     kept, due, mine = waiting.advance(
         waits, k, since, first, cur.ts, waits_now, not cur.wait, budget.seconds, result
     )

@@ -910,7 +910,7 @@ def unchanged_wait(w: Window, wait: waiting.Wait, spent: str, budget: waiting.Wa
     return Finding(
         0.9,
         f"{_who([cur], cur)} called {_name(cur)} ({_input(cur)}) {wait.same} times since step "
-        f"{wait.same_first}, over {_span(took)}, and every result was the same"
+        f"{wait.same_first}, over {_span(took)}, and every result was the same, times aside"
         + (f", answering {answer}" if answer else "")
         + ": "
         f"an estimated ${wait.usd:.2f} of model calls (at least: each call resends the whole "
