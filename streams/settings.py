@@ -45,9 +45,9 @@ from .client_settings import TopicKind as TopicKind
 from .client_settings import _env, _secrets_dir
 from .client_settings import check_tenant_name as check_tenant_name
 from .client_settings import read_secret_file as read_secret_file
+from .core.budget import WAIT_BUDGET_CALLS, WAIT_BUDGET_S, WAIT_BUDGET_USD, WaitBudget
 from .core.events import Limits
 from .core.ladder import Defaults
-from .core.monitors.waiting import WAIT_BUDGET_S
 from .core.prices import NO_PRICES, PriceTable
 from .core.retention import DEFAULT_MAX_RUNS, DEFAULT_MAX_RUNS_PER_ORG
 
@@ -158,7 +158,8 @@ class Settings(ClientSettings):
     # with, and `rb-streams cost` and the rb_cost_* metrics use. Empty: routing's prior.
     prices_file: str = ""
     # The escalation ladder's defaults (docs/escalation.md), JSON: a policy for runs whose
-    # run_start names none, and {org_id: policy} (an org's own wins). Empty: none.
+    # run_start names none, and {org_id: policy} (an org's own wins). Empty: the built-in
+    # default ladder (`ladder.DEFAULT_ESCALATION`); '{"enabled": false}': none.
     escalation: str = ""
     org_escalation: str = ""
     # Default monitor settings, JSON {"monitors_off": [...], "monitor_thresholds": {...}} for
@@ -168,6 +169,13 @@ class Settings(ClientSettings):
     # a run waiting on the same call (a CI job, a busy service) gets advice once it has waited
     # this long, and again each time as long (docs/monitors.md#waiting-is-not-looping)
     wait_budget_s: float = Field(WAIT_BUDGET_S, gt=0, le=7 * 86400)
+    # ... and a wait whose result has not changed is warned as a loop (the ladder judges it)
+    # past this many calls or estimated dollars (or wait_budget_s seconds), per org too:
+    # RB_ORG_WAIT_BUDGET, JSON {org_id: {"seconds": s, "calls": n, "usd": x}} (fields it
+    # leaves out are the deployment's)
+    wait_budget_calls: int = Field(WAIT_BUDGET_CALLS, ge=2, le=100_000)
+    wait_budget_usd: float = Field(WAIT_BUDGET_USD, gt=0, le=1_000_000)
+    org_wait_budget: str = ""
     qdrant_url: str = Field(
         "", pattern=r"^(https?://.*)?$"
     )  # a Qdrant server (also QDRANT_URL); empty: local mode
@@ -244,7 +252,9 @@ class Settings(ClientSettings):
 
         return load_prices(self.prices_file)
 
-    @field_validator("escalation", "org_escalation", "monitor_defaults", "org_monitor_defaults")
+    @field_validator(
+        "escalation", "org_escalation", "monitor_defaults", "org_monitor_defaults", "org_wait_budget"
+    )
     @classmethod
     def _run_defaults_valid(cls, v: str, info: ValidationInfo) -> str:
         if v.strip():
@@ -252,11 +262,17 @@ class Settings(ClientSettings):
                 raw = json.loads(v)
             except ValueError as exc:
                 raise ValueError(f"not JSON ({exc})") from None
-            slot = ("escalation", "org_escalation", "monitor_defaults", "org_monitor_defaults")
-            args: list[Any] = [None] * 4
+            slot = (
+                "escalation",
+                "org_escalation",
+                "monitor_defaults",
+                "org_monitor_defaults",
+                "org_wait_budget",
+            )
+            args: list[Any] = [None] * 5
             args[slot.index(str(info.field_name))] = raw
             try:  # the core's own check: the worker and replay read it alike
-                Defaults.parse(*args)
+                Defaults.parse(args[0], args[1], args[2], args[3], wait_by_org=args[4])
             except ValueError as exc:
                 raise ValueError(str(exc)) from None
         return v
@@ -274,6 +290,8 @@ class Settings(ClientSettings):
             raw(self.org_escalation),
             raw(self.monitor_defaults),
             raw(self.org_monitor_defaults),
+            WaitBudget(self.wait_budget_s, self.wait_budget_calls, self.wait_budget_usd),
+            raw(self.org_wait_budget),
         )
 
     @field_validator("tenants")

@@ -61,6 +61,9 @@ class RunConfig:
     escalation: dict[str, Any] | None = None
     # Issue 39: a run may let routing switch providers in the middle of a tool exchange.
     cross_provider_tool_switch: bool = False
+    # Issue 48: the run's wait budget (its org's, resolved at run_start: `budget.WaitBudget` as
+    # {seconds, calls, usd}); None: the built-in one (and every state written before).
+    wait_budget: dict[str, Any] | None = None
 
     def fsm_params(self) -> FSMParams:
         return FSMParams(**self.fsm) if self.fsm else FSMParams()
