@@ -22,7 +22,9 @@ result its producer cut (round length) whose sent part is all old, a command the
 not run ("is NOT executed", a refused reply), a pending or transient answer (waiting is not
 looping), routing and planning messages, a finish. A stale streak of STALE_FIRE steps of one
 agent is a finding, whose text says only what the run shows: how many calls since which step,
-how many printed nothing and how many only repeated earlier output, and that nothing changed.
+how many printed nothing, how many repeated an earlier result whole (one of the agent's last
+RESULTS_KEPT, kept exactly), showed only lines seen before or almost nothing new, and that
+nothing changed.
 
 Bounded and linear: a result is read in its head and tail (`window`), at most UNITS_PER_STEP
 lines; the memory is two filters of MEMORY_BITS bits (base64, ~1.4 KB each), a new generation
@@ -184,7 +186,9 @@ class Reading:
     new_whole: bool = False  # its lines are known, but not together as one result
     passes: bool = False  # a test run whose summary shows no failure
     new_check: bool = False  # ... whose command this agent had not run before
-    fresh_units: int = 0  # of its units, those no filter held (an upper bound of none seen: no false "new")
+    # of its units, those no filter held (a filter's false "seen" may hide one; none is falsely
+    # new but one of a generation dropped)
+    fresh_units: int = 0
     whole: int = 0  # its lines as one set (`key` without the input); 0: no tool, or not known
 
 
