@@ -22,7 +22,9 @@ result its producer cut (round length) whose sent part is all old, a command the
 not run ("is NOT executed", a refused reply), a pending or transient answer (waiting is not
 looping), routing and planning messages, a finish. A stale streak of STALE_FIRE steps of one
 agent is a finding, whose text says only what the run shows: how many calls since which step,
-how many printed nothing and how many only repeated earlier output, and that nothing changed.
+how many printed nothing, how many repeated an earlier result whole (one of the agent's last
+RESULTS_KEPT, kept exactly), showed only lines seen before or almost nothing new, and that
+nothing changed.
 
 Bounded and linear: a result is read in its head and tail (`window`), at most UNITS_PER_STEP
 lines; the memory is two filters of MEMORY_BITS bits (base64, ~1.4 KB each), a new generation
@@ -184,6 +186,10 @@ class Reading:
     new_whole: bool = False  # its lines are known, but not together as one result
     passes: bool = False  # a test run whose summary shows no failure
     new_check: bool = False  # ... whose command this agent had not run before
+    # of its units, those no filter held (a filter's false "seen" may hide one; none is falsely
+    # new but one of a generation dropped)
+    fresh_units: int = 0
+    whole: int = 0  # its lines as one set (`key` without the input); 0: no tool, or not known
 
 
 @functools.lru_cache(maxsize=8)
@@ -478,6 +484,7 @@ def read(st: ProgressState, f: StepFeatures) -> tuple[ProgressState, Reading | N
         units = got
     hashes = _hashes(f.agent, units)
     fresh = _unseen(filters, hashes)
+    fresh_units = len(fresh)
     gain = bool(fresh) and len(fresh) >= GAIN_SHARE * len(hashes)
     aims = _unseen(filters, _hashes(f.agent, targets(f))) if f.action else []
     wkey = bool(f.action and WRITE_VERB.match(f.action))
@@ -526,6 +533,8 @@ def read(st: ProgressState, f: StepFeatures) -> tuple[ProgressState, Reading | N
         bool(whole),
         passes,
         new_check,
+        fresh_units,
+        content,
     )
     return ProgressState(cur, old, n, st.agents), reading
 
@@ -540,10 +549,17 @@ def _call(f: StepFeatures) -> str:
     return f"message: {' '.join(f.thought.split())}"[:CALL_CHARS]
 
 
-# An agent's record in `ProgressState.agents`, by index.
+# An agent's record in `ProgressState.agents`, by index. The counts of a streak's stale steps,
+# each true of the steps it counts (the text states them): REPEATED, a result whose lines, as a
+# set, are those of one of the agent's last RESULTS_KEPT results (`RECENT`); OLD, a result every
+# line of which the filters hold, but not one seen whole; FEW, one with new lines below
+# GAIN_SHARE; EMPTY, one with no line at all. (A record written before OLD, FEW and RECENT
+# existed is padded: its REPEATED then counted OLD and FEW too.)
 NAME, STALE, FIRST, EMPTY, REPEATED, UNKNOWN, LAST, GAINED, CALLS, CHANGES, SAME, SAME_N, TS, CHANGED = range(
     14
 )
+OLD, FEW, RECENT = range(14, 17)
+RESULTS_KEPT = 16  # results of an agent kept (as `Reading.whole` keys) to tell a whole repeat
 
 
 CHANT_MIN_CHARS = 300  # a response this long is read for repetition inside it ...
@@ -600,10 +616,10 @@ def observe(st: ProgressState, f: StepFeatures) -> tuple[ProgressState, Finding 
         )
     if r is None:
         return st, None
-    agents = [list(a) for a in st.agents]
+    agents = [_padded(a) for a in st.agents]
     mine = _agent(agents, f.agent)
     if mine is None:
-        mine = [f.agent, 0, f.step, 0, 0, 0, 0, 0, [], 0, 0, 0, None, False]
+        mine = _padded([f.agent, 0, f.step, 0, 0, 0, 0, 0, [], 0, 0, 0, None, False])
         if len(agents) >= AGENTS_KEPT:  # the agent that acted least recently makes room
             agents.remove(min(agents, key=lambda a: a[LAST]))
         agents.append(mine)
@@ -618,6 +634,10 @@ def observe(st: ProgressState, f: StepFeatures) -> tuple[ProgressState, Finding 
     # the same tool bringing back the same result, one call after another, nothing between
     same = bool(r.key) and r.key == mine[SAME] and not (r.change or r.aimed)
     mine[SAME], mine[SAME_N] = r.key, (mine[SAME_N] + 1 if same else 1)
+    # the result seen whole before (the very set of lines of one of the agent's last results)
+    repeat = bool(r.whole) and r.whole in mine[RECENT]
+    if r.whole:
+        mine[RECENT] = [*(k for k in mine[RECENT] if k != r.whole), r.whole][-RESULTS_KEPT:]
     if r.first_finish:
         mine[CALLS] = [_call(f)]
         return new, None
@@ -637,7 +657,7 @@ def observe(st: ProgressState, f: StepFeatures) -> tuple[ProgressState, Finding 
         if r.gain:
             mine[GAINED] = f.step
         mine[STALE:CALLS] = [0, f.step, 0, 0, 0, mine[LAST], mine[GAINED]]
-        mine[CALLS], mine[CHANGES] = [], 0
+        mine[CALLS], mine[CHANGES], mine[OLD], mine[FEW] = [], 0, 0, 0
         return new, None
     if not r.known or r.aimed:
         mine[UNKNOWN] += bool(mine[STALE]) and not r.known
@@ -646,13 +666,25 @@ def observe(st: ProgressState, f: StepFeatures) -> tuple[ProgressState, Finding 
         mine[FIRST] = f.step
     mine[STALE] += 1
     mine[EMPTY] += r.empty
-    mine[REPEATED] += not r.empty
+    mine[REPEATED] += not r.empty and repeat and not r.fresh_units
+    mine[OLD] += not r.empty and not repeat and not r.fresh_units
+    mine[FEW] += not r.empty and bool(r.fresh_units)
     call = _call(f)
     if call not in mine[CALLS]:
         mine[CALLS] = [*mine[CALLS], call][-CALLS_KEPT:]
     if mine[STALE] < STALE_FIRE and mine[SAME_N] < SAME_FIRE:
         return new, None
     return new, _finding(mine, f)
+
+
+def _padded(a: list[Any]) -> list[Any]:
+    """A copy of an agent's record with OLD, FEW and RECENT (a record written before them has none)."""
+    return [*a, *[0, 0, []][len(a) - OLD :]] if len(a) < RECENT + 1 else list(a)
+
+
+def _listed(parts: list[str]) -> str:
+    """ "a", "a and b", "a, b and c"."""
+    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
 
 
 def _finding(a: list[Any], f: StepFeatures) -> Finding:
@@ -669,10 +701,16 @@ def _finding(a: list[Any], f: StepFeatures) -> Finding:
     calls = ", ".join(fenced(c, 60) for c in a[CALLS])
     what = "messages" if all(c.startswith("message:") for c in a[CALLS]) else "steps"
     parts = []
-    if a[REPEATED] and what == "messages":
-        parts.append(f"{a[REPEATED]} stated no fact and showed no output that was not known already")
+    you = "it" if f.agent else "you"
+    if what == "messages" and a[REPEATED] + a[OLD]:
+        parts.append(f"{a[REPEATED] + a[OLD]} stated no fact and showed no output that was not known already")
     elif a[REPEATED]:
-        parts.append(f"{a[REPEATED]} only repeated output {'it' if f.agent else 'you'} had already seen")
+        parts.append(f"{a[REPEATED]} only repeated output {you} had already seen")
+    if what != "messages" and a[OLD]:
+        parts.append(f"{a[OLD]} showed only lines {you} had already seen")
+    if a[FEW]:
+        unit = "fact or line" if what == "messages" else "line"
+        parts.append(f"{a[FEW]} showed almost nothing new (under 1 {unit} in 20)")
     if a[EMPTY]:
         parts.append(f"{a[EMPTY]} brought back nothing at all")
     changed = (
@@ -681,14 +719,16 @@ def _finding(a: list[Any], f: StepFeatures) -> Finding:
         else "none of them changed anything"
     )
     skipped = (
-        f" ({a[UNKNOWN]} more, whose result was cut or that did not run, are not counted)"
+        f" ({a[UNKNOWN]} more, whose result was cut, that did not run or that only said to wait, "
+        "are not counted)"
         if a[UNKNOWN]
         else ""
     )
     return Finding(
         0.85 if n >= STALE_STRONG else 0.7,
-        f"{who} taken {n} {what} since step {first} ({calls}) that brought nothing new: "
-        f"{' and '.join(parts)}; {changed}{skipped}. Another step of the same kind will not move "
+        f"{who} taken {n} {what} since step {first} ({calls}) that brought "
+        f"{'almost ' if a[FEW] else ''}nothing new: "
+        f"{_listed(parts)}; {changed}{skipped}. Another step of the same kind will not move "
         "the work on: use what the earlier results already show, or change approach (another "
         "tool, source, file or question) instead of asking again in other words.",
     )

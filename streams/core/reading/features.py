@@ -12,6 +12,7 @@ text it keeps is cut (the features are bounded whatever the event holds).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import zlib
@@ -132,6 +133,24 @@ VOLATILE = re.compile(
     r"(?<=\d)\d?:\d{2}:\d{2}(\.\d+)?|(?<=0)x[0-9a-fA-F]+|(?<=p)(?<!\wp)id[ =:]\d+|"
     r"(?<=\d)\d{3}-\d{2}-\d{2}[T ]\d{2}:\d{2})"
 )
+# Ids that a rerun of the same command prints anew (issue 48): a UUID, a hex id (8 or more hex
+# characters of one case, a digit and a letter among them: a commit, a container, a hash), a
+# temporary file's name (Python's `tmpk3j2_x9a`, mktemp's `tmp.Ab3dE5fG7h`), an ISO timestamp
+# whole (its seconds, fraction and zone too: `VOLATILE` stops at the minutes) and an epoch
+# time (seconds or milliseconds, 2014-2033). Masked before `VOLATILE` by `mask_volatile`. As
+# there, one class takes the first character (the scan skips the others in C) and each branch
+# checks it by a lookbehind; the token starts after no word character (`(?<![\w-].)`: the two
+# characters before the current one), so only a word's start is tried further.
+IDS = re.compile(
+    r"[0-9A-Fa-ft](?<![\w-].)(?:"
+    r"(?<=[0-9A-Fa-f])[0-9A-Fa-f]{7}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}(?![\w-])|"
+    r"(?<=\d)\d{3}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?(?![\w:])|"
+    r"(?<=1)[4-9]\d{8}(?:\d{3}|\.\d{1,9})?(?![\w.])|"
+    r"(?:(?<=\d)(?=\d*+[a-f])|(?<=[a-f])(?=[a-f]*+\d))[0-9a-f]{7,}+(?![\w-])|"
+    r"(?:(?<=\d)(?=\d*+[A-F])|(?<=[A-F])(?=[A-F]*+\d))[0-9A-F]{7,}+(?![\w-])|"
+    r"(?<=t)mp(?:[a-z0-9_]{8}|\.[A-Za-z0-9]{10})(?![\w.])"
+    r")"
+)
 NO_RESULT = re.compile(
     r"^\s*(no (matches|results|files?|output)( found)?|nothing found|0 (results|matches)|not found|\[\]|\{\}|none)\.?\s*$",
     re.IGNORECASE,
@@ -218,12 +237,57 @@ def normalise_obs(obs: str) -> str:
 
 
 def mask_volatile(text: str) -> str:
-    """`VOLATILE.sub("#", text)`, one place for every reader of a result (the observation's
-    fingerprint, the floor's units): nine outputs in ten hold nothing to mask, and a check in C
-    says so without the scan (a short one is scanned: the check would cost more)."""
+    """`VOLATILE.sub("#", IDS.sub("#", text))`, one place for every reader of a result (the
+    observation's fingerprint, the floor's units): nine outputs in ten hold nothing to mask,
+    and a check in C says so without the scan (a short one is scanned: the check would cost
+    more)."""
+    text = mask_ids(text)
     if len(text) > VARYING_FROM and VOLATILE is _VARYING_IN and text.isascii() and not _may_vary(text):
         return text
     return VOLATILE.sub("#", text)
+
+
+@functools.lru_cache(maxsize=32)
+def mask_ids(text: str) -> str:
+    """`IDS.sub("#", text)`. In an ASCII text only the lines that hold a candidate (`_ID_HINTS`,
+    found by C substring searches) are scanned: no match spans lines, and the pattern's first
+    class is common enough (a digit, a-f, t) that a whole scan cost ~0.2 us a character.
+    Remembered for the last texts: a step's result is read by the fingerprint, the floor and
+    the loop signal, and a loop sends the same result again."""
+    if IDS is not _IDS_IN or not text.isascii():
+        return IDS.sub("#", text)
+    read = text.encode("ascii").translate(_HEX_READ)
+    at = _next_hint(read, 0)
+    if at < 0:
+        return text
+    out: list[str] = []
+    done = 0
+    while at >= 0:
+        start = text.rfind("\n", done, at) + 1 or done
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        out.append(text[done:start])
+        out.append(IDS.sub("#", text[start:end]))
+        done = end
+        at = _next_hint(read, end)
+    out.append(text[done:])
+    return "".join(out)
+
+
+# An ASCII text read with every hex digit (either case) as "h": every `IDS` match but a
+# temporary name leaves eight of them in a row or a date's "hhhh-hh-hh" in it; every temporary
+# name holds "tmp" (none of its letters is a hex digit).
+_HEX_READ = bytes(0x68 if chr(c) in "0123456789abcdefABCDEF" else c for c in range(128)) + bytes(
+    range(128, 256)
+)
+_ID_HINTS = (b"hhhhhhhh", b"hhhh-hh-hh", b"tmp")
+_IDS_IN = IDS  # the pattern `_ID_HINTS` were read from (one put in its place is always run whole)
+
+
+def _next_hint(read: bytes, pos: int) -> int:
+    """Where the first `_ID_HINTS` occurs in `read` from `pos` on; -1: nowhere."""
+    found = [i for i in (read.find(h, pos) for h in _ID_HINTS) if i >= 0]
+    return min(found) if found else -1
 
 
 # An ASCII text read with every digit as "0", every whitespace character as a space, "x" as
@@ -426,14 +490,26 @@ def _error_line(obs: str) -> str:
     one wraps another), else the last line with an error word; never a warning or a traceback
     frame, and a bare label ("ERROR:") together with the message on the line after it."""
     lines: list[str] = []  # the last ERROR_LINES non-blank lines, read from the end
+    indents: list[int] = []  # ... and how far each was indented
     for ln in reversed(obs.strip().splitlines()):
         if stripped := ln.strip():
             lines.append(stripped)
+            indents.append(len(ln) - len(ln.lstrip()))
             if len(lines) == ERROR_LINES:
                 break
     lines.reverse()
-    # a frame's next line is the source it points at, not an error
-    useful = [i for i, ln in enumerate(lines) if not (_noise(ln) or (i and FRAME.match(lines[i - 1])))]
+    indents.reverse()
+    # a frame's next line is the source it points at, not an error, unless there is no source
+    # (`python -c`, a REPL, a frozen module): then the error itself follows the frame, no
+    # deeper than it and raised (`ValueError: ...`)
+    useful = [
+        i
+        for i, ln in enumerate(lines)
+        if not (
+            _noise(ln)
+            or (i and FRAME.match(lines[i - 1]) and not (indents[i] <= indents[i - 1] and RAISED.match(ln)))
+        )
+    ]
     for i in reversed(useful):
         head = lines[i][:2000]
         # every match is followed by "Error: " or "Exception: ": a line without is not scanned

@@ -15,7 +15,7 @@ from ...reading import grounding
 from .. import waiting
 from ..base import Finding
 from ..semantics import Semantics
-from .signal import CONTENT_LINES, WORD, Entry, Window, frame_of, salient
+from .signal import CONTENT_LINES, WORD, Entry, Window, frame_of, one_off, salient
 
 # Cascade band for "the same action, reworded", on the query or command alone (`_asked`): the
 # static model is sure above FAST_HI and sure of a miss below FAST_LO; in between MiniLM
@@ -275,10 +275,13 @@ def same_result(w: Window, sem: Semantics) -> Finding | None:
         chain = [*older[len(older) - grown :], *runs[-near:]]
         edits = _edits(w, chain[0].step, cur.sig)
         return _unchanged_by_edits(w, chain, edits, exact=near == n, grown=grown > 0)
+    # a retry: the same but for one short line (a value printed anew each run) is the same too
+    exact = n
+    n = _trailing(runs, lambda e: e.obs == cur.obs or one_off(e, cur))
     if n < 2 or cur.modifies or _changed(w, runs[-n].step, cur.sig):
         return None
     runs = runs[-n:]
-    adjacent = _trailing(w.entries, lambda e: e.sig == cur.sig and e.obs == cur.obs)
+    adjacent = _trailing(w.entries, lambda e: e.sig == cur.sig and (e.obs == cur.obs or one_off(e, cur)))
     score = 0.9 if adjacent >= 4 else 0.75 if n >= 4 else 0.5 if n == 3 else 0.2
     who = _who(runs, cur)
     if any(e.obs_cut for e in runs):  # the output past the cut is unseen: no "same result"
@@ -294,9 +297,10 @@ def same_result(w: Window, sem: Semantics) -> Finding | None:
     return Finding(
         score,
         f"{who} run {_name(cur)} with the same input ({_input(cur)}) {n} times with nothing "
-        "changed in between, and got the same result every time. Running it again will not "
-        "change the outcome: use the result you already have, then try a different approach "
-        "(another command, another file, or re-examine your assumption).",
+        "changed in between, and got the same result every time"
+        + (", but for one short line that differed between runs" if n > exact else "")
+        + ". Running it again will not change the outcome: use the result you already have, "
+        "then try a different approach (another command, another file, or re-examine your assumption).",
         kind="repeat",
     )
 

@@ -19,7 +19,7 @@ from operator import itemgetter
 from typing import Any
 
 from ...reading import grounding
-from ...reading.features import StepFeatures, short_hash, sketch_similarity
+from ...reading.features import StepFeatures, mask_ids, short_hash, sketch_similarity
 from ...reading.observation import NOT_RUN_CHARS, cell_unparsed, not_run, window
 from ...reading.scan import leftmost, names
 from .. import waiting
@@ -50,6 +50,12 @@ STATE_CHANGE = re.compile(
 # "<returncode>0</returncode>", "<output>". Never what a command found.
 STATUS_LINE = re.compile(r"^\[[A-Z][a-z]+ [^\]\n]*\]$|^<[\w-]+>[^<>\n]{0,40}</[\w-]+>$|^</?[\w-]+>$")
 CONTENT_LINES = 16  # hashes kept of a result's content lines (a bottom-k sketch)
+# One short line that differs among many that do not (a random word, a value printed anew):
+# lines of a result at least and at most (past that, one new line is under the floor's share of
+# new lines: `progress.GAIN_SHARE`), and chars a line at most to be that line (`Entry.near`).
+ONE_OFF_MIN = 4
+ONE_OFF_MAX = 40
+SHORT_LINE = 60
 FRAME_EDGE = (3, 6)  # lines at the head and tail of a result where a frame sits
 FRAME_TOOLS = 8  # tools whose frame is learnt per run
 FRAME_KEPT = 16  # line counts kept per tool
@@ -109,6 +115,11 @@ class Entry:
     # the call never ran (a busy terminal, a format error, a refusal: `observation.not_run`): what
     # it would have brought is unknown, so it has no result to compare and changed nothing
     unrun: bool = False
+    # the result's lines told apart by length (`_near_key`): [lines, hash of its long lines, the
+    # smallest CONTENT_LINES of its short ones, each its hash and its label's (`_label`)]; [] for
+    # none. Two results of one call that differ in one short line only, its label the same
+    # (`one_off`), say the same but for a value of the moment.
+    near: list[int] = field(default_factory=list)
 
     def encode(self) -> list[Any]:
         return [
@@ -140,6 +151,7 @@ class Entry:
             self.ts,
             self.wait,
             self.unrun,
+            self.near,
         ]
 
     @classmethod
@@ -190,6 +202,7 @@ class Entry:
             ts=f.ts,
             wait=waiting.kind(f),
             unrun=unrun,
+            near=[] if unrun or not f.action else _near_key(lines),
         )
 
 
@@ -258,6 +271,40 @@ def _result_key(
     return f"{text}{'!' if failed else ''}{tests or ''}"
 
 
+def _near_key(lines: list[tuple[str, int]]) -> list[int]:
+    """`Entry.near` of a result's lines (every line: the frame is the same in two results of
+    one call)."""
+    if not ONE_OFF_MIN <= len(lines) <= ONE_OFF_MAX:
+        return []
+    long = sorted(h for t, h in lines if len(t) > SHORT_LINE)
+    short = sorted({_label(t, h) << 32 | h for t, h in lines if len(t) <= SHORT_LINE})[:CONTENT_LINES]
+    return [len(lines), zlib.crc32(struct.pack(f">{len(long)}I", *long)), *short]
+
+
+def _label(line: str, h: int) -> int:
+    """16 bits of what a short line says besides its value: its first word and how many words
+    it has ("seed: banana", "seed: falcon"); a line of one word has no label (its own hash)."""
+    words = line.lower().split()
+    if len(words) < 2:
+        return h & 0xFFFF
+    return zlib.crc32(f"{len(words)}\x00{words[0]}".encode("utf-8", "replace")) & 0xFFFF
+
+
+def one_off(a: Entry, b: Entry) -> bool:
+    """Results of the same length, the same long lines, the same failure and test counts and
+    the same error, whose short lines differ in one only, replaced by one with the same label
+    (`_label`): one value printed anew each run (a random word, a name or number of the
+    moment). A count that moves is in the key (`obs`), a new error in the error line, a longer
+    message in the long lines, another sentence in the label."""
+    if not (a.near and b.near) or a.near[:2] != b.near[:2] or a.obs_cut or b.obs_cut:
+        return False
+    if a.obs[8:] != b.obs[8:] or a.errline != b.errline:
+        return False
+    sa, sb = set(a.near[2:]), set(b.near[2:])
+    only_a, only_b = sa - sb, sb - sa
+    return len(only_a) == 1 and len(only_b) == 1 and only_a.pop() >> 32 == only_b.pop() >> 32
+
+
 def _line_hash(line: str) -> int:
     masked = NUMBERS.sub("#", line)
     return zlib.crc32(" ".join(masked.lower().split()).encode("utf-8", "replace"))
@@ -282,7 +329,7 @@ def _lines(text: str, said: str) -> tuple[tuple[str, int], ...]:
     # `_line_hash` of every line at once: numbers masked and lower case in one pass over the
     # text (neither adds or removes a line end, so its lines pair with the text's), and each
     # line's hash mapped in C (an ASCII text encodes as is: no char to replace)
-    masked = NUMBERS.sub("#", text).lower().splitlines()
+    masked = NUMBERS.sub("#", mask_ids(text)).lower().splitlines()
     joined = map(" ".join, map(str.split, masked))
     hashes = map(zlib.crc32, map(str.encode, joined) if text.isascii() else map(_encode, joined))
     status = STATUS_LINE.match  # every branch starts with `[` or `<`: asked only of those lines

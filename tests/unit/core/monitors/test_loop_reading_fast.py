@@ -1,6 +1,7 @@
 """The fast readings of a result (the floor's units, the loop signal's lines, the page a call
 acted on) give exactly what the plain line-by-line readings they replaced gave: decisions and
-stored states depend on every byte. Each reference below is the earlier code, kept verbatim."""
+stored states depend on every byte. Each reference below is the earlier code, kept verbatim,
+but for ids (`IDS`, issue 48), masked first in every reading."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 from streams.core.monitors import progress
 from streams.core.monitors.loop import signal
-from streams.core.reading.features import VOLATILE
+from streams.core.reading.features import IDS, VOLATILE
 from streams.core.reading.observation import window
 
 PIECES = [
@@ -23,6 +24,8 @@ PIECES = [
     '"foo bar"', "foo bar", ": foo bar", "FOO", "Bar", "12 ms", "0x1f2e", "pid=123",
     "2024-01-02 12:00", "12:00:00", "\ud800", "abc", "ABC", "-", ".", "/", "_", "\x00",
     "Address: ", "URL:", "https://a.b/c", "file:///x", "://", "search",
+    "550e8400-e29b-41d4-a716-446655440000", "3f2a9c1e4b5d", "DEADBEEF01", "tmpk3j2_x9a", "tmp",
+    "2024-01-02T12:00:13.5Z", "1767225637.25", "deadbeef",
 ]  # fmt: skip
 SAIDS = ["", "foo bar", "foo", "x:", "12", "\u00e9", "bar"]
 
@@ -43,8 +46,12 @@ def _texts(seed: int, n: int) -> list[str]:
     return out
 
 
+def _masked(text: str) -> str:
+    return VOLATILE.sub("#", IDS.sub("#", text))
+
+
 def _old_result_units(obs: str, said: str) -> tuple[bytes, ...]:
-    text = VOLATILE.sub("#", obs)
+    text = _masked(obs)
     out: list[bytes] = []
     status = progress.STATUS_LINE.match
     for ln in text.splitlines():
@@ -66,7 +73,7 @@ def _old_result_units(obs: str, said: str) -> tuple[bytes, ...]:
 
 def _old_written(text: str) -> list[bytes]:
     out: list[bytes] = []
-    for ln in VOLATILE.sub("#", text[: progress.INPUT_READ]).lower().splitlines():
+    for ln in _masked(text[: progress.INPUT_READ]).lower().splitlines():
         t = ln.lstrip()
         t = " ".join(progress._unnumbered(t[: progress.LINE_CHARS]).split()) if t else ""
         if t:
@@ -81,7 +88,7 @@ def _old_result_lines(act_text: str, obs: str) -> list[tuple[str, int]]:
     said = said if len(said) >= 4 else ""
     out = []
     text = window(obs)
-    masked = signal.NUMBERS.sub("#", text).lower().splitlines()
+    masked = signal.NUMBERS.sub("#", IDS.sub("#", text)).lower().splitlines()
     for ln, low in zip(text.splitlines(), masked, strict=True):
         t = ln.strip()
         if (

@@ -177,11 +177,53 @@ def test_the_digest_is_the_hash_of_the_masked_lower_cased_words(s):
 @example("worker (pid=42)")
 def test_an_observation_is_normalised_as_the_pattern_alone_did(s):
     for text in (s, s * 12):  # past VARYING_FROM: the precheck asked first
-        want = " ".join(features.VOLATILE.sub("#", text[: features.OBS_HASHED]).split())
-        assert features.normalise_obs(text) == want
-        assert features.mask_volatile(text) == features.VOLATILE.sub("#", text)  # the floor's reading
+        masked = features.VOLATILE.sub("#", features.IDS.sub("#", text[: features.OBS_HASHED]))
+        assert features.normalise_obs(text) == " ".join(masked.split())
+        whole = features.VOLATILE.sub("#", features.IDS.sub("#", text))
+        assert features.mask_volatile(text) == whole  # the floor's reading
     if s.isascii() and features.VOLATILE.search(s):
         assert features._may_vary(s)
+
+
+ID_TOKENS = [
+    *ODD,
+    "550e8400-e29b-41d4-a716-446655440000",
+    "3f2a9c1e",
+    "DEADBEEF",
+    "deadbeef",
+    "01",
+    "a",
+    "F",
+    "t",
+    "tmp",
+    "tmpk3j2_x9a",
+    "tmp.Ab3dE5fG7h",
+    "2024-01-02",
+    "T12:00",
+    ":13",
+    ".5",
+    "Z",
+    "+01:00",
+    "1767225637",
+    "-",
+    "_",
+    ".",
+    "\n",
+    "\r",
+    "\x85",
+    "é",
+]
+
+
+@settings(max_examples=500, deadline=None)
+@given(_text(ID_TOKENS))
+@example("run 550e8400-e29b-41d4-a716-446655440000 at 2024-01-02T12:00:13.5Z\nin /tmp/tmpk3j2_x9a")
+@example("x\n3f2a9c1e4b5d\ny")
+def test_ids_are_masked_as_the_pattern_alone_masks_them(s):
+    """`mask_ids` scans only the lines its C searches point at: the same text as the whole scan."""
+    for text in (s, s * 12):
+        features.mask_ids.cache_clear()
+        assert features.mask_ids(text) == features.IDS.sub("#", text)
 
 
 def _old_signals(text: str) -> dict[str, float]:
