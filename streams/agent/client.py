@@ -20,14 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.errors import KafkaConnectionError, KafkaError
+from aiokafka.errors import KafkaConnectionError
 
 from ..client_settings import ClientSettings
 from ..contract import ACTIONS as ACTIONS
 from ..contract import SCHEMA_VERSION, fast_validator
 from ..contract import Action as Action
 from ..kafka import signing, wire
-from ..kafka.probe import broker_answers
+from ..kafka.probe import MissingTopic, broker_answers, topic_partitions
 from ..kafka.security import KafkaAuthError as KafkaAuthError
 from ..kafka.security import client_kwargs, diagnose
 from ..logsafe import safe_for_log
@@ -411,6 +411,7 @@ class SteeringClient:
         if topic_prefix:
             s = s.with_(topic_prefix=topic_prefix)
         # multi-tenant mode (RB_TENANT): the tenant's own topics, the only ones its principal may use
+        self.topic_prefix, self.tenant = s.topic_prefix, s.tenant
         self.steps_topic = s.client_steps_topic
         self.steering_topic = s.client_steering_topic
         self.deadline_ms = deadline_ms if deadline_ms is not None else s.client_deadline_ms
@@ -486,6 +487,11 @@ class SteeringClient:
         self._supervisor = asyncio.create_task(self._supervise(), name="rb-client-supervise")
 
     def _why(self, exc: BaseException) -> str:
+        if isinstance(exc, MissingTopic):  # the broker answered: the worker is missing, or elsewhere
+            where = f"RB_TOPIC_PREFIX={self.topic_prefix}"
+            if self.tenant:
+                where += f" and tenant {self.tenant} added (rb-streams tenants add {self.tenant})"
+            return f"{exc}: is a worker running with {where}?"
         if isinstance(exc, TimeoutError):
             return (
                 f"the broker at {self.bootstrap_servers} did not answer within {self.connect_timeout_s:g} s"
@@ -513,7 +519,7 @@ class SteeringClient:
             self._dropped_in_outage = 0
             log.warning(
                 "steering unavailable: %s; the agent goes on unsteered (events queued up to %d, "
-                "reconnecting in the background)",
+                "retrying in the background)",
                 reason,
                 self.max_queued_events,
             )
@@ -626,6 +632,9 @@ class SteeringClient:
             **auth,
         )
         await self._producer.start()
+        # one metadata request for the steering topic, before the consumer: a missing topic is
+        # said at once, as such (the broker did answer), and never created by asking
+        self._partitions = await topic_partitions(self._producer.client, self.steering_topic)
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap_servers,
             client_id=self.client_id,
@@ -637,13 +646,6 @@ class SteeringClient:
             fetch_max_wait_ms=50,
         )
         await self._consumer.start()
-        try:  # aiokafka's public way to wait for a topic's metadata
-            parts = await asyncio.wait_for(self._producer.partitions_for(self.steering_topic), 10.0)
-        except (TimeoutError, KafkaError):
-            parts = None
-        if not parts:
-            raise RuntimeError(f"topic {self.steering_topic} does not exist: start the worker first")
-        self._partitions = len(parts)
         self._connected = True
         self._last_answer = time.monotonic()
         self._task = asyncio.create_task(self._consume(), name="rb-client-consume")
@@ -668,7 +670,13 @@ class SteeringClient:
         lost = unsent + self._queued
         if lost and self._started:
             self.dropped_events += lost
-            log.warning("steering client stopped with %d events the broker never took (it was away)", lost)
+            if unsent:  # never connected: they never left this process
+                why = f"never sent: {self.health_reason}"
+            elif not self._healthy:
+                why = f"the broker never took ({self.health_reason})"
+            else:
+                why = f"the broker had not acknowledged within {self.close_timeout_s:g} s"
+            log.warning("steering client stopped with %d events %s", lost, why)
         self._queued = self._queued_bytes = 0
         self._started = False
         self._healthy, self.health_reason, self._down_since = False, "stopped", None
