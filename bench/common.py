@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import os
 import platform
+import secrets
 import statistics
 import sys
 import time
@@ -48,6 +49,7 @@ def bench_settings(port: int = BENCH_PORT, partitions: int = 8, **kw: Any) -> Se
         broker=f"kafka://127.0.0.1:{port}",
         topic_prefix=prefix,
         app_id=f"bench-{prefix}",
+        decision_key=kw.pop("decision_key", secrets.token_hex(32)),  # signed, as every worker here
         partitions=partitions,
         data_dir=str(tmp),
         web_port=free_port(),

@@ -424,8 +424,9 @@ def evaluate(data: Path | None, synthetic: bool = True, samples: int = 2) -> dic
     return results
 
 
-# The escalation ladder measured (issue 30): the documented default of docs/escalation.md.
-LADDER_POLICY: dict[str, Any] = {"escalate_model_after": 1, "stop_after": 2}
+# The escalation ladder measured: the built-in default (issue 48: `ladder.DEFAULT_ESCALATION`),
+# or a policy given with --ladder-policy (issue 30's was {"escalate_model_after": 1, "stop_after": 2}).
+LADDER_POLICY: dict[str, Any] | None = None
 
 
 @dataclass
@@ -448,7 +449,7 @@ def ladder_runs(
     from streams.core.ladder import Defaults
     from streams.core.policy import Policy
 
-    pol = Policy().with_escalation(Defaults.parse(policy or LADDER_POLICY))
+    pol = Policy().with_escalation(Defaults.parse(policy or LADDER_POLICY))  # None: the built-in
     rp = Replayer(clock=lambda: 1_767_225_600.0, sem=load_models().semantics(), policy=pol)
     out: list[LadderRun] = []
     for run in _group_runs(lines):
@@ -504,7 +505,11 @@ def ladder_summary(runs: list[LadderRun]) -> dict[str, Any]:
 def ladder_report(data: Path, policy: dict[str, Any] | None = None) -> dict[str, Any]:
     """{"policy": ..., data set: {outcome: summary}} over every *.jsonl of `data`."""
     labels = load_labels(data)
-    report: dict[str, Any] = {"policy": policy or LADDER_POLICY}
+    from streams.core.ladder import Defaults
+
+    given = policy or LADDER_POLICY
+    default = Defaults.parse(given).default
+    report: dict[str, Any] = {"policy": given or (default.to_wire() if default else None)}
     for path in sorted(data.glob("*.jsonl")):
         runs = ladder_runs(convert_lines(path.read_bytes().splitlines()), labels, policy)
         by_outcome: dict[str, list[LadderRun]] = defaultdict(list)
@@ -889,7 +894,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--samples", type=int, default=2, help="steering texts shown per monitor and outcome")
     p.add_argument("--json", type=Path, help="also write the full report here")
     p.add_argument("--no-ladder", action="store_true", help="skip the escalation ladder's replay (issue 30)")
+    p.add_argument(
+        "--ladder-policy",
+        type=json.loads,
+        default=None,
+        help="the ladder's policy as JSON, as an org-wide default (default: the built-in default ladder)",
+    )
     p.add_argument("--no-hijack", action="store_true", help="skip the prompt-injection figures (issue 42)")
+    p.add_argument("--ladder-only", action="store_true", help="only the escalation ladder's replay")
     p.add_argument(
         "--compare",
         metavar="REF",
@@ -909,17 +921,19 @@ def main(argv: list[str] | None = None) -> int:
         except CompareError as e:
             print(f"quality: --compare {e}", file=sys.stderr)
             return 2
-    results = evaluate(data, synthetic=not a.no_synthetic, samples=a.samples)
-    print_report(results)
+    results: dict[str, Any] = {}
+    if not a.ladder_only:
+        results = evaluate(data, synthetic=not a.no_synthetic, samples=a.samples)
+        print_report(results)
     if not a.no_ladder:
         try:
-            ladder = ladder_report(data)
+            ladder = ladder_report(data, a.ladder_policy)
         except ImportError:  # --compare's ref: a core from before the ladder (issue 30)
             ladder = None
         if ladder is not None:
             print_ladder(ladder)
             results["ladder"] = ladder
-    if not a.no_hijack and (data / "agentdojo.jsonl").is_file():
+    if not a.no_hijack and not a.ladder_only and (data / "agentdojo.jsonl").is_file():
         try:  # bench/hijack.py: prompt injection on AgentDojo's runs (issue 42)
             from bench import hijack
         except ImportError:  # --compare's ref: a core from before streams.taint

@@ -67,7 +67,7 @@ def local_stack(port: int = 9092) -> Iterator[ClientSettings]:
         )
         print("starting a worker ...", flush=True)
         worker = WorkerProcess.start(s, tmp / "worker.log")
-        yield s
+        yield worker.settings  # with the decision key the worker signs with (made for this run)
     except KeyboardInterrupt:
         print("\ninterrupted: stopping what the example started ...", file=sys.stderr, flush=True)
         raise SystemExit(130) from None  # the shell's code for Ctrl-C, without a traceback

@@ -131,7 +131,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         return _fail(why, 1)
     loop = asyncio.new_event_loop()
     try:
-        counts = loop.run_until_complete(ensure_topics(s))
+        # the app id is this prefix's, or the worker refuses it (streams.kafka.ownership)
+        counts = loop.run_until_complete(ensure_topics(s, claim=True))
     finally:
         loop.close()
     asyncio.set_event_loop(asyncio.new_event_loop())
@@ -227,6 +228,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             sem=models.semantics(),
             retriever=retriever,
             max_runs_per_org=s.max_runs_per_org,
+            max_runs=s.max_runs,
             partitions=s.partitions,
             control_key=s.control_key.get_secret_value(),
             tenant=args.tenant,
@@ -267,7 +269,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
     sem = models.semantics()
 
     def replayer() -> Replayer:
-        return Replayer(s.limits, lambda: 0.0, sem=sem, policy=policy, max_runs_per_org=0)
+        return Replayer(s.limits, lambda: 0.0, sem=sem, policy=policy, max_runs_per_org=0, max_runs=0)
 
     def compose(request: Any, decision: Any, placement: str) -> Any:
         return anthropic_request(request, decision, placement=check_placement(placement))
@@ -719,6 +721,7 @@ def build_parser() -> argparse.ArgumentParser:
             "max_event_bytes",
             "max_thought_chars",
             "max_runs_per_org",
+            "max_runs",
             "partitions",
             "monitor_profiles",
             "qdrant_url",

@@ -50,7 +50,7 @@ log = logging.getLogger("streams.settings")
 ENV_PREFIX = "RB_"
 SECRETS_DIR_ENV = "RB_SECRETS_DIR"
 MASK = "****"
-_TOPIC_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+TOPIC_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 SecurityProtocol = Literal["", "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -395,7 +395,7 @@ class KafkaSettings(_Base):
     @field_validator("topic_prefix")
     @classmethod
     def _topic_prefix_valid(cls, v: str) -> str:
-        if not v or any(c not in _TOPIC_CHARS for c in v):
+        if not v or any(c not in TOPIC_CHARS for c in v):
             raise ValueError("not a valid Kafka topic prefix (letters, digits, '.', '_', '-')")
         return v
 

@@ -3,8 +3,9 @@
 Everything that decides what an input comes to lives here or in the core, once: eviction
 records are judged here (`core.retention.judge`, plus the expiry check when the pipeline has a
 clock to check it with), an input read from another partition than its run's is refused here
-(`wrong_partition`; replay of a file knows no partitions and skips the check), the per-org run
-cap is applied and counted here, in the partition's event order, and the engine does the rest. The adapters only do their I/O around it: the
+(`wrong_partition`; replay of a file knows no partitions and skips the check), the run caps
+(per org and overall) are applied and counted here, in the partition's event order, and the
+engine does the rest. The adapters only do their I/O around it: the
 worker's processor answers E-traces asynchronously, sends the decision before it calls
 `store` (a crash in between re-sends the same decision rather than losing it), acks and
 counts; replay answers synchronously (`run`) over a dict-backed run store.
@@ -173,7 +174,7 @@ class Pipeline:
             if read.event_type == "run_start" and prior is None:
                 full = self.runs.held.refusal(read.org, read.run_id)
                 if full is not None:
-                    return Refused(Rejected("too_many_runs", full, read.run_id), raw, now, read.event_type)
+                    return Refused(Rejected(*full, read.run_id), raw, now, read.event_type)
         except Exception as exc:  # a state the table cannot give back: this event's failure only
             return failed("evaluate", exc, raw, now, read.run_id, None, read.step, read.event_type)
         out = self.engine.step(prior, read, now)

@@ -28,11 +28,11 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any, cast
 
+from .core.budget import WAIT_BUDGET_S
 from .core.difficulty import StepScorer, TextScorer
 from .core.fsm import TransitionFn
 from .core.ladder import InvalidRunSettings
 from .core.monitors.profiles import parse_profiles
-from .core.monitors.waiting import WAIT_BUDGET_S
 from .core.policy import Policy
 from .settings import Settings, SettingsError
 

@@ -11,7 +11,7 @@ from .core.engine import NO_KEY, Engine, Raw
 from .core.events import Limits, deadletter_bytes
 from .core.monitors import Semantics
 from .core.policy import Policy
-from .core.retention import DEFAULT_MAX_RUNS_PER_ORG, RunsHeld
+from .core.retention import DEFAULT_MAX_RUNS, DEFAULT_MAX_RUNS_PER_ORG, RunsHeld
 from .core.state import TraceState
 from .etraces.retrieval import Retriever
 from .kafka import wire
@@ -36,11 +36,14 @@ class Replayer:
         max_runs_per_org: int = DEFAULT_MAX_RUNS_PER_ORG,
         partitions: int = DEFAULT_PARTITIONS,
         control_key: str = "",
+        max_runs: int = DEFAULT_MAX_RUNS,
     ) -> None:
         # Without a store, planned E-trace queries are answered "no pattern store configured".
         self.retriever = retriever or Retriever(None)
         self.clock = clock
-        held = RunsHeld(max_runs_per_org, lambda rid: wire.partition_for(rid, partitions), partitions)
+        held = RunsHeld(
+            max_runs_per_org, lambda rid: wire.partition_for(rid, partitions), partitions, max_runs
+        )
         self.runs = MemoryRuns(held)
         self.engine = Engine(policy, sem, limits)
         self.limits = self.engine.limits
@@ -91,6 +94,7 @@ def replay_file(
     max_runs_per_org: int = DEFAULT_MAX_RUNS_PER_ORG,
     partitions: int = DEFAULT_PARTITIONS,
     control_key: str = "",
+    max_runs: int = DEFAULT_MAX_RUNS,
     tenant: str | None = None,
     on_deadletter: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> tuple[int, int]:
@@ -106,6 +110,7 @@ def replay_file(
         max_runs_per_org=max_runs_per_org,
         partitions=partitions,
         control_key=control_key,
+        max_runs=max_runs,
     )
     for lineno, line in enumerate(src, 1):
         if not line.strip():

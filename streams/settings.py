@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 # The broker's and the agent side's settings live in streams.client_settings (no core import:
 # a client-only install reads them); re-exported here, where the worker has always found them.
@@ -35,20 +36,43 @@ from .client_settings import ENV_PREFIX as ENV_PREFIX
 from .client_settings import MASK as MASK
 from .client_settings import SECRETS_DIR_ENV as SECRETS_DIR_ENV
 from .client_settings import TENANT_NAME as TENANT_NAME
+from .client_settings import TOPIC_CHARS as TOPIC_CHARS
 from .client_settings import TOPIC_KINDS as TOPIC_KINDS
 from .client_settings import ClientSettings as ClientSettings
 from .client_settings import KafkaSettings as KafkaSettings
 from .client_settings import SettingsError as SettingsError
 from .client_settings import TopicKind as TopicKind
+from .client_settings import _env, _secrets_dir
 from .client_settings import check_tenant_name as check_tenant_name
 from .client_settings import read_secret_file as read_secret_file
+from .core.budget import WAIT_BUDGET_CALLS, WAIT_BUDGET_S, WAIT_BUDGET_USD, WaitBudget
 from .core.events import Limits
 from .core.ladder import Defaults
-from .core.monitors.waiting import WAIT_BUDGET_S
 from .core.prices import NO_PRICES, PriceTable
-from .core.retention import DEFAULT_MAX_RUNS_PER_ORG
+from .core.retention import DEFAULT_MAX_RUNS, DEFAULT_MAX_RUNS_PER_ORG
 
 Guarantee = Literal["at_least_once", "exactly_once"]
+# Kafka's topic names have at most 249 characters; an app id leaves room for the topics named
+# after it (`<app id>-runs-changelog`, `<app id>-owner-<prefix>`).
+MAX_APP_ID_CHARS = 120
+
+
+MAX_TOPIC_CHARS = 249
+
+
+def owner_topic(app_id: str, topic_prefix: str) -> str:
+    """The topic whose existence says that `topic_prefix`'s deployment owns `app_id`
+    (streams.kafka.ownership): it holds no records, its name is the claim."""
+    return f"{app_id}-owner-{topic_prefix}"
+
+
+def default_app_id(topic_prefix: str) -> str:
+    """The app id of a deployment that sets none: its topic prefix's, `<prefix>-streams`. The
+    default prefix `rb` keeps the app id of every release before (rb-streams), hence its
+    consumer group and its run table's changelog."""
+    return f"{topic_prefix}-streams"
+
+
 LogLevel = Literal["debug", "info", "warn", "error", "crit"]
 
 
@@ -62,17 +86,42 @@ class Settings(ClientSettings):
         "web_token",
         "control_key",
         "decision_key",
+        "tenant_tokens",
     )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        shared = super().settings_customise_sources(
+            settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
+        )
+        return (*shared, _TenantTokensSource(settings_cls, init_settings))
 
     partitions: int = Field(8, ge=1)
     replication_factor: int = Field(1, ge=1)
-    app_id: str = "rb-streams"
+    # Faust's app id: the consumer group, and the prefix of the run table's changelog and of
+    # the app's other topics. Empty: `<RB_TOPIC_PREFIX>-streams` (rb-streams for the default
+    # prefix), so two deployments with different prefixes share no state; a worker refuses an
+    # id that another prefix has claimed (streams.kafka.ownership).
+    app_id: str = ""
     store: str = Field("rocksdb://", pattern=r"^(rocksdb|memory)://")
     data_dir: str = ".local/worker"
     web_host: str = "127.0.0.1"
     web_port: int = Field(6066, ge=1, le=65535)
     web_advertised_url: str = ""  # how other workers reach this one (default http://<host>:<port>)
-    web_token: SecretStr = SecretStr("")  # when set, /runs and /metrics need "Authorization: Bearer <token>"
+    # when set, /runs and /metrics need "Authorization: Bearer <token>"; in multi-tenant mode it
+    # is the operator's token (every tenant's runs and metrics), and each tenant may have its own
+    web_token: SecretStr = SecretStr("")
+    # multi-tenant mode: tenant -> its web token, which reads that tenant's runs, steps and
+    # metrics only; read per tenant from RB_TENANT_TOKEN_<TENANT> like any secret
+    # (tenant_token_var; also RB_..._FILE and RB_SECRETS_DIR). Requires RB_WEB_TOKEN.
+    tenant_tokens: dict[str, SecretStr] = Field(default_factory=dict)
     # without a token the worker refuses a web host other than loopback, unless this is true
     web_allow_anonymous: bool = False
     processing_guarantee: Guarantee = "at_least_once"
@@ -86,6 +135,10 @@ class Settings(ClientSettings):
     # runs one org may hold in the table (unfinished, and finished within retention); split
     # evenly over the partitions; past it run_start is dead-lettered too_many_runs (0: no cap)
     max_runs_per_org: int = Field(DEFAULT_MAX_RUNS_PER_ORG, ge=0)
+    # runs of all orgs together the table may hold (one run per org of a flood of distinct
+    # orgs passes the per-org cap); split the same way; past it run_start is dead-lettered
+    # table_full (0: no cap)
+    max_runs: int = Field(DEFAULT_MAX_RUNS, ge=0)
     # when set, rb.evict control records are signed and unsigned ones refused
     control_key: SecretStr = SecretStr("")
     # multi-tenant mode: the tenants served, comma-separated. Each has its own topics and
@@ -105,7 +158,8 @@ class Settings(ClientSettings):
     # with, and `rb-streams cost` and the rb_cost_* metrics use. Empty: routing's prior.
     prices_file: str = ""
     # The escalation ladder's defaults (docs/escalation.md), JSON: a policy for runs whose
-    # run_start names none, and {org_id: policy} (an org's own wins). Empty: none.
+    # run_start names none, and {org_id: policy} (an org's own wins). Empty: the built-in
+    # default ladder (`ladder.DEFAULT_ESCALATION`); '{"enabled": false}': none.
     escalation: str = ""
     org_escalation: str = ""
     # Default monitor settings, JSON {"monitors_off": [...], "monitor_thresholds": {...}} for
@@ -115,6 +169,13 @@ class Settings(ClientSettings):
     # a run waiting on the same call (a CI job, a busy service) gets advice once it has waited
     # this long, and again each time as long (docs/monitors.md#waiting-is-not-looping)
     wait_budget_s: float = Field(WAIT_BUDGET_S, gt=0, le=7 * 86400)
+    # ... and a wait whose result has not changed is warned as a loop (the ladder judges it)
+    # past this many calls or estimated dollars (or wait_budget_s seconds), per org too:
+    # RB_ORG_WAIT_BUDGET, JSON {org_id: {"seconds": s, "calls": n, "usd": x}} (fields it
+    # leaves out are the deployment's)
+    wait_budget_calls: int = Field(WAIT_BUDGET_CALLS, ge=2, le=100_000)
+    wait_budget_usd: float = Field(WAIT_BUDGET_USD, gt=0, le=1_000_000)
+    org_wait_budget: str = ""
     qdrant_url: str = Field(
         "", pattern=r"^(https?://.*)?$"
     )  # a Qdrant server (also QDRANT_URL); empty: local mode
@@ -134,6 +195,37 @@ class Settings(ClientSettings):
         if "qdrant_url" not in overrides and not source.get("RB_QDRANT_URL") and source.get("QDRANT_URL"):
             overrides = {**overrides, "qdrant_url": source["QDRANT_URL"]}
         return super().from_env(env, **overrides)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derive_app_id(cls, data: Any) -> Any:
+        """An unset (or empty) app id is the topic prefix's own: `<prefix>-streams`."""
+        if isinstance(data, dict) and not data.get("app_id"):
+            prefix = data.get("topic_prefix") or cls.model_fields["topic_prefix"].default
+            data = {**data, "app_id": default_app_id(str(prefix))}
+        return data
+
+    @field_validator("app_id")
+    @classmethod
+    def _app_id_valid(cls, v: str) -> str:
+        if any(c not in TOPIC_CHARS for c in v):
+            raise ValueError("not valid in a Kafka topic or group name (letters, digits, '.', '_', '-')")
+        if len(v) > MAX_APP_ID_CHARS:
+            raise ValueError(
+                f"longer than {MAX_APP_ID_CHARS} characters (its topics' names must fit Kafka's)"
+            )
+        return v
+
+    def with_(self, **changes: Any) -> Self:
+        """As `KafkaSettings.with_`; an app id that was the old prefix's default follows a new
+        prefix (a copy for another deployment must not keep the first one's group)."""
+        if (
+            "topic_prefix" in changes
+            and "app_id" not in changes
+            and self.app_id == default_app_id(self.topic_prefix)
+        ):
+            changes = {**changes, "app_id": ""}
+        return super().with_(**changes)
 
     @field_validator("patterns_seed")
     @classmethod
@@ -160,7 +252,9 @@ class Settings(ClientSettings):
 
         return load_prices(self.prices_file)
 
-    @field_validator("escalation", "org_escalation", "monitor_defaults", "org_monitor_defaults")
+    @field_validator(
+        "escalation", "org_escalation", "monitor_defaults", "org_monitor_defaults", "org_wait_budget"
+    )
     @classmethod
     def _run_defaults_valid(cls, v: str, info: ValidationInfo) -> str:
         if v.strip():
@@ -168,11 +262,17 @@ class Settings(ClientSettings):
                 raw = json.loads(v)
             except ValueError as exc:
                 raise ValueError(f"not JSON ({exc})") from None
-            slot = ("escalation", "org_escalation", "monitor_defaults", "org_monitor_defaults")
-            args: list[Any] = [None] * 4
+            slot = (
+                "escalation",
+                "org_escalation",
+                "monitor_defaults",
+                "org_monitor_defaults",
+                "org_wait_budget",
+            )
+            args: list[Any] = [None] * 5
             args[slot.index(str(info.field_name))] = raw
             try:  # the core's own check: the worker and replay read it alike
-                Defaults.parse(*args)
+                Defaults.parse(args[0], args[1], args[2], args[3], wait_by_org=args[4])
             except ValueError as exc:
                 raise ValueError(str(exc)) from None
         return v
@@ -190,6 +290,8 @@ class Settings(ClientSettings):
             raw(self.org_escalation),
             raw(self.monitor_defaults),
             raw(self.org_monitor_defaults),
+            WaitBudget(self.wait_budget_s, self.wait_budget_calls, self.wait_budget_usd),
+            raw(self.org_wait_budget),
         )
 
     @field_validator("tenants")
@@ -200,14 +302,43 @@ class Settings(ClientSettings):
             check_tenant_name(name)
         if len(set(names)) != len(names):
             raise ValueError("a tenant is named twice")
+        owner: dict[str, str] = {}  # token variable -> tenant: a's and b's must differ
+        for name in names:
+            var = tenant_token_var(name)
+            for v_ in (var, var + "_FILE"):
+                other = owner.setdefault(v_, name)
+                if other != name:
+                    raise ValueError(
+                        f"tenants {other!r} and {name!r} would share the token variable {v_} "
+                        "(rename one of them)"
+                    )
         return ",".join(names)
+
+    @field_validator("tenant_tokens", mode="before")
+    @classmethod
+    def _tenant_tokens_text(cls, v: Any) -> Any:
+        """The text form (`as_dict`, RB_TENANT_TOKENS): JSON {tenant: token}, or empty."""
+        if isinstance(v, str):
+            if not v.strip():
+                return {}
+            try:
+                return json.loads(v)
+            except ValueError:
+                raise ValueError("not JSON {tenant: token}") from None
+        return v
 
     @model_validator(mode="after")
     def _worker_consistent(self) -> Self:
+        self._tenant_tokens_consistent()
         if self.tenant_names and not self.control_key.get_secret_value():
             raise ValueError(
                 "RB_CONTROL_KEY: required with RB_TENANTS (an unsigned eviction record would let "
                 "one tenant's producer evict another's runs)"
+            )
+        if len(owner_topic(self.app_id, self.topic_prefix)) > MAX_TOPIC_CHARS:
+            raise ValueError(
+                f"RB_APP_ID: {self.app_id!r} with RB_TOPIC_PREFIX {self.topic_prefix!r} names a claim "
+                f"topic longer than Kafka's {MAX_TOPIC_CHARS} characters: shorten one of them"
             )
         if self.heartbeat_interval_s >= self.session_timeout_s:
             raise ValueError(
@@ -218,6 +349,39 @@ class Settings(ClientSettings):
                 "RB_ETRACE_TIMEOUT_MS: must be below the client deadline (RB_CLIENT_DEADLINE_MS)"
             )
         return self
+
+    def _tenant_tokens_consistent(self) -> None:
+        """Each tenant's token is its own: not another tenant's, not the operator's, and only
+        with an operator token (without one the views would answer anyone)."""
+        if not self.tenant_tokens:
+            return
+        operator = self.web_token.get_secret_value()
+        seen: dict[str, str] = {}
+        for tenant, secret in self.tenant_tokens.items():
+            var = tenant_token_var(tenant)
+            if tenant not in self.tenant_names:
+                raise ValueError(f"{var}: {tenant[:80]!r} is not a tenant of RB_TENANTS")
+            token = secret.get_secret_value()
+            if not token.strip():
+                raise ValueError(f"{var}: empty")
+            if token == operator:
+                raise ValueError(f"{var}: the same as RB_WEB_TOKEN (the operator's): give each its own")
+            if token in seen:
+                raise ValueError(f"{var}: the same as {tenant_token_var(seen[token])}: give each its own")
+            seen[token] = tenant
+        if not operator:
+            raise ValueError(
+                "RB_WEB_TOKEN: required with tenant tokens (RB_TENANT_TOKEN_<TENANT>): it is the "
+                "operator's token; without it /runs and /metrics would answer anyone"
+            )
+
+    def as_dict(self, mask_secrets: bool = False) -> dict[str, Any]:
+        """`tenant_tokens` in its text form (JSON, tokens masked if asked), so that a copy of
+        these settings passed as RB_* variables (a worker child process) reads them back."""
+        out = super().as_dict(mask_secrets)
+        tokens = {t: MASK if mask_secrets else v.get_secret_value() for t, v in self.tenant_tokens.items()}
+        out["tenant_tokens"] = json.dumps(tokens) if tokens else ""
+        return out
 
     def check_decision_key(self) -> bool:
         """Whether decisions are signed (RB_DECISION_KEY). Required in multi-tenant mode: a
@@ -272,6 +436,48 @@ class Settings(ClientSettings):
     @property
     def patterns_dir(self) -> Path:
         return Path(self.patterns_path).resolve() if self.patterns_path else self.data_path / "patterns"
+
+
+TENANT_TOKEN_PREFIX = "RB_TENANT_TOKEN_"
+
+
+def tenant_token_var(tenant: str) -> str:
+    """The variable holding a tenant's web token: RB_TENANT_TOKEN_<TENANT>, upper case, '-' as
+    '_' (acme-eu: RB_TENANT_TOKEN_ACME_EU); its file forms are RB_TENANT_TOKEN_<TENANT>_FILE
+    and a file of that name in RB_SECRETS_DIR (a Kubernetes Secret's key)."""
+    return TENANT_TOKEN_PREFIX + tenant.upper().replace("-", "_")
+
+
+class _TenantTokensSource(PydanticBaseSettingsSource):
+    """Each served tenant's web token, read like every secret (the variable, then its `_FILE`,
+    then RB_SECRETS_DIR): the tenants are those of RB_TENANTS (given or in the environment),
+    so which variables exist depends on them, and no fixed field can name them."""
+
+    def __init__(self, settings_cls: type[BaseSettings], init: PydanticBaseSettingsSource) -> None:
+        super().__init__(settings_cls)
+        self._init = init
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        env = _env()
+        given: Mapping[str, Any] = getattr(self._init, "init_kwargs", {}) or {}
+        raw = given["tenants"] if "tenants" in given else env.get(ENV_PREFIX + "TENANTS", "")
+        names = [t.strip() for t in str(raw).split(",") if t.strip()]
+        if not names:
+            return {}
+        folder = _secrets_dir(env)
+        tokens: dict[str, str] = {}
+        for name in names:
+            var = tenant_token_var(name)
+            if env.get(var):
+                tokens[name] = env[var]
+            elif env.get(var + "_FILE"):
+                tokens[name] = read_secret_file(Path(env[var + "_FILE"]), var + "_FILE")
+            elif folder is not None and ((folder / var).exists() or (folder / var).is_symlink()):
+                tokens[name] = read_secret_file(folder / var, f"{var} (in {SECRETS_DIR_ENV})")
+        return {"tenant_tokens": tokens} if tokens else {}
 
 
 def _is_loopback(host: str) -> bool:

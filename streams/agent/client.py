@@ -462,6 +462,7 @@ class SteeringClient:
         self.unsigned_decisions = 0
         self.invalid_decisions = 0
         self._decision_key = s.decision_key.get_secret_value()
+        self._unchecked_logged = False  # "signed but no key here" said once
         self._drop_logged_at = -DROP_LOG_EVERY_S
         self._drops_unlogged = 0
         self._quiet = False  # holds KAFKA_LOG_QUIET (between start and stop)
@@ -802,6 +803,15 @@ class SteeringClient:
         ):
             self._drop("unsigned", "signature missing or wrong (RB_DECISION_KEY)")
             return
+        if not self._decision_key and not self._unchecked_logged and signing.signature_of(headers):
+            # the workers sign, this agent cannot check: a forged record would steer it
+            self._unchecked_logged = True
+            log.warning(
+                "decisions on %s are signed but RB_DECISION_KEY is not set here: they are used "
+                "unchecked, and a record forged into the topic would steer this agent (give the "
+                "agent the workers' key: docs/production.md)",
+                self.steering_topic,
+            )
         try:  # a newer worker's extra optional field passes; every known field is checked
             fast_validator("decision", True)(data)
         except Exception as exc:  # fastjsonschema's JsonSchemaValueException

@@ -19,6 +19,7 @@ afterwards: `seal` builds a new state and a new decision.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -26,13 +27,14 @@ from typing import Any
 import orjson
 
 from . import etraces, ladder, provenance, routing
+from .budget import DEFAULT_BUDGET, WaitBudget
 from .decision import DecisionRecord, DifficultySource, Injection, MonitorsWire
 from .difficulty import DEFAULT_SCORER, clamp01
 from .events import SCHEMA_VERSION, TOKENS_MAX, Limits, Rejected, deadletter_record, decode
 from .fsm import FSMState, validate_params
 from .ladder import InvalidRunSettings, check_weight_names, parse_monitors_off, parse_thresholds
 from .ladder import resolve as resolve_escalation
-from .monitors import MAX_MONITOR_INJECTIONS, Semantics, clean_weights, data_instruction, hold_back
+from .monitors import Semantics, clean_weights, data_instruction, hold_back
 from .monitors import evaluate as evaluate_monitors
 from .monitors import to_embed as monitors_to_embed
 from .monitors.suite import LEAD
@@ -580,7 +582,18 @@ def run_config(ev: dict[str, Any], policy: Policy) -> RunConfig:
         monitor_thresholds=thresholds,
         escalation=None if escalation is None else escalation.to_wire(),
         cross_provider_tool_switch=bool(ev.get("cross_provider_tool_switch", False)),
+        wait_budget=_wait_budget(policy.escalation.wait_for_org(org_id)),
     )
+
+
+def _wait_budget(b: WaitBudget) -> dict[str, Any] | None:
+    """The run config's wait budget: None for the built-in one (a config stored as before)."""
+    return None if b == DEFAULT_BUDGET else b.to_wire()
+
+
+@functools.lru_cache(maxsize=64)
+def _budget_of(seconds: float, calls: int, usd: float) -> WaitBudget:
+    return WaitBudget(seconds, calls, usd)
 
 
 def _given_weights(raw: Any, policy: Policy) -> dict[str, float] | None:
@@ -825,6 +838,8 @@ def _run_monitors(
         policy.monitors,
         cfg.monitors_off,
         cfg.monitor_thresholds,
+        None if cfg.wait_budget is None else _budget_of(**cfg.wait_budget),
+        policy.prices.get(cfg.model),
     )
     decision["monitors"] = res.as_wire()
     # fired lists of this step and the one before
@@ -837,10 +852,18 @@ def _run_monitors(
         return st  # a stopped run gets the stop again (`_apply_rung`), nothing else
     # The ladder (core.ladder): did this step ignore a warning an earlier decision carried?
     ignored: ladder.Ignored | None = None
+    types = _failure_types(policy)
+    # the warnings that can climb this run's ladder (the default's: exact repeats, calls that
+    # never ran, unchanged waits past their budget, tainted calls); the others only nudge
+    said = (
+        tuple((n, t) for n, t in res.said if pol.counts(types.get(n, n), res.kinds.get(n, "")))
+        if pol is not None
+        else res.said
+    )
     if pol is not None:
         call = ladder.call_key(features.sig) if features.action else None
         if st.warnings and not res.final:
-            ignored, pending = ladder.judge(st.warnings, res.said, step, call)
+            ignored, pending = ladder.judge(st.warnings, said, step, call)
             st = st.evolve(warnings=pending)
         if call is not None:
             st = st.evolve(recent_calls=[*st.recent_calls[1 - ladder.CALLS_KEPT :], call])
@@ -849,7 +872,7 @@ def _run_monitors(
     # A call that carries a value from a result that held instructions (issue 42): the ladder
     # climbs at once, to its first rung past the nudge, naming the value's source step.
     hijack = None
-    if pol is not None and data_instruction.NAME in res.fired:
+    if pol is not None and data_instruction.NAME in res.fired and pol.counts(data_instruction.FAILURE_TYPE):
         hijack = data_instruction.hijack(monitors.get(data_instruction.KEY), step)
         if hijack is not None:
             ignored = ladder.Ignored(data_instruction.NAME, data_instruction.FAILURE_TYPE, hijack[0], "")
@@ -877,8 +900,10 @@ def _run_monitors(
             ],
         )
         text = f"{ladder.injection(rung if climbed else 'nudge', why, ignored)}\n\n{res.text}"
-    if climbed or (ignored is not None and st.monitor_injections < MAX_MONITOR_INJECTIONS):
-        held = None  # the ladder's own: past cooldown and duplicate (and the cap, to climb)
+    if ignored is not None:
+        # the ladder's own: past cooldown, duplicate and the cap (a loop that goes on after five
+        # warnings is still told, warning by warning, as it climbs or stays on its rung)
+        held = None
     else:
         held = hold_back(
             st.state,
@@ -903,9 +928,7 @@ def _run_monitors(
         rung=ladder.higher(st.rung, "nudge"),
     )
     if pol is not None:
-        st = st.evolve(
-            warnings=ladder.warn(st.warnings, res.said, _failure_types(policy), step, st.recent_calls)
-        )
+        st = st.evolve(warnings=ladder.warn(st.warnings, said, types, step, st.recent_calls))
     injection: Injection = {"source": "monitor", "text": text, "pattern_id": None, "similarity": None}
     decision["injections"] = [*decision["injections"], injection]
     decision["inject"] = True

@@ -2,9 +2,11 @@
 
 Pure. A run's policy comes from its run_start (`escalation`), else from its org's default
 (`Defaults`, built from settings at the composition root and handed to the core in the
-`Policy`), else there is none: the nudges of before, nothing more. It is resolved once, at
-run_start, and kept in the run's config, so the worker and `rb-streams replay` (given the same
-settings) climb the same ladder. See docs/escalation.md.
+`Policy`), else the built-in default (`DEFAULT_ESCALATION`: a ladder for the failures whose
+precision is measured, exact repeats, calls that never ran and tainted calls; `{"enabled":
+false}` at any level turns it off). It is resolved once, at run_start, and kept in the run's
+config, so the worker and `rb-streams replay` (given the same settings) climb the same ladder.
+See docs/escalation.md.
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ from types import MappingProxyType
 from typing import Any
 
 from ..untrusted import cut, fenced, scrub
+from .budget import DEFAULT_BUDGET, WaitBudget, parse_budget
 
-ESCALATION_KEYS = ("enabled", "escalate_model_after", "stop_after", "escalation_model")
+ESCALATION_KEYS = ("enabled", "escalate_model_after", "stop_after", "escalation_model", "failure_types")
 ESCALATION_MODEL_CHARS = 256
+FAILURE_TYPES_MAX = 32
+FAILURE_TYPE_CHARS = 64
 MONITORS_OFF_MAX = 64
 
 
@@ -34,9 +39,20 @@ class EscalationPolicy:
     escalate_model_after: int | None = None
     stop_after: int | None = None
     escalation_model: str | None = None
+    # The warnings that count as ignored: a monitor's failure type ("loop", "prompt_injection")
+    # or one kind of it ("loop.repeat"); None: every warning (what a policy set before said).
+    failure_types: tuple[str, ...] | None = None
 
     def to_wire(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ESCALATION_KEYS}
+        wire = {k: getattr(self, k) for k in ESCALATION_KEYS if k != "failure_types"}
+        if self.failure_types is not None:  # absent: a config stored as before
+            wire["failure_types"] = list(self.failure_types)
+        return wire
+
+    def counts(self, failure_type: str, kind: str = "") -> bool:
+        """Whether a warning of this failure type (and kind of it) can climb the ladder."""
+        ft = self.failure_types
+        return ft is None or failure_type in ft or (bool(kind) and f"{failure_type}.{kind}" in ft)
 
     @property
     def active(self) -> bool:
@@ -75,12 +91,35 @@ def parse_escalation(raw: Any, where: str = "escalation") -> EscalationPolicy:
             f"{where}.escalation_model must be a non-empty string of at most "
             f"{ESCALATION_MODEL_CHARS} characters, or null"
         )
+    types = raw.get("failure_types")
+    if types is not None and (
+        not isinstance(types, list)
+        or len(types) > FAILURE_TYPES_MAX
+        or not all(isinstance(t, str) and 0 < len(t) <= FAILURE_TYPE_CHARS for t in types)
+    ):
+        raise InvalidRunSettings(
+            f"{where}.failure_types must be a list of at most {FAILURE_TYPES_MAX} failure types "
+            f'("loop", "loop.repeat", "prompt_injection", ...), or null'
+        )
     return EscalationPolicy(
         enabled=enabled,
         escalate_model_after=_count(raw, "escalate_model_after", where),
         stop_after=_count(raw, "stop_after", where),
         escalation_model=model,
+        failure_types=None if types is None else tuple(dict.fromkeys(types)),
     )
+
+
+# The built-in default, for a run whose run_start, org and deployment set none (measured on the
+# dev runs: QUALITY.md#the-default-ladder-issue-48). Only the warnings whose precision is
+# proven climb it: the same call with the same result or error, or the same edit, again
+# ("loop.repeat"); calls that never ran, refused with the same error ("loop.not_run"); a wait
+# whose result has not changed past its budget ("loop.wait"); a call carrying a value from a
+# result that held instructions ("prompt_injection"). The others nudge, as before.
+DEFAULT_FAILURE_TYPES = ("loop.repeat", "loop.not_run", "loop.wait", "prompt_injection")
+DEFAULT_ESCALATION = EscalationPolicy(
+    escalate_model_after=1, stop_after=2, failure_types=DEFAULT_FAILURE_TYPES
+)
 
 
 MONITOR_KEYS = ("monitors_off", "monitor_thresholds")
@@ -129,13 +168,20 @@ class Defaults:
     and the monitor settings (RB_MONITOR_DEFAULTS, RB_ORG_MONITOR_DEFAULTS) of a run whose
     run_start names none. An org's own entry wins over the deployment's."""
 
-    default: EscalationPolicy | None = None
+    default: EscalationPolicy | None = DEFAULT_ESCALATION
     by_org: Mapping[str, EscalationPolicy] = field(default_factory=lambda: MappingProxyType({}))
     monitors: MonitorDefaults = NO_MONITOR_DEFAULTS
     monitors_by_org: Mapping[str, MonitorDefaults] = field(default_factory=lambda: MappingProxyType({}))
+    # A wait's budget with no change in its result (RB_WAIT_BUDGET_S/_CALLS/_USD, and per org
+    # RB_ORG_WAIT_BUDGET: an org's own fields win, the others are the deployment's).
+    wait: WaitBudget = DEFAULT_BUDGET
+    wait_by_org: Mapping[str, WaitBudget] = field(default_factory=lambda: MappingProxyType({}))
 
     def for_org(self, org_id: str) -> EscalationPolicy | None:
         return self.by_org.get(org_id, self.default)
+
+    def wait_for_org(self, org_id: str) -> WaitBudget:
+        return self.wait_by_org.get(org_id, self.wait)
 
     def monitors_for_org(self, org_id: str) -> MonitorDefaults:
         return self.monitors_by_org.get(org_id, self.monitors)
@@ -148,10 +194,17 @@ class Defaults:
 
     @classmethod
     def parse(
-        cls, default: Any = None, by_org: Any = None, monitors: Any = None, monitors_by_org: Any = None
+        cls,
+        default: Any = None,
+        by_org: Any = None,
+        monitors: Any = None,
+        monitors_by_org: Any = None,
+        wait: WaitBudget = DEFAULT_BUDGET,
+        wait_by_org: Any = None,
     ) -> Defaults:
-        """From the settings' decoded JSON (None: not set); InvalidRunSettings when bad."""
-        base = None if default is None else parse_escalation(default, "RB_ESCALATION")
+        """From the settings' decoded JSON (None: not set: the built-in default ladder);
+        InvalidRunSettings when bad."""
+        base = DEFAULT_ESCALATION if default is None else parse_escalation(default, "RB_ESCALATION")
         orgs: dict[str, EscalationPolicy] = {}
         if by_org is not None:
             if not isinstance(by_org, Mapping):
@@ -169,10 +222,21 @@ class Defaults:
                 raise InvalidRunSettings("RB_ORG_MONITOR_DEFAULTS must be an object {org_id: settings}")
             for org, raw in monitors_by_org.items():
                 mon_orgs[str(org)] = MonitorDefaults.parse(raw, f"RB_ORG_MONITOR_DEFAULTS[{org!r}]")
-        return cls(base, MappingProxyType(orgs), mons, MappingProxyType(mon_orgs))
+        waits: dict[str, WaitBudget] = {}
+        if wait_by_org is not None:
+            if not isinstance(wait_by_org, Mapping):
+                raise InvalidRunSettings("RB_ORG_WAIT_BUDGET must be an object {org_id: budget}")
+            for org, raw in wait_by_org.items():
+                try:
+                    waits[str(org)] = parse_budget(raw, f"RB_ORG_WAIT_BUDGET[{str(org)[:64]!r}]", wait)
+                except ValueError as exc:
+                    raise InvalidRunSettings(str(exc)) from None
+        return cls(
+            base, MappingProxyType(orgs), mons, MappingProxyType(mon_orgs), wait, MappingProxyType(waits)
+        )
 
 
-NO_DEFAULTS = Defaults()
+NO_DEFAULTS = Defaults()  # the built-in defaults: the default ladder, no monitor settings
 
 
 def resolve(raw: Any, org_id: str, defaults: Defaults) -> EscalationPolicy | None:

@@ -22,6 +22,12 @@ CACHE_READ_RATIO = 0.1
 DEFAULT_TTL_S = 300.0
 MODEL_NAME_MAX = 256
 MODELS_MAX = 1000
+# Ceilings on what a table may say (issue 48: a price of 1e300 made a run's cost infinite, stored
+# as null, and every later event of the run an internal error). No real model comes near them:
+# the dearest list prices are under $200 per million tokens, and a provider's cache lives for
+# minutes to hours. With them and routing's token clamp every cost routing adds up is finite.
+PRICE_MAX = 10_000.0  # USD per million tokens, for each of the four prices
+TTL_MAX_S = 30 * 86_400.0  # a cache's lifetime: 30 days
 
 
 class PriceError(ValueError):
@@ -81,9 +87,18 @@ _FIELDS = ("input", "cache_write", "cache_read", "output", "cache_ttl_s", "provi
 _COST_KEYS = ("model", "fast", "slow")
 
 
-def _number(v: Any, where: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+def _number(v: Any, where: str, ceiling: float = PRICE_MAX, unit: str = "USD per million tokens") -> float:
+    """A finite number in [0, ceiling], or PriceError naming `where` (an integer too large for a
+    float, TOML's `inf`/`nan` and JSON's `Infinity`/`NaN` included)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
         raise PriceError(f"{where}: expected a number >= 0, got {v!r}"[:300])
+    if isinstance(v, float) and not math.isfinite(v):
+        raise PriceError(f"{where}: expected a finite number >= 0, got {v!r}")
+    if v < 0:
+        raise PriceError(f"{where}: expected a number >= 0, got {v!r}"[:300])
+    if v > ceiling:
+        shown = f"{v:.3g}" if isinstance(v, float) or v < 10**20 else f"an integer of {len(str(v))} digits"
+        raise PriceError(f"{where}: {shown} is above the ceiling of {ceiling:g} {unit}"[:300])
     return float(v)
 
 
@@ -100,7 +115,7 @@ def parse_model(name: str, raw: Any) -> ModelPrice:
         if key not in raw:
             raise PriceError(f"{where}: missing {key!r} (price per million tokens)")
     inp = _number(raw["input"], f"{where}.input")
-    ttl = _number(raw.get("cache_ttl_s", DEFAULT_TTL_S), f"{where}.cache_ttl_s")
+    ttl = _number(raw.get("cache_ttl_s", DEFAULT_TTL_S), f"{where}.cache_ttl_s", TTL_MAX_S, "seconds")
     if ttl <= 0:
         raise PriceError(f"{where}.cache_ttl_s: must be > 0, got {ttl!r}")
     provider = raw.get("provider")
@@ -108,8 +123,13 @@ def parse_model(name: str, raw: Any) -> ModelPrice:
         raise PriceError(f"{where}.provider: expected a non-empty string, got {provider!r}"[:300])
     return ModelPrice(
         input=inp,
-        cache_write=_number(raw.get("cache_write", inp * CACHE_WRITE_RATIO), f"{where}.cache_write"),
-        cache_read=_number(raw.get("cache_read", inp * CACHE_READ_RATIO), f"{where}.cache_read"),
+        # a cache price left out is derived from the input price, so it is checked only when given
+        cache_write=_number(raw["cache_write"], f"{where}.cache_write")
+        if "cache_write" in raw
+        else inp * CACHE_WRITE_RATIO,
+        cache_read=_number(raw["cache_read"], f"{where}.cache_read")
+        if "cache_read" in raw
+        else inp * CACHE_READ_RATIO,
         output=_number(raw["output"], f"{where}.output"),
         ttl_s=ttl,
         provider=provider.strip().lower() if provider else None,

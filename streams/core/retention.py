@@ -26,9 +26,11 @@ worker also refuses one for a run its clock says is not expired; replay cannot s
 clock and applies it (set the key for replay to agree on every record). Refused records
 are dead-lettered `invalid_control`.
 
-The table is also bounded per org (`RunsHeld`): an org may hold at most `RB_MAX_RUNS_PER_ORG`
-runs (unfinished, and finished ones within their retention), counted per partition so that
-it follows from the partition's own event order, the same for the worker and replay.
+The table is also bounded per org and overall (`RunsHeld`): an org may hold at most
+`RB_MAX_RUNS_PER_ORG` runs (unfinished, and finished ones within their retention), and all
+orgs together at most `RB_MAX_RUNS` (one run per org of a flood of distinct orgs passes the
+per-org cap), each counted per partition so that it follows from the partition's own event
+order, the same for the worker and replay.
 """
 
 from __future__ import annotations
@@ -49,6 +51,14 @@ NOT_KEYED = "control record not keyed by its run_id"
 BAD_SIGNATURE = "control record signature missing or wrong (RB_CONTROL_KEY)"
 OTHER_RUN = "control record made for an earlier run of this id (its run_start ts differs): a replayed record"
 DEFAULT_MAX_RUNS_PER_ORG = 10_000
+# Runs the table may hold across all orgs. What a held run costs the worker beyond its table
+# entry: its retention clock (run_index), its org (runs_held) and RocksDB's share; a flood of
+# 40,000 one-event runs of distinct orgs took a worker from 283 to 395 MB RSS (issue 48, ~2.8
+# KB a run), so the default bounds that to ~280 MB, well inside the 2 GiB a worker is given
+# (deploy/k8s/worker.yaml), and is ten orgs at their full per-org cap.
+DEFAULT_MAX_RUNS = 100_000
+TOO_MANY_RUNS = "too_many_runs"  # the org's share is full (RB_MAX_RUNS_PER_ORG)
+TABLE_FULL = "table_full"  # every org's runs together fill the table's share (RB_MAX_RUNS)
 _PREFIX = b'{"type":"rb.evict"'
 
 
@@ -143,41 +153,64 @@ def parse_evict(raw: bytes | str | None) -> EvictRequest | None:
 
 
 class RunsHeld:
-    """How many runs each org holds in the table, per partition, and the cap on them.
+    """How many runs each org holds in the table, per partition, and the caps on them.
 
     A run counts from its accepted run_start until it is evicted (finished runs count during
     their retention: they take table space too). Counting per partition makes the count a
     function of the partition's event order, which worker and replay share: runs are added
     when their run_start is evaluated (a new run's run_start never waits behind another
-    event) and removed when an eviction is applied (in order with the run's events). The cap
-    is split evenly: ceil(max_runs_per_org / partitions) per partition.
+    event) and removed when an eviction is applied (in order with the run's events). Each cap
+    is split evenly: ceil(max_runs_per_org / partitions) per org and partition, and
+    ceil(max_runs / partitions) per partition for all orgs together (a worker that owns every
+    partition holds at most about `max_runs`; one that owns some, its partitions' shares).
     """
 
-    def __init__(self, max_runs_per_org: int, partition_of: Callable[[str], int], partitions: int) -> None:
+    def __init__(
+        self, max_runs_per_org: int, partition_of: Callable[[str], int], partitions: int, max_runs: int = 0
+    ) -> None:
         self.max_runs_per_org = max_runs_per_org
-        self.per_partition = -(-max_runs_per_org // max(1, partitions)) if max_runs_per_org > 0 else 0
-        self._partition_of = partition_of
         self.partitions = max(1, partitions)
+        self.per_partition = _share(max_runs_per_org, self.partitions)
+        self.max_runs = max_runs
+        self.total_per_partition = _share(max_runs, self.partitions)
+        self._partition_of = partition_of
         self._runs: dict[str, tuple[int, str]] = {}  # run_id -> (partition, org)
         self._counts: Counter[tuple[int, str]] = Counter()
+        self._totals: Counter[int] = Counter()  # partition -> runs of every org
+
+    @property
+    def capacity(self) -> int:
+        """The most runs this could count with every partition (0: no overall cap)."""
+        return self.total_per_partition * self.partitions
 
     def partition_of(self, run_id: str) -> int:
         """The partition that owns a run: its key's partition, where its state lives and its
         share of the cap is counted (an event read from another partition is refused)."""
         return self._partition_of(run_id)
 
-    def refusal(self, org: str, run_id: str) -> str | None:
-        """Why a new run of `org` is refused (its partition's share is full), or None."""
-        if not self.per_partition:
-            return None
-        held = self._counts[(self._partition_of(run_id), org)]
-        if held < self.per_partition:
-            return None
-        return (
-            f"org {org[:100]!r} already holds {held} runs on this run's partition: the cap is "
-            f"{self.max_runs_per_org} runs per org (RB_MAX_RUNS_PER_ORG), {self.per_partition} per "
-            f"partition; runs leave when evicted (finished: after RB_FINISHED_RETENTION_S)"
-        )
+    def refusal(self, org: str, run_id: str) -> tuple[str, str] | None:
+        """(reason, detail) when a new run of `org` is refused, or None: the org's share of
+        its partition is full (`too_many_runs`), or the partition's share of all runs is
+        (`table_full`). The org's own cap is named first: it says who must act."""
+        partition = self._partition_of(run_id)
+        if self.per_partition:
+            held = self._counts[(partition, org)]
+            if held >= self.per_partition:
+                return TOO_MANY_RUNS, (
+                    f"org {org[:100]!r} already holds {held} runs on this run's partition: the cap is "
+                    f"{self.max_runs_per_org} runs per org (RB_MAX_RUNS_PER_ORG), {self.per_partition} per "
+                    f"partition; runs leave when evicted (finished: after RB_FINISHED_RETENTION_S)"
+                )
+        if self.total_per_partition:
+            total = self._totals[partition]
+            if total >= self.total_per_partition:
+                return TABLE_FULL, (
+                    f"the worker's table holds {total} runs of all orgs on this run's partition: the "
+                    f"cap is {self.max_runs} runs in all (RB_MAX_RUNS), {self.total_per_partition} per "
+                    f"partition; runs leave when evicted (finished: after RB_FINISHED_RETENTION_S, "
+                    f"idle: after RB_IDLE_TIMEOUT_S)"
+                )
+        return None
 
     def add(self, run_id: str, org: str) -> None:
         if run_id in self._runs:
@@ -185,6 +218,7 @@ class RunsHeld:
         where = (self._partition_of(run_id), org)
         self._runs[run_id] = where
         self._counts[where] += 1
+        self._totals[where[0]] += 1
 
     def remove(self, run_id: str) -> None:
         where = self._runs.pop(run_id, None)
@@ -193,11 +227,15 @@ class RunsHeld:
         self._counts[where] -= 1
         if self._counts[where] <= 0:
             del self._counts[where]
+        self._totals[where[0]] -= 1
+        if self._totals[where[0]] <= 0:
+            del self._totals[where[0]]
 
     def reset(self, runs: dict[str, str]) -> None:
         """Rebuild from the table (run_id -> org), after a recovery."""
         self._runs.clear()
         self._counts.clear()
+        self._totals.clear()
         for run_id, org in runs.items():
             self.add(run_id, org)
 
@@ -211,3 +249,8 @@ class RunsHeld:
     def orgs(self) -> dict[str, str]:
         """run_id -> org of every run counted (a copy: the worker's `GET /runs` pages it)."""
         return {run_id: org for run_id, (_, org) in self._runs.items()}
+
+
+def _share(cap: int, partitions: int) -> int:
+    """A cap's share per partition, rounded up (0: no cap)."""
+    return -(-cap // partitions) if cap > 0 else 0

@@ -38,8 +38,16 @@ PRIOR_CALL_S = 10.0  # seconds between calls when events carry no ts
 PRIOR_SYSTEM_TOKENS = 1500  # the agent's system prompt and tool definitions
 CHARS_PER_TOKEN = 4
 STEP_OVERHEAD_TOKENS = 12  # role markers and tool-call framing per step
-TOKENS_MAX = 10**9
+TOKENS_MAX = 10**9  # each token count routing reads is clamped to this (a call's input, output)
 REASON_MAX = 300
+# Every number the memory keeps is finite and bounded (issue 48: a cost of inf was stored as
+# null, and the run's next event failed on it). Prices are at most PRICE_MAX per million tokens
+# and token counts at most TOKENS_MAX, so a call costs at most ~$1e8; the run's totals
+# saturate at COST_MAX. A `ts` outside [0, TS_MAX] (seconds; 2**53, what any JSON reader holds
+# exactly) is read as absent: the call is timed by the prior pace, so no span is infinite.
+COST_MAX = 1e12
+TS_MAX = float(2**53)
+COUNT_MAX = 2**53
 
 Memory = dict[str, Any]
 INIT_REASON = "none: the first call (INIT) goes to the run's model"
@@ -139,10 +147,17 @@ def _usage_tokens(ev: Mapping[str, Any]) -> tuple[int, int] | None:
     return (inp, out) if inp or out else None
 
 
-def start(run_model: str | None, task: str | None, ts: float | None) -> Memory:
+def event_time(ts: Any) -> float | None:
+    """An event's `ts` as routing reads it: a number in [0, TS_MAX], else None (absent)."""
+    if isinstance(ts, int | float) and not isinstance(ts, bool) and 0 <= ts <= TS_MAX:
+        return float(ts)
+    return None
+
+
+def start(run_model: str | None, task: str | None, ts: Any) -> Memory:
     """A run's routing memory at run_start (its first call goes to the home model)."""
-    ctx = PRIOR_SYSTEM_TOKENS + text_tokens(task)
-    t = float(ts) if ts is not None else 0.0
+    ctx = min(TOKENS_MAX, PRIOR_SYSTEM_TOKENS + text_tokens(task))
+    t = event_time(ts) or 0.0
     return {
         "on": "",  # "" = the home model (the decision names none, or NORMAL's)
         "used": {},  # model -> [time of its last call, the input it cached]
@@ -159,6 +174,90 @@ def start(run_model: str | None, task: str | None, ts: float | None) -> Memory:
     }
 
 
+def _finite(v: Any, lo: float, hi: float) -> bool:
+    return (type(v) is float or type(v) is int) and lo <= v <= hi  # NaN compares false
+
+
+def _count(v: Any) -> bool:
+    return type(v) is int and 0 <= v <= COUNT_MAX
+
+
+def sane(mem: Any) -> bool:
+    """Whether a stored memory has every field `start` writes (and `b`, `cost`, `base`,
+    `dollars` once a call was observed), each of its type and within its bounds."""
+    if not isinstance(mem, dict) or not isinstance(mem.get("on"), str):
+        return False
+    if not all(_count(mem.get(k)) for k in ("ctx", "ctx0", "out", "calls", "cur", "switches", "upgrades")):
+        return False
+    if not (_finite(mem.get("t"), 0.0, TS_MAX) and _finite(mem.get("t0"), 0.0, TS_MAX)):
+        return False
+    stints, used, b = mem.get("stints"), mem.get("used"), mem.get("b")
+    if not isinstance(stints, list) or len(stints) != 2 or not all(_count(x) for x in stints):
+        return False
+    if not isinstance(used, dict) or len(used) > 5:
+        return False
+    for u in used.values():
+        if (
+            not isinstance(u, list)
+            or len(u) != 2
+            or not (_finite(u[0], 0, TS_MAX) and _finite(u[1], 0, COUNT_MAX))
+        ):
+            return False
+    if b is not None and (
+        not isinstance(b, list)
+        or len(b) != 2
+        or not (_finite(b[0], 0, TS_MAX) and _finite(b[1], 0, COUNT_MAX))
+    ):
+        return False
+    if not all(_finite(mem.get(k, 0.0), 0.0, COST_MAX) for k in ("cost", "base")):
+        return False
+    return isinstance(mem.get("dollars", True), bool)
+
+
+def recover(mem: Any) -> Memory:
+    """A stored memory made sane (`sane`), kept as it is when it already is. A state written
+    before the bounds (issue 48: a cost of inf stored as null) keeps every field that holds;
+    a field that does not restarts as `start` would (a total restarts at 0, a time at the run's
+    last known time), so the run's next events are routed, never failed on."""
+    if sane(mem):
+        return mem  # type: ignore[no-any-return]
+    old = mem if isinstance(mem, dict) else {}
+    t = old.get("t") if _finite(old.get("t"), 0.0, TS_MAX) else 0.0
+    new = start(None, None, t)
+    if isinstance(old.get("on"), str):
+        new["on"] = old["on"]
+    for k in ("ctx", "ctx0", "out", "calls", "cur", "switches", "upgrades"):
+        v = old.get(k)
+        if _count(v):
+            new[k] = v
+    if _finite(old.get("t0"), 0.0, TS_MAX):
+        new["t0"] = float(old["t0"])
+    stints = old.get("stints")
+    if isinstance(stints, list) and len(stints) == 2 and all(_count(x) for x in stints):
+        new["stints"] = list(stints)
+    used = old.get("used")
+    if isinstance(used, dict):
+        good = [
+            (str(m), [float(u[0]), u[1]])
+            for m, u in used.items()
+            if isinstance(u, list)
+            and len(u) == 2
+            and _finite(u[0], 0, TS_MAX)
+            and _finite(u[1], 0, COUNT_MAX)
+        ]
+        new["used"] = dict(sorted(good, key=lambda kv: kv[1][0])[-5:])
+    b = old.get("b")
+    if isinstance(b, list) and len(b) == 2 and _finite(b[0], 0, TS_MAX) and _finite(b[1], 0, COUNT_MAX):
+        new["b"] = [float(b[0]), b[1]]
+    for k in ("cost", "base"):
+        if k in old:
+            v = old[k]
+            new[k] = float(v) if _finite(v, 0.0, COST_MAX) else 0.0
+    if "dollars" in old:
+        new["dollars"] = old["dollars"] is True
+    return new
+
+
 def home_of(model_routing: Mapping[str, str], run_model: str | None) -> str:
     """The model a stint returns to: NORMAL's, else the run's own (its id, or "")."""
     return model_routing.get("NORMAL") or run_model or ""
@@ -169,10 +268,18 @@ def _key(model: str | None, home: str) -> str:
 
 
 def _clock(ev: Mapping[str, Any], mem: Memory) -> float:
-    ts = ev.get("ts")
-    if isinstance(ts, int | float) and not isinstance(ts, bool) and math.isfinite(ts):
-        return float(ts)
-    return float(mem["t"]) + PRIOR_CALL_S
+    t = event_time(ev.get("ts"))
+    return t if t is not None else min(TS_MAX, float(mem["t"]) + PRIOR_CALL_S)
+
+
+def _total(a: float, b: float) -> float:
+    """A run's total plus one call's cost, saturating at COST_MAX. A cost that is not a number
+    >= 0 can come only from prices built in code, not read from a table: inf or NaN (an
+    overflow) saturates, a negative one adds nothing."""
+    if b <= 0:
+        return a
+    total = a + b
+    return total if total <= COST_MAX else COST_MAX  # NaN compares false: saturates too
 
 
 def _role(model: str, home: str, model_routing: Mapping[str, str]) -> str:
@@ -202,12 +309,12 @@ def observe(
     n_in = float(usage[0]) if usage is not None and usage[0] else float(mem["ctx"])
     p_on, priced_on = price_of(on, _role(on, home, model_routing), run_model, prices)
     p_home, priced_home = price_of(home, "NORMAL", run_model, prices)
-    mem["cost"] = mem.get("cost", 0.0) + _calls_cost(
-        p_on, 1, n_in, 0.0, _warm(mem, on, mem["t"], p_on.ttl_s), out
+    mem["cost"] = _total(
+        mem.get("cost", 0.0), _calls_cost(p_on, 1, n_in, 0.0, _warm(mem, on, mem["t"], p_on.ttl_s), out)
     )
     b = mem.get("b")
     warm_b = int(b[1]) if b is not None and mem["t"] - b[0] < p_home.ttl_s else 0
-    mem["base"] = mem.get("base", 0.0) + _calls_cost(p_home, 1, n_in, 0.0, warm_b, out)
+    mem["base"] = _total(mem.get("base", 0.0), _calls_cost(p_home, 1, n_in, 0.0, warm_b, out))
     mem["b"] = [mem["t"], n_in]
     mem["dollars"] = bool(mem.get("dollars", True) and priced_on and priced_home)
     # the call started when the decision went out (the last event's time) with ctx as input
@@ -220,7 +327,7 @@ def observe(
         ctx = tokens  # a call's total tokens: at least the input it read
     mem["ctx"] = min(TOKENS_MAX, ctx + out + obs)
     mem["out"] = min(TOKENS_MAX, mem["out"] + out)
-    mem["calls"] += 1
+    mem["calls"] = min(COUNT_MAX, mem["calls"] + 1)
     mem["t"] = _clock(ev, mem)
     mem["on"] = on
     return mem

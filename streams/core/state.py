@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import orjson
 
+from . import routing
 from .evolve import evolve, rebuild
 from .fsm import FSMParams, FSMState
 from .monitors import MonitorState
@@ -59,6 +61,9 @@ class RunConfig:
     escalation: dict[str, Any] | None = None
     # Issue 39: a run may let routing switch providers in the middle of a tool exchange.
     cross_provider_tool_switch: bool = False
+    # Issue 48: the run's wait budget (its org's, resolved at run_start: `budget.WaitBudget` as
+    # {seconds, calls, usd}); None: the built-in one (and every state written before).
+    wait_budget: dict[str, Any] | None = None
 
     def fsm_params(self) -> FSMParams:
         return FSMParams(**self.fsm) if self.fsm else FSMParams()
@@ -170,6 +175,11 @@ class TraceState:
             d["state"] = FSMState(d["state"])
         if "monitors" in d:
             d["monitors"] = MonitorState.from_dict(d["monitors"])
+        if d.get("routing") is not None:
+            # a memory stored before its numbers were bounded (a cost of inf, written as null)
+            # is repaired here, not failed on by every later event of the run
+            d["routing"] = routing.recover(d["routing"])
+        _repair_numbers(d)
         return rebuild(cls, d)
 
     def step_log_entries(self) -> list[dict[str, Any]]:
@@ -204,3 +214,54 @@ class TraceState:
 
 
 _STATE_FIELDS = frozenset(f.name for f in fields(TraceState))
+# The run's own numbers, as stored: counts (integers in [0, COUNT_MAX]), times (numbers or null).
+_COUNTS = (
+    "last_step",
+    "scored_steps",
+    "tokens_used",
+    "monitor_injections",
+    "e1_calls",
+    "e2_calls",
+    "e3_calls",
+    "ignored",
+    "quiet",
+    "duplicates",
+)
+_TIMES = ("started_ts", "last_event_ts", "updated_ts")
+_COUNT_MAX = routing.COUNT_MAX
+
+
+def _number(v: Any) -> bool:
+    return (type(v) is float and v - v == 0) or type(v) is int  # finite (inf - inf is NaN)
+
+
+def _repair_numbers(d: dict[str, Any]) -> None:
+    """A stored state's own numbers, made what the engine can add to (issue 48: a `null` where
+    a number belongs failed every later event of its run). A count that is not an integer
+    restarts at 0, one out of range is clamped; a time that is not a finite number is unknown
+    (null); a score in `history` that is not one is dropped. A state the engine wrote is left
+    exactly as it is (replay and the worker then agree)."""
+    for k in _COUNTS:
+        v = d.get(k, 0)
+        if type(v) is not int or not 0 <= v <= _COUNT_MAX:
+            d[k] = min(max(v, 0), _COUNT_MAX) if type(v) is int else 0
+    for k in _TIMES:
+        v = d.get(k)
+        if v is not None and type(v) is not int and not (type(v) is float and v - v == 0):
+            d[k] = None
+    v = d.get("last_monitor_injection_step")
+    if v is not None and type(v) is not int:
+        d["last_monitor_injection_step"] = None
+    h = d.get("history")
+    if h is not None and not _all_numbers(h):
+        d["history"] = [x for x in h if _number(x)] if type(h) is list else []
+
+
+def _all_numbers(h: Any) -> bool:
+    """Whether `h` is a list of finite numbers (one pass in C: fsum refuses anything else)."""
+    if type(h) is not list:
+        return False
+    try:
+        return math.isfinite(math.fsum(h))  # (a boolean passes: it compares as 0 or 1)
+    except (TypeError, OverflowError):  # a null or a string; or two scores near 1e308
+        return False

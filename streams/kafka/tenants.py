@@ -86,8 +86,8 @@ def worker_acls(settings: Settings, principal: str) -> list[Acl]:
     """What the worker needs besides its tenants' topics (granted again with every tenant:
     creating an ACL that exists is a no-op). At start it creates and describes the shared
     topics (`ensure_topics`), then Faust creates, reads and writes its own `<app id>-` topics
-    (the run table's changelog, the leader topic), joins the group `<app id>`, and produces
-    idempotently (with exactly_once: transactionally, ids prefixed `<app id>`)."""
+    (the run table's changelog, the leader topic, the app id's claim), joins the group
+    `<app id>`, and produces idempotently (with exactly_once: transactionally, ids prefixed `<app id>`)."""
     app = settings.app_id
     shared = [settings.steps_topic, settings.steering_topic, settings.deadletter_topic]
     acls = [Acl(principal, TOPIC, t, LITERAL, op) for t in shared for op in (CREATE, DESCRIBE)]

@@ -10,14 +10,18 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
 
 from ..settings import TOPIC_KINDS, Settings, SettingsError
+from .ownership import claim_app_id
 from .security import client_kwargs, diagnose
 
 log = logging.getLogger(__name__)
 
 
-async def ensure_topics(settings: Settings, timeout_s: float = 30.0) -> dict[str, int]:
+async def ensure_topics(
+    settings: Settings, timeout_s: float = 30.0, *, claim: bool = False
+) -> dict[str, int]:
     """Create steps/steering/deadletter if missing (and every served tenant's three, in
-    multi-tenant mode); return each topic's partition count."""
+    multi-tenant mode); return each topic's partition count. With `claim` (a worker's start),
+    first claim the app id for the topic prefix, or refuse it (streams.kafka.ownership)."""
     names = [settings.steps_topic, settings.steering_topic, settings.deadletter_topic]
     for tenant in settings.tenant_names:
         names += [settings.tenant_topic(tenant, k) for k in TOPIC_KINDS]
@@ -36,6 +40,8 @@ async def ensure_topics(settings: Settings, timeout_s: float = 30.0) -> dict[str
                 raise
             await asyncio.sleep(0.5)
     try:
+        if claim:
+            await claim_app_id(admin, settings)
         created = await create_missing(admin, settings, names)
         if created:
             log.info("created topics %s", created)

@@ -21,10 +21,10 @@ from ..agent.compose import anthropic_request
 from ..core.cost import run_cost
 from ..core.prices import PRIOR_STATE_RATIO, PRIOR_UNIT, PriceTable
 from ..etraces.patterns import starter_library
-from ..settings import Settings
+from ..settings import Settings, default_app_id
 from .broker import kafka, reachable
 from .simulate import BEHAVIOURS, trajectory
-from .worker_process import WorkerProcess, free_port
+from .worker_process import WorkerProcess, free_port, signed
 
 ROUTING = {"FAST": "claude-haiku-4-5", "SLOW": "claude-opus-4-5", "SKIP": "claude-opus-4-5"}
 DEFAULT_MODEL = "claude-sonnet-4-5"  # the agents' own model: a call not routed elsewhere uses it
@@ -296,6 +296,25 @@ def run_fleet(settings: Settings, worker: WorkerProcess, runs: int, steps: int) 
     return 0
 
 
+def demo_settings(port: int, data_dir: str) -> Settings:
+    """The demo's worker and agents: a topic prefix of their own (so its app id, the prefix's
+    default, is too) and a decision key made for this run, which the worker signs with and the
+    agents check: a record forged into the steering topic steers none of them."""
+    prefix = f"demo{uuid.uuid4().hex[:6]}"
+    return signed(
+        Settings.from_env(
+            broker=f"kafka://127.0.0.1:{port}",
+            topic_prefix=prefix,
+            app_id=default_app_id(prefix),  # not an RB_APP_ID of the environment: another's
+            partitions=4,
+            data_dir=data_dir,
+            web_port=free_port(),
+            log_level="warn",
+            patterns_seed=str(starter_library()),
+        )
+    )
+
+
 def main(runs: int = 7, steps: int = 30, port: int = 9092, keep_broker: bool = False) -> int:
     started_broker = False
     if not reachable("127.0.0.1", port):
@@ -303,17 +322,7 @@ def main(runs: int = 7, steps: int = 30, port: int = 9092, keep_broker: bool = F
         kafka("start", port)
         started_broker = True
     tmp = tempfile.mkdtemp(prefix="rb-demo-")
-    prefix = f"demo{uuid.uuid4().hex[:6]}"
-    settings = Settings.from_env(
-        broker=f"kafka://127.0.0.1:{port}",
-        topic_prefix=prefix,
-        partitions=4,
-        data_dir=tmp,
-        app_id=f"rb-demo-{prefix}",
-        web_port=free_port(),
-        log_level="warn",
-        patterns_seed=str(starter_library()),
-    )
+    settings = demo_settings(port, tmp)
     worker: WorkerProcess | None = None
     try:
         print("starting a worker ...", flush=True)

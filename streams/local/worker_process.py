@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -21,6 +22,15 @@ from ..kafka.topics import ensure_topics
 from ..settings import Settings
 
 
+def signed(settings: Settings, key: str = "") -> Settings:
+    """`settings` with a decision key: its own (RB_DECISION_KEY), else `key`, else a random one
+    for this run, so that every worker the local harness starts signs its decisions and every
+    agent made from the same settings drops a forged one (docs/production.md)."""
+    if settings.decision_key.get_secret_value():
+        return settings
+    return settings.with_(decision_key=key or secrets.token_hex(32))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -28,8 +38,11 @@ def free_port() -> int:
 
 
 class WorkerProcess:
+    """A worker child process. It always signs its decisions: with the settings' key, or one
+    made for it (`signed`); `settings` is what agents of this worker use (the key included)."""
+
     def __init__(self, settings: Settings, log_path: Path, extra_env: dict[str, str] | None = None) -> None:
-        self.settings = settings
+        self.settings = settings = signed(settings)
         self.log_path = log_path
         env = dict(os.environ)
         env.update({Settings.env_name(k): str(v) for k, v in settings.as_dict().items()})
@@ -61,11 +74,13 @@ class WorkerProcess:
     ) -> list[WorkerProcess]:
         """Launch every worker at once, then wait until all are ready: replicas of one app
         load their models side by side and join the group together, in about one worker's
-        start time instead of one each. On failure every one of them is stopped."""
+        start time instead of one each. On failure every one of them is stopped. Those given
+        no decision key share one made for them: replicas of one app sign alike."""
         workers: list[WorkerProcess] = []
+        key = secrets.token_hex(32)
         try:
             for settings, log_path in specs:
-                workers.append(cls(settings, log_path))
+                workers.append(cls(signed(settings, key), log_path))
 
             async def all_ready() -> None:
                 await asyncio.gather(*(w.wait_ready(timeout_s) for w in workers))

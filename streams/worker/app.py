@@ -33,6 +33,7 @@ from .retention import Retention
 from .rewind import rewind_uncommitted
 from .run_table import RunTable, store_reader
 from .topics import Topics
+from .web_auth import WebAuth
 
 log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_S = 5.0  # a graceful stop gets the session timeout plus this, then the process exits
@@ -84,6 +85,14 @@ class Worker:
                 "write %s can steer every agent (set it on workers and agents: docs/production.md)",
                 s.steering_topic,
             )
+        if s.tenant_names:
+            without = [t for t in s.tenant_names if t not in s.tenant_tokens]
+            if s.web_token.get_secret_value() and without:
+                log.info(
+                    "tenants without a web token of their own (RB_TENANT_TOKEN_<TENANT>): %s; "
+                    "only the operator's RB_WEB_TOKEN reads their runs",
+                    ", ".join(without),
+                )
         self.metrics = metrics
         self.retriever = retriever
         if s.processing_guarantee == "exactly_once":
@@ -155,6 +164,7 @@ class Worker:
             topics.steps_partition,
             s.partitions,
             read=store_reader(self.table.data),
+            max_runs=s.max_runs,
         )
         self.retention = Retention(
             self.runs,
@@ -222,7 +232,10 @@ class Worker:
             self.table,
             self.runs.lookup,
             metrics,
-            s.web_token.get_secret_value(),
+            WebAuth(
+                s.web_token.get_secret_value(),
+                {t: v.get_secret_value() for t, v in s.tenant_tokens.items()},
+            ),
             self.ready,
             self.stalled,
             deadlettered=self.processor.deadlettered.get,

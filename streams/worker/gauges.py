@@ -297,6 +297,7 @@ class CacheProbe:
         }
         caps: dict[str, float] = {
             "decoded_states": DECODED_KEPT,
+            "runs_held": self.runs.held.capacity,  # RB_MAX_RUNS (its shares of every partition)
             "fast_vectors": self.fast.capacity,
             "full_vectors": self.full.capacity,
             "similarity_stacks": stacks_max,

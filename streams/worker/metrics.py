@@ -16,6 +16,7 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.metrics_core import Metric
 
 from ..core.engine import Sealed
 from ..core.events import load_schema
@@ -34,7 +35,8 @@ SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 # with ts=-1e300 made the histogram's sum 1e300) is counted in rb_event_ts_implausible_total.
 LAG_AHEAD_MAX_S = 60.0
 LAG_MAX_S = 86_400.0
-LABELS_CAP = 200  # distinct orgs (and routed models) the rb_cost_* metrics label; then "other"
+LABELS_CAP = 200  # distinct orgs (and routed models) the rb_cost_* metrics label; then OTHER
+OTHER = "other"
 
 STATES = tuple(s.value for s in FSMState)
 TRANSITIONS = (
@@ -69,7 +71,7 @@ STAGES = (
 CACHES = (
     "decoded_states",  # run states kept decoded beside the table (run_table.DECODED_KEPT)
     "run_index",  # retention clock per table entry (run_table.RunTable.seen)
-    "runs_held",  # run -> org for the per-org cap (core.retention.RunsHeld)
+    "runs_held",  # run -> org for the run caps (core.retention.RunsHeld; bound: RB_MAX_RUNS)
     "evictions_asked",  # eviction requests sent, not yet applied (retention.Retention)
     "fast_vectors",  # static-model vectors (embeddings.models.FAST_CACHE)
     "full_vectors",  # MiniLM vectors of the monitors (embeddings.models.FULL_CACHE)
@@ -280,6 +282,11 @@ class Metrics:
         )
         self._body = b""
         self._rendered = -RENDER_MAX_AGE_S
+        # The metrics labelled by org: all a tenant's token reads of /metrics (`render_org`).
+        self._by_org = [
+            m for m in vars(self).values() if isinstance(m, MetricWrapperBase) and "org" in m._labelnames
+        ]
+        self._org_bodies: dict[str, tuple[bytes, float]] = {}
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         # Known label values start at zero so rate() sees the first increase.
         for stage in STAGES:
@@ -367,7 +374,7 @@ class Metrics:
         if value in seen:
             return value
         if len(seen) >= LABELS_CAP:
-            return "other"
+            return OTHER
         seen.add(value)
         return value
 
@@ -416,6 +423,20 @@ class Metrics:
     def internal_error(self, stage: str) -> None:
         self.internal_errors.labels(stage if stage in STAGES else "dispatch").inc()
 
+    def render_org(self, org: str, now: float | None = None) -> tuple[bytes, str]:
+        """The exposition a tenant reads: only the series labelled with its org (the rb_cost_*
+        families), never another org's series, and none of the worker-wide ones (they count
+        every tenant's events together: the operator's). Rendered at most once per
+        RENDER_MAX_AGE_S per org (one entry per tenant with a token: bounded by RB_TENANTS)."""
+        now = time.monotonic() if now is None else now
+        kept = self._org_bodies.get(org)
+        if kept is None or now - kept[1] >= RENDER_MAX_AGE_S:
+            # past LABELS_CAP orgs, "other" sums every later org: no tenant of that name reads it
+            shared = org == OTHER and len(self._label_values["org"]) >= LABELS_CAP
+            view = _OrgView([] if shared else self._by_org, org)
+            kept = self._org_bodies[org] = (generate_latest(view), now)
+        return kept[0], CONTENT_TYPE
+
     def render(self, now: float | None = None) -> tuple[bytes, str]:
         """The exposition, rendered at most once per RENDER_MAX_AGE_S: the web server shares
         the event loop with processing, so a burst of scrapes must not cost a render each."""
@@ -423,3 +444,18 @@ class Metrics:
         if now - self._rendered >= RENDER_MAX_AGE_S:
             self._body, self._rendered = generate_latest(self.registry), now
         return self._body, CONTENT_TYPE
+
+
+class _OrgView(CollectorRegistry):
+    """The org-labelled metrics with only `org`'s samples, as a registry to render."""
+
+    def __init__(self, metrics: list[MetricWrapperBase], org: str) -> None:
+        super().__init__(auto_describe=False)
+        self._metrics, self._org = metrics, org
+
+    def collect(self) -> Any:
+        for metric in self._metrics:
+            for family in metric.collect():
+                mine = Metric(family.name, family.documentation, family.type, family.unit)
+                mine.samples = [s for s in family.samples if s.labels.get("org") == self._org]
+                yield mine

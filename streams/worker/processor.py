@@ -332,7 +332,7 @@ class Processor:
             return
         self.metrics.deadletter(rej.reason)
         if rej.run_id:
-            self.deadlettered.add(rej.run_id, rej.reason, rej.detail, rej.step, job.now)
+            self.deadlettered.add(rej.run_id, rej.reason, rej.detail, rej.step, job.now, job.tenant)
         self._log_deadletter(job, rej)
 
     def _log_deadletter(self, job: _Job, rej: Rejected) -> None:

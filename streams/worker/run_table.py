@@ -77,12 +77,13 @@ class RunTable:
         partition_of: Callable[[str], int],
         partitions: int,
         read: Callable[[bytes], bytes | None] | None = None,
+        max_runs: int = 0,
     ) -> None:
         """`read`: how a run key is read (default `table.get`); the worker reads its Faust
-        table's store directly (see `store_reader`)."""
+        table's store directly (see `store_reader`). `max_runs`: the overall cap (RB_MAX_RUNS)."""
         self.table = table
         self._read = read or table.get
-        self.held = RunsHeld(max_runs_per_org, partition_of, partitions)
+        self.held = RunsHeld(max_runs_per_org, partition_of, partitions, max_runs)
         self.by_state: Counter[str] = Counter()
         self.finished = 0
         self.seen: dict[bytes, Seen] = {}

@@ -2,8 +2,11 @@
 readiness.
 
 Faust's own /table and /router pages are off (they would show raw table values, i.e. step
-text); these are the only way in, and all but /health and /ready need the bearer token when
-one is set.
+text); these are the only way in, and all but /health and /ready need a bearer token when
+one is set. In multi-tenant mode a tenant's token reads only its own runs, steps and metrics:
+another tenant's run answers as an unknown one (404, the same body as an id nobody uses), a
+list of another org is refused (403), and its /metrics carries its org's series only
+(`web_auth`, `Metrics.render_org`).
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ import faust
 
 from ..core.state import TraceState
 from ..untrusted import scrub
+from .deadlettered import ANY
 from .metrics import Metrics
-from .web_auth import bearer_guard
+from .web_auth import OPERATOR, Reader, WebAuth, guard
 
 
 def install(
@@ -24,51 +28,63 @@ def install(
     table: Any,
     lookup: Callable[[str], TraceState | None],
     metrics: Metrics,
-    token: str,
+    token: str | WebAuth,
     ready: Callable[[], bool],
     stalled: Callable[[], dict[str, float]],
-    deadlettered: Callable[[str], dict[str, Any] | None] = lambda _run_id: None,
+    deadlettered: Callable[[str, str | None], dict[str, Any] | None] = lambda _run_id, _tenant: None,
     not_progressing: Callable[[], dict[str, float]] = dict,
     held: Callable[[], Mapping[str, str]] = dict,
     tenants: bool = False,
     missing: Callable[[], list[str]] = list,
 ) -> None:
     """Register the views on `app`; run views are routed to the worker holding the run.
-    `deadlettered`: what this worker dead-lettered of a run lately (its first reason), so
-    that a run whose run_start was refused answers why rather than a bare 404.
+    `token`: the operator's token, or every token (`WebAuth`: the tenants' too).
+    `deadlettered(run_id, tenant)`: what this worker dead-lettered of a run lately (its first
+    reason) from `tenant`'s topic (deadlettered.ANY: any), so that a run whose run_start was
+    refused answers why rather than a bare 404.
     `not_progressing`: partitions with events waiting and none evaluated past the stall
     threshold (partition -> seconds): the worker is not ready. `held`: run_id -> org of the
     runs this worker holds (`GET /runs`); `tenants`: multi-tenant mode, where a list names
     its org. `missing`: what else keeps the worker from being ready, named by /ready
     (`broker`: the broker does not answer; `partitions`: it owns none of the steps topic)."""
 
-    def not_found(view: Any, run_id: str) -> Any:
-        dl = deadlettered(run_id)
+    auth = token if isinstance(token, WebAuth) else WebAuth(token)
+
+    def scope(reader: Reader) -> str | None:
+        return ANY if reader.tenant is None else reader.tenant
+
+    def not_found(view: Any, run_id: str, reader: Reader) -> Any:
+        dl = deadlettered(run_id, scope(reader))
         if dl is not None:
             return view.json({"error": "run dead-lettered", "run_id": run_id, "deadletter": dl}, status=404)
         return view.json({"error": "unknown run", "run_id": run_id}, status=404)
 
-    guarded = bearer_guard(token)
+    def readable(run_id: str, reader: Reader) -> TraceState | None:
+        """The run's state if `reader` may read it; another tenant's run reads as no run."""
+        st = lookup(run_id)
+        return st if st is not None and reader.may_read(st.config.org_id) else None
+
+    guarded = guard(auth)
 
     @app.page("/runs")
     @guarded
-    async def runs_view(view: Any, request: Any) -> Any:
-        status, body = list_runs(held(), lookup, request.query, tenants)
+    async def runs_view(view: Any, request: Any, reader: Reader = OPERATOR) -> Any:
+        status, body = list_runs(held(), lookup, request.query, tenants, reader)
         return view.json(body, status=status)
 
     @app.page("/runs/{run_id}")
     @guarded
     @app.table_route(table=table, match_info="run_id")
-    async def run_view(view: Any, request: Any, run_id: str) -> Any:
-        st = lookup(run_id)
+    async def run_view(view: Any, request: Any, run_id: str, reader: Reader = OPERATOR) -> Any:
+        st = readable(run_id, reader)
         if st is None:
-            return not_found(view, run_id)
+            return not_found(view, run_id, reader)
         body = st.summary()
         why = body.get("rung_reason")
         if isinstance(why, dict) and isinstance(why.get("text"), str):
             # a state stored before texts were scrubbed may hold raw event text: scrub it again
             body["rung_reason"] = {**why, "text": scrub(why["text"])}
-        dl = deadlettered(run_id)
+        dl = deadlettered(run_id, scope(reader))
         if dl is not None:  # a started run some of whose events were refused (a gap, a conflict)
             body["deadletter"] = dl
         return view.json(body)
@@ -76,16 +92,16 @@ def install(
     @app.page("/runs/{run_id}/steps")
     @guarded
     @app.table_route(table=table, match_info="run_id")
-    async def steps_view(view: Any, request: Any, run_id: str) -> Any:
-        st = lookup(run_id)
+    async def steps_view(view: Any, request: Any, run_id: str, reader: Reader = OPERATOR) -> Any:
+        st = readable(run_id, reader)
         if st is None:
-            return not_found(view, run_id)
+            return not_found(view, run_id, reader)
         return view.json({"run_id": run_id, "step": st.last_step, "steps": st.step_log_entries()})
 
     @app.page("/metrics")
     @guarded
-    async def metrics_view(view: Any, request: Any) -> Any:
-        body, ctype = metrics.render()
+    async def metrics_view(view: Any, request: Any, reader: Reader = OPERATOR) -> Any:
+        body, ctype = metrics.render() if reader.tenant is None else metrics.render_org(reader.tenant)
         return view.bytes(body, content_type=ctype)
 
     @app.page("/health")
@@ -106,16 +122,22 @@ def list_runs(
     lookup: Callable[[str], TraceState | None],
     query: Mapping[str, str],
     tenants: bool = False,
+    reader: Reader = OPERATOR,
 ) -> tuple[int, Any]:
     """`GET /runs?limit=&after=&org=`: (status, body). The body is a JSON list of the runs this
     worker holds, by run id, the first `limit` after the run id `after` (the last of the
     previous page; a page shorter than `limit` is the last), each {run_id, org_id, state,
-    step, finished, outcome}. In multi-tenant mode `org` is required: one tenant's list. Only
-    the page's runs are read from the table."""
+    step, finished, outcome}. In multi-tenant mode `org` is required: one tenant's list (a
+    tenant's token lists its own, and is refused another org's: 403). Only the page's runs are
+    read from the table."""
     raw = query.get("limit", str(LIST_LIMIT))
     if not raw.isdigit() or not 1 <= int(raw) <= LIST_LIMIT_MAX:
         return 400, {"error": f"limit: an integer from 1 to {LIST_LIMIT_MAX}", "limit": raw[:100]}
     org = query.get("org")
+    if reader.tenant is not None:
+        if org is not None and org != reader.tenant:
+            return 403, {"error": "forbidden: this token reads its own tenant's runs only (leave out org)"}
+        org = reader.tenant
     if tenants and not org:
         return 400, {"error": "org: required in multi-tenant mode (GET /runs?org=<tenant>)"}
     after = query.get("after", "")

@@ -95,6 +95,8 @@ def make_settings(broker: str, tmp: Path, **kw) -> Settings:
         broker=broker,
         topic_prefix=prefix,
         app_id=kw.pop("app_id", f"app-{prefix}"),
+        # decisions signed, and checked by the tests' clients made from these settings
+        decision_key=kw.pop("decision_key", DECISION_KEY),
         partitions=kw.pop("partitions", 4),
         data_dir=str(tmp / "worker"),
         web_port=free_port(),
@@ -115,7 +117,9 @@ def worker(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wo
     test_hostile_producer, test_pipeline; a start costs ~10 s): each test makes its own runs
     and reads back only those, or only what came after it began (kafka_io.end_offsets)."""
     tmp = tmp_path_factory.mktemp("worker")
-    w = start_worker(make_settings(broker, tmp), tmp)
+    # no key given, as a user of the local harness gives none: the harness makes one (its
+    # clients are made from w.settings, which holds it)
+    w = start_worker(make_settings(broker, tmp, decision_key=""), tmp)
     yield w
     w.stop()
     assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)
@@ -128,7 +132,7 @@ def adapters_worker(broker: str, tmp_path_factory: pytest.TempPathFactory) -> It
     those."""
     tmp = tmp_path_factory.mktemp("adapters")
     # signed decisions (RB_DECISION_KEY): the adapters' clients, made from these settings, check them
-    w = start_worker(make_settings(broker, tmp, client_deadline_ms=15000, decision_key=DECISION_KEY), tmp)
+    w = start_worker(make_settings(broker, tmp, client_deadline_ms=15000), tmp)
     yield w
     w.stop()
     assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)

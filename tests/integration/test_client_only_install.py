@@ -124,7 +124,12 @@ def test_an_agent_steers_a_run_from_the_agent_install(setup: tuple[Path, WorkerP
     script = env_dir.parent / "agent.py"
     script.write_text(AGENT)
     s = w.settings
-    env = {"RB_BROKER": s.broker, "RB_TOPIC_PREFIX": s.topic_prefix, "RB_CLIENT_DEADLINE_MS": "15000"}
+    env = {
+        "RB_BROKER": s.broker,
+        "RB_TOPIC_PREFIX": s.topic_prefix,
+        "RB_CLIENT_DEADLINE_MS": "15000",
+        "RB_DECISION_KEY": s.secret(s.decision_key),  # the agent checks the worker's signatures
+    }
     out = run_in(env_dir, "python", str(script), "lean-run-1", ",".join(WORKER_MODULES), env=env)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
@@ -161,7 +166,10 @@ def test_the_agent_install_runs_version_help_config_and_an_example_against_a_run
     assert out.returncode == 0 and w.settings.broker in out.stdout, out.stderr
     # an example from a checkout, its `streams` the venv's (the checkout is not on the path)
     shutil.copytree(ROOT / "examples", env_dir.parent / "examples", dirs_exist_ok=True)
-    env = {"RB_EXAMPLE_WORKER_PREFIX": w.settings.topic_prefix}
+    env = {
+        "RB_EXAMPLE_WORKER_PREFIX": w.settings.topic_prefix,
+        "RB_DECISION_KEY": w.settings.secret(w.settings.decision_key),
+    }
     port = w.settings.bootstrap_servers.rpartition(":")[2]
     out = run_in(env_dir, "python", "-m", "examples.messages_loop", "--port", port, env=env)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]

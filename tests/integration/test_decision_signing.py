@@ -75,3 +75,18 @@ def test_without_a_decision_key_the_same_forgery_steers_the_agent(adapters_worke
     d1, c = asyncio.run(race(adapters_worker, "unsigned-run-1", ""))
     assert d1 is not None and d1["model"] == "attacker/model" and d1["action"] == "stop"
     assert c.unsigned_decisions == 0
+
+
+def test_the_local_harness_signs_with_a_key_of_its_own_and_its_agents_drop_a_forgery(worker: WorkerProcess):
+    """The session's worker was started as the local harness (`make demo`, the examples, a
+    user's WorkerProcess) starts one: with no RB_DECISION_KEY. It signs anyway, with a key
+    made for it, which its settings hand to the agents: the forger wins no race there."""
+    s = worker.settings
+    key = s.secret(s.decision_key)
+    assert len(key) == 64 and key != DECISION_KEY  # made for this worker, not the tests' key
+    wins = 0
+    for i in range(3):
+        d1, c = asyncio.run(race(worker, f"harness-run-{i}", key))
+        assert d1 is not None and d1["step"] == 1 and c.unsigned_decisions == 2
+        wins += d1["model"] == "attacker/model" or "paste.evil.test" in orjson.dumps(d1).decode()
+    assert wins == 0

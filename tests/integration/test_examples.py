@@ -36,7 +36,12 @@ def shared(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wo
 
 
 def run(module: str, worker: WorkerProcess, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "RB_EXAMPLE_WORKER_PREFIX": worker.settings.topic_prefix}
+    s = worker.settings  # its agents check the worker's signatures, as a user's would
+    env = {
+        **os.environ,
+        "RB_EXAMPLE_WORKER_PREFIX": s.topic_prefix,
+        "RB_DECISION_KEY": s.secret(s.decision_key),
+    }
     p = subprocess.run(
         [sys.executable, "-m", module, "--port", str(PORT), *args],
         capture_output=True,

@@ -1,5 +1,6 @@
-"""Evictions and per-org caps come out the same live (worker, real broker) and offline (replay):
-both run `streams.pipeline.Pipeline`, so every decision and every dead-letter matches."""
+"""Evictions, the per-org cap and the overall cap come out the same live (worker, real broker)
+and offline (replay): both run `streams.pipeline.Pipeline`, so every decision and every
+dead-letter matches."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from tests.models import semantics
 
 KEY = "live-offline-key"
 PARTITIONS = 2
+MAX_RUNS = 6  # 3 per partition, for every org together
+FLOOD = 4  # run_starts of distinct orgs per partition, after everything else
 TS = 1_700_000_000.0
 
 
@@ -56,6 +59,8 @@ def _events() -> list[bytes]:
         *steps(g, 1, 2),
         *steps(other, 1, 2),
         b(run_finish(bb)),
+        # one run per org passes any per-org cap; the overall cap (3 a partition) stops them
+        *(start(rid, f"org-{rid}") for p in range(PARTITIONS) for rid in _on_partition("flood", p, FLOOD)),
     ]
 
 
@@ -73,9 +78,12 @@ def _norm_deadletters(ds: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     return sorted((d["reason"], d["run_id"], d["step"], d["detail"], d["original"]) for d in ds)
 
 
-def test_evictions_and_a_capped_org_come_out_the_same_live_and_in_replay(broker, tmp_path):
-    s = make_settings(broker, tmp_path, partitions=PARTITIONS, max_runs_per_org=2, control_key=KEY)
+def test_evictions_a_capped_org_and_a_flood_of_orgs_come_out_the_same_live_and_in_replay(broker, tmp_path):
+    s = make_settings(
+        broker, tmp_path, partitions=PARTITIONS, max_runs_per_org=2, max_runs=MAX_RUNS, control_key=KEY
+    )
     events = _events()
+    ours = {orjson.loads(raw)["run_id"] for raw in events}
     w = start_worker(s, tmp_path)
     try:
 
@@ -86,19 +94,41 @@ def test_evictions_and_a_capped_org_come_out_the_same_live_and_in_replay(broker,
                     await c.send_raw(raw, key=run_id.encode())
 
         asyncio.run(publish())
-        rp = Replayer(sem=semantics(), max_runs_per_org=2, partitions=PARTITIONS, control_key=KEY)
+        live_d = asyncio.run(read_all(s.bootstrap_servers, s.steering_topic))
+        # the start-up probes' runs (before ours) are held too: replay opens them first
+        probes = sorted({d["run_id"] for d in live_d} - ours)
+        rp = Replayer(
+            sem=semantics(), max_runs_per_org=2, partitions=PARTITIONS, control_key=KEY, max_runs=MAX_RUNS
+        )
+        for probe in probes:
+            assert rp.feed(b(run_start(probe)), key=probe.encode())[0] is not None
         offline = [rp.feed(raw, key=orjson.loads(raw)["run_id"].encode()) for raw in events]
         want_d = [d for d, _ in offline if d is not None]
         want_dl = [dl for _, dl in offline if dl is not None]
-        ours = {orjson.loads(raw)["run_id"] for raw in events}  # not the start-up probe's run
-        live_d = asyncio.run(read_all(s.bootstrap_servers, s.steering_topic, expect=len(want_d) + 1))
-        live_d = [d for d in live_d if d["run_id"] in ours]
         live_dl = asyncio.run(read_all(s.bootstrap_servers, s.deadletter_topic, expect=len(want_dl)))
     finally:
         w.stop()
     assert "Traceback" not in w.log_path.read_text(errors="replace"), w.tail(120)
+    live_d = [d for d in live_d if d["run_id"] in ours]
     reasons = sorted(dl["reason"] for dl in want_dl)
-    assert reasons == ["invalid_control", "invalid_control", "too_many_runs", "unknown_run"], reasons
-    assert len(want_d) == 14  # 4 accepted run_starts + 10 steps
+    full = reasons.count("table_full")
+    assert [r for r in reasons if r != "table_full"] == [
+        "invalid_control",
+        "invalid_control",
+        "too_many_runs",
+        "unknown_run",
+    ], reasons
+    # held before the flood: bb and g on partition 0, `other` on 1, and the probes
+    room = sum(max(0, MAX_RUNS // PARTITIONS - held) for held in _held_before_flood(probes))
+    assert full == PARTITIONS * FLOOD - room and full >= FLOOD, (reasons, probes)
+    assert len(want_d) == 14 + room  # 4 accepted run_starts + 10 steps + the floods let in
     assert _norm_decisions(live_d) == _norm_decisions(want_d)
     assert _norm_deadletters(live_dl) == _norm_deadletters(want_dl)
+    assert all("RB_MAX_RUNS" in dl["detail"] for dl in live_dl if dl["reason"] == "table_full")
+
+
+def _held_before_flood(probes: list[str]) -> list[int]:
+    held = [2, 1]
+    for probe in probes:
+        held[wire.partition_for(probe, PARTITIONS)] += 1
+    return held

@@ -5,11 +5,13 @@ an ACL): tenants are proven by Kafka, not by the event.
 steps or read bob's steering; an event of alice's that claims bob's org, or names bob's run, is
 dead-lettered into alice's own dead-letter topic (a claim `org_mismatch`, a step into bob's run
 `unknown_run`, as for an id nobody uses) and never reaches bob's run or prompts; a flood of claimed orgs cannot get past the per-org cap, and bob keeps his runs.
+Over HTTP, alice's web token reads her runs, steps and metrics only, and the operator's all.
 """
 
 from __future__ import annotations
 
 import asyncio
+import http.client
 import os
 import shutil
 import subprocess
@@ -18,6 +20,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import unquote
 
 import orjson
 import pytest
@@ -39,6 +42,8 @@ USERS = {"alice": "alice-secret", "bob": "b0b-s3cret", "rbworker": "w0rker-s3cre
 PREFIX = "mt"
 MAX_RUNS_PER_ORG = 16
 BOB_BYTE_RATE = 256 * 1024  # 4 per partition with 4 partitions
+OPERATOR_TOKEN = "operator-web-t0k"
+WEB_TOKENS = {"alice": "alice-web-t0k", "bob": "bob-web-t0k"}
 
 
 @pytest.fixture(scope="module")
@@ -113,8 +118,14 @@ def served(
         outputs.append(p.stdout)
     # the worker runs as the principal `tenants add --worker-principal` authorized (not a super
     # user): the ACLs granted are all it needs
-    as_worker = sasl_user(admin, tenant_broker["sasl"], "rbworker")
-    w = WorkerProcess(as_worker, tmp / "worker.log")
+    as_worker = sasl_user(admin, tenant_broker["sasl"], "rbworker", web_token=OPERATOR_TOKEN)
+    # the tenants' web tokens as an operator gives them: alice's in a variable, bob's in a file
+    (tmp / "bob-web-token").write_text(WEB_TOKENS["bob"] + "\n")
+    tokens = {
+        "RB_TENANT_TOKEN_ALICE": WEB_TOKENS["alice"],
+        "RB_TENANT_TOKEN_BOB_FILE": str(tmp / "bob-web-token"),
+    }
+    w = WorkerProcess(as_worker, tmp / "worker.log", extra_env=tokens)
     try:  # its readiness probe runs as alice: the worker's principal may not read steering topics
         asyncio.run(ready(w, sasl_user(admin, tenant_broker["sasl"], "alice", tenant="alice", tenants="")))
     except BaseException:
@@ -361,6 +372,123 @@ def test_claims_of_another_org_and_steps_into_another_tenants_run_are_refused_an
     assert shape(taken) == shape(unused)  # bob's live run answers as an unused id does
     for d in dead:
         assert "fix the login bug" not in orjson.dumps(d).decode()  # nothing of bob's run leaks back
+
+
+def get(port: int, path: str, token: str | None) -> tuple[int, bytes]:
+    """GET `path` exactly as written (no client-side normalisation of '..', '//' or escapes)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", path, headers={"Authorization": f"Bearer {token}"} if token else {})
+        r = conn.getresponse()
+        return r.status, r.read()
+    finally:
+        conn.close()
+
+
+def test_a_tenants_web_token_reads_only_its_own_runs_steps_and_metrics(served):
+    """Alice holds her web token and has read the code: she asks for bob's runs by id, by
+    list, through ?org=, through path tricks and Faust's own pages, and reads /metrics. Not
+    one answer carries bob's data (his org, his run ids, his counts: the views carry no event
+    text); bob's token and the operator's read bob's run."""
+    alice, bob = tenant_settings(served, "alice"), tenant_settings(served, "bob")
+    port = served["worker"].settings.web_port
+    secret = "BOB-SECRET-PLAN-7f3"
+    bobs_tokens = 777_777  # bob's run's token count: in his summary, so in any leak of it
+    routed = {"model_routing": {"NORMAL": "m"}, "e_traces_enabled": False}
+
+    async def runs() -> None:
+        await produce(bob, "mt.bob.steps", b"bob-web-1", ev("run_start", "bob-web-1", task=secret, **routed))
+        step = ev(
+            "step",
+            "bob-web-1",
+            step=1,
+            thought=secret,
+            action="bash",
+            action_input={"cmd": secret},
+            tokens=bobs_tokens,
+        )
+        await produce(bob, "mt.bob.steps", b"bob-web-1", step)
+        await produce(alice, "mt.alice.steps", b"alice-web-1", ev("run_start", "alice-web-1", **routed))
+        await produce(alice, "mt.alice.steps", b"alice-web-1", ev("step", "alice-web-1", step=1, action="ls"))
+
+    asyncio.run(runs())
+    deadline = time.monotonic() + 60
+    while not (
+        get(port, "/runs/bob-web-1/steps", OPERATOR_TOKEN)[1].count(b'"step":1')
+        and get(port, "/runs/alice-web-1", OPERATOR_TOKEN)[0] == 200
+    ):
+        assert time.monotonic() < deadline, served["worker"].tail()
+        time.sleep(0.3)
+    # the other side of the wall, so that the attack can fail: bob and the operator read it
+    status, body = get(port, "/runs/bob-web-1", WEB_TOKENS["bob"])
+    assert status == 200 and b'"org_id":"bob"' in body and str(bobs_tokens).encode() in body
+    assert get(port, "/runs/bob-web-1/steps", WEB_TOKENS["bob"])[0] == 200
+    assert str(bobs_tokens).encode() in get(port, "/runs/bob-web-1", OPERATOR_TOKEN)[1]
+    assert b"bob-web-1" in get(port, "/runs?org=bob", OPERATOR_TOKEN)[1]
+    assert b'org="bob"' in get(port, "/metrics", OPERATOR_TOKEN)[1]
+
+    mine = WEB_TOKENS["alice"]
+    attempts = [
+        "/runs/bob-web-1",
+        "/runs/bob-web-1/steps",
+        "/runs/%62ob-web-1",  # an escape the server decodes
+        "/runs/bob-web-1/",
+        "/runs//bob-web-1",
+        "/runs/alice-web-1/../bob-web-1",
+        "/runs/alice-web-1/%2E%2E/bob-web-1",
+        "/runs/bob-web-1%2Fsteps",
+        "/runs/bob-web-1?org=alice",
+        "/runs/bob-web-1/steps?org=bob",
+        "/runs?org=bob",
+        "/runs?org=alice&org=bob",
+        "/runs?org=bob&org=alice",
+        "/runs?org=",
+        "/runs?org=BOB",
+        "/runs?limit=1000&after=",
+        "/runs",
+        "/metrics",
+        "/metrics?org=bob",
+        "/",
+        "/table/runs/",
+        "/table/runs/bob-web-1/",
+        "/router/",
+        "/router/runs/bob-web-1/",
+        "/stats/",
+        "/assignment/",
+        "/graph/",
+        "/performance/",
+    ]
+    answers = {path: get(port, path, mine) for path in attempts}
+    leaks = [
+        path
+        for path, (_, body) in answers.items()
+        if any(
+            mark in body
+            for mark in (secret.encode(), str(bobs_tokens).encode(), b'"org_id":"bob"', b'org="bob"')
+        )
+    ]
+    # a run id of bob's in a body is a leak unless it is the one alice asked about (echoed back)
+    leaks += [p for p, (_, body) in answers.items() if b"bob-web-1" in body and "bob-web-1" not in unquote(p)]
+    assert leaks == [], leaks  # 0 cross-tenant reads
+    assert not any(status == 200 for p, (status, _) in answers.items() if "bob-web-1" in p and "org" not in p)
+    unused = get(port, "/runs/never-used-web", mine)
+    assert answers["/runs/bob-web-1"][0] == 404
+    assert answers["/runs/bob-web-1"][1].replace(b"bob-web-1", b"<id>") == unused[1].replace(
+        b"never-used-web", b"<id>"
+    )
+    for path in ("/runs?org=bob", "/runs?org=bob&org=alice", "/runs?org=", "/runs?org=BOB"):
+        assert answers[path][0] == 403, (path, answers[path])
+    status, body = answers["/runs"]
+    listed = orjson.loads(body)
+    assert status == 200 and "alice-web-1" in {r["run_id"] for r in listed}
+    assert {r["org_id"] for r in listed} == {"alice"}
+    status, body = answers["/metrics"]
+    assert status == 200 and b'org="alice"' in body and b"rb_steps_processed" not in body
+    assert get(port, "/runs/alice-web-1/steps", mine)[0] == 200
+    # tokens that are not one: none, another scheme, alice's and bob's glued together
+    for token in (None, WEB_TOKENS["alice"] + WEB_TOKENS["bob"], WEB_TOKENS["alice"][:-1]):
+        assert get(port, "/runs/bob-web-1", token)[0] == 401
+        assert get(port, "/metrics", token)[0] == 401
 
 
 def test_the_per_org_cap_holds_against_a_flood_of_claimed_orgs_and_the_other_tenant_keeps_its_runs(served):

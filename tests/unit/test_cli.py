@@ -96,6 +96,21 @@ def test_a_multi_tenant_worker_without_a_decision_key_refuses_to_start_with_one_
     assert line.startswith("rb-streams: invalid configuration: RB_DECISION_KEY: required with RB_TENANTS")
 
 
+def test_a_worker_with_an_absurd_price_refuses_to_start_with_one_line_naming_file_model_and_field(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 48: a price of 1e300 was accepted, and poisoned every routed run."""
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[models."claude-x"]\ninput = 3\noutput = 1e300\n')
+    monkeypatch.setenv("RB_BROKER", f"127.0.0.1:{free_port()}")
+    monkeypatch.setenv("RB_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("RB_PRICES_FILE", str(prices))
+    assert main(["worker"]) == 2  # before the broker is asked anything
+    line = one_line(capsys.readouterr().err)
+    assert line.startswith("rb-streams: invalid configuration: RB_PRICES_FILE: ")
+    assert f"{str(prices)!r}: models.'claude-x'.output: 1e+300 is above the ceiling" in line
+
+
 @pytest.mark.parametrize("broker", ["bad:value", "localhost"])
 def test_a_broker_that_is_no_host_port_is_one_line_and_exit_2(
     broker: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch

@@ -82,6 +82,12 @@ def test_plot_without_matplotlib_is_one_line_and_no_file(
     [
         ("[models.m]\ninput = 1\n", "missing 'output'"),
         ("[models.m]\ninput = 1\noutput = 1\n", "no [cost] section"),
+        # issue 48: a price no model comes near, and one too large for a float (a traceback before)
+        (
+            "[models.m]\ninput = 1e300\noutput = 1\n[cost]\nmodel = 'm'\nfast = 'm'\n",
+            "models.'m'.input: 1e+300",
+        ),
+        (f"[models.m]\ninput = 1\noutput = 1{'0' * 400}\n", "models.'m'.output: an integer of 401 digits"),
     ],
 )
 def test_a_bad_price_table_is_one_line_and_exit_2(

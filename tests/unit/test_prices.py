@@ -58,3 +58,63 @@ def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
 def test_parse_refuses_a_non_table() -> None:
     with pytest.raises(PriceError):
         parse_prices([1, 2])
+
+
+HUGE_INT = "1" + "0" * 400  # TOML reads it as a Python int too large for a float
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("input", "1e300", "1e+300 is above the ceiling of 10000 USD per million tokens"),
+        ("output", "10000.5", "is above the ceiling of 10000"),
+        ("cache_read", "1e5", "is above the ceiling"),
+        ("cache_write", HUGE_INT, "an integer of 401 digits is above the ceiling"),
+        ("input", "inf", "expected a finite number >= 0, got inf"),
+        ("output", "-inf", "expected a finite number >= 0"),
+        ("cache_write", "nan", "expected a finite number >= 0, got nan"),
+        ("input", "-0.5", "expected a number >= 0"),
+        ("output", "'5'", "expected a number >= 0, got '5'"),
+        ("output", "true", "expected a number >= 0, got True"),
+        ("cache_ttl_s", "1e9", "is above the ceiling of 2.592e+06 seconds"),
+        ("cache_ttl_s", "nan", "expected a finite number"),
+    ],
+)
+def test_a_price_that_is_not_finite_negative_or_past_its_ceiling_is_one_line_naming_file_model_and_field(
+    tmp_path: Path, field: str, value: str, says: str
+) -> None:
+    """Issue 48: a price of 1e300 was accepted and poisoned every routed run."""
+    entry = {"input": "1", "output": "5", field: value}
+    body = '[models."gpt-x"]\n' + "".join(f"{k} = {v}\n" for k, v in entry.items())
+    p = tmp_path / "prices.toml"
+    p.write_text(body)
+    with pytest.raises(PriceFileError) as err:
+        load_prices(p)
+    msg = str(err.value)
+    assert msg.startswith(f"price table {str(p)!r}: models.'gpt-x'.{field}: "), msg
+    assert says in msg and "\n" not in msg and len(msg) < 400
+
+
+@pytest.mark.parametrize("token", ["Infinity", "-Infinity", "NaN", "1e400", "-1e400", HUGE_INT + ".0"])
+def test_json_spellings_of_infinity_and_nan_are_refused_too(tmp_path: Path, token: str) -> None:
+    p = tmp_path / "p.json"
+    p.write_text('{"models": {"m": {"input": TOKEN, "output": 1}}}'.replace("TOKEN", token))
+    with pytest.raises(PriceFileError, match=r"models\.'m'\.input: expected a finite number"):
+        load_prices(p)
+
+
+def test_prices_at_the_ceiling_load_and_derived_cache_prices_follow_the_input_price(tmp_path: Path) -> None:
+    from streams.core.prices import PRICE_MAX, TTL_MAX_S
+
+    p = tmp_path / "p.toml"
+    p.write_text(f"[models.m]\ninput = {PRICE_MAX}\noutput = {int(PRICE_MAX)}\ncache_ttl_s = {TTL_MAX_S}\n")
+    m = load_prices(p).models["m"]
+    assert (m.input, m.output, m.ttl_s) == (PRICE_MAX, PRICE_MAX, TTL_MAX_S)
+    assert m.cache_write == 1.25 * PRICE_MAX and m.cache_read == 0.1 * PRICE_MAX  # derived, not refused
+
+
+def test_every_price_of_the_example_table_is_within_the_ceilings() -> None:
+    from streams.core.prices import PRICE_MAX
+
+    for m in load_prices(EXAMPLE).models.values():
+        assert all(0 <= x <= PRICE_MAX for x in (m.input, m.cache_write, m.cache_read, m.output))

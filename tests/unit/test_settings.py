@@ -385,3 +385,29 @@ def test_the_decision_key_is_a_secret_shared_by_client_and_worker_and_required_w
     assert Settings.from_env({}).check_decision_key() is False  # single-tenant: a warning at start
     with pytest.raises(SettingsError, match="RB_DECISION_KEY: required with RB_TENANTS"):
         Settings.from_env({}, tenants="acme", control_key="k").check_decision_key()
+
+
+def test_the_default_app_id_derives_from_the_topic_prefix_and_the_default_prefix_keeps_rb_streams():
+    assert Settings.from_env({}).app_id == "rb-streams"  # existing deployments keep their group
+    assert Settings.from_env({"RB_TOPIC_PREFIX": "other2"}).app_id == "other2-streams"
+    assert Settings.from_env({"RB_TOPIC_PREFIX": "other2", "RB_APP_ID": ""}).app_id == "other2-streams"
+    assert Settings.from_env({}, topic_prefix="late1").app_id == "late1-streams"
+    assert Settings.from_env({"RB_TOPIC_PREFIX": "x", "RB_APP_ID": "mine"}).app_id == "mine"
+
+
+def test_a_copy_for_another_prefix_does_not_keep_the_first_prefixs_app_id():
+    s = Settings.from_env({"RB_TOPIC_PREFIX": "a"})
+    assert s.with_(topic_prefix="b").app_id == "b-streams"
+    assert s.with_(web_port=7000).app_id == "a-streams"
+    assert Settings.from_env({"RB_APP_ID": "mine"}).with_(topic_prefix="b").app_id == "mine"  # explicit: kept
+
+
+@pytest.mark.parametrize("bad", ["a b", "x/y", "é", "a" * 121])
+def test_an_app_id_that_cannot_name_kafka_topics_fails_with_one_line(bad):
+    with pytest.raises(SettingsError, match="RB_APP_ID"):
+        Settings.from_env({"RB_APP_ID": bad})
+
+
+def test_an_app_id_and_prefix_whose_claim_topic_would_not_fit_kafka_fail_at_start_up():
+    with pytest.raises(SettingsError, match=r"RB_APP_ID.*claim topic"):
+        Settings.from_env({"RB_APP_ID": "a" * 120, "RB_TOPIC_PREFIX": "p" * 130})

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ...untrusted import clean
+from ..budget import WaitBudget
 from ..evolve import rebuild
+from ..prices import ModelPrice
 from ..reading.features import StepFeatures
 from .semantics import Semantics
 
@@ -26,12 +28,16 @@ class Finding:
     """One monitor's verdict on one step: a score in [0, 1] and, when it fires, what to say.
     `facts`: what it learnt that a monitor evaluated after it may read (`Monitor.after`).
     `advice`: a hint, not a failure (a wait that is getting long): sent like a warning, but the
-    escalation ladder never counts it as ignored."""
+    escalation ladder never counts it as ignored.
+    `kind`: which of its monitor's failures it is, when the monitor tells them apart (the loop
+    monitor: "repeat", "not_run", "wait"): what a ladder restricted to some failure types reads
+    (`ladder.EscalationPolicy.failure_types`)."""
 
     score: float
     text: str | None = None
     facts: Mapping[str, int] | None = None
     advice: bool = False
+    kind: str = ""
 
     @property
     def fired(self) -> bool:
@@ -49,6 +55,10 @@ class Context:
 
     task: str | None
     found: Mapping[str, Finding]
+    # the run's wait budget (its org's, resolved at run_start; None: the monitor's own) and its
+    # model's price (None: not in the price table), for what a wait's calls are estimated at
+    wait_budget: WaitBudget | None = None
+    price: ModelPrice | None = None
 
 
 S = TypeVar("S")

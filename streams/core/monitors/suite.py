@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from ...untrusted import scrub
+from ..budget import WaitBudget
 from ..decision import MonitorsWire
+from ..prices import ModelPrice
 from ..reading.features import StepFeatures
 from .base import FIRE_AT, NOTHING, Context, Finding, Monitor, clip01
 from .builtin import DEFAULT_MONITORS
@@ -121,6 +123,8 @@ class MonitorResult:
     # (monitor, its text) of each fired monitor with something to say, strongest first: what
     # the escalation ladder remembers as a warning and judges the next steps against
     said: tuple[tuple[str, str], ...] = ()
+    # which failure each fired monitor found, when it tells them apart (`Finding.kind`)
+    kinds: Mapping[str, str] = field(default_factory=dict)
 
     def as_wire(self) -> MonitorsWire:
         return {
@@ -146,13 +150,15 @@ def evaluate(
     suite: Suite = DEFAULT_MONITORS,
     off: Collection[str] = (),
     thresholds: Mapping[str, float] | None = None,
+    wait_budget: WaitBudget | None = None,
+    price: ModelPrice | None = None,
 ) -> tuple[MonitorState, MonitorResult]:
     """`off`: monitors switched off for the run (not evaluated: score 0, state kept, never
     fire); `thresholds`: the run's fire level per monitor (FIRE_AT for the others)."""
     plan = _plan(suite)
     names, index = plan.names, plan.index
     found: dict[str, Finding] = {}
-    ctx = Context(task, found)
+    ctx = Context(task, found, wait_budget, price)
     new = MonitorState(ms) if ms else MonitorState.initial(suite)
     lead = ms.get(LEAD) or ""
     if f.agent and not f.by_user and (not lead or (f.takes_lead and f.agent != lead)):
@@ -182,5 +188,6 @@ def evaluate(
         # a sub-agent's final answer is a report to the agent above it: the run goes on
         final=f.finishes and (not f.agent or f.agent == lead),
         said=said,
+        kinds={n: found[n].kind for n in fired if found[n].kind},
     )
     return new, result

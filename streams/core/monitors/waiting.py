@@ -19,8 +19,14 @@ usual step gap (an agent whose every step takes 8 s of model time does not wait 
 BACKOFF_MIN_S and the usual gap). Times are the events' own `ts`, never the worker's clock,
 so replay decides alike. A 503 retried with no time between is not waiting: it is a loop.
 
-A long wait gets its own advice, once per WAIT_BUDGET_S of it (`Waits.advance`). Pure and
-bounded: a run's state keeps GAPS_KEPT gaps and WAITS_KEPT waits.
+A long wait gets its own advice, once per WAIT_BUDGET_S of it (`Waits.advance`). A wait whose
+result does not change is different: the same answer again and again is no sign that the work
+moves, and each call resends the run's whole context. It has a budget (`WaitBudget`: calls,
+estimated dollars and seconds since the result last changed; RB_WAIT_BUDGET_*, per org
+RB_ORG_WAIT_BUDGET). Past any of them the wait is warned as a loop (`Wait.over`), and the
+escalation ladder judges it like one. A result that changes (a progress count, a new state)
+starts the budget afresh. Pure and bounded: a run's state keeps GAPS_KEPT gaps and WAITS_KEPT
+waits.
 """
 
 from __future__ import annotations
@@ -28,17 +34,19 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ..reading.features import StepFeatures, short_hash
+from ..budget import DEFAULT_BUDGET, WAIT_BUDGET_S, WAIT_PRICE, WaitBudget, parse_budget
+from ..prices import ModelPrice
+from ..reading.features import StepFeatures, mask_volatile, short_hash
 
 WAIT_GAP_S = 10.0  # seconds between the same call, at least, for a repeat to be waiting
 WAIT_RATIO = 2.0  # ... and at least this many of the run's usual step gaps
 BACKOFF_GROWTH = 2.0  # a gap this many times the call's previous gap is a backoff
 BACKOFF_MIN_S = 2.0  # ... when it is at least this long
-WAIT_BUDGET_S = 1200.0  # a wait this long gets advice (RB_WAIT_BUDGET_S), and again each time as long
 GAPS_KEPT = 8  # gaps of ordinary steps kept: the run's usual step gap is their median
+__all__ = ["DEFAULT_BUDGET", "WAIT_BUDGET_S", "WaitBudget", "parse_budget"]
 WAITS_KEPT = 4  # waits tracked at once (one per call waited on)
 TRANSIENT_CHARS = 400  # of a result's head read for a transient error
 SHORT_RESULT = 400  # a result that did not fail must be this short to be a transient error
@@ -229,10 +237,20 @@ def remember_gap(gaps: Sequence[float], dt: float | None, waits: bool) -> list[f
     return [*gaps[-(GAPS_KEPT - 1) :], round(dt, 3)]
 
 
+def call_usd(price: ModelPrice | None, context: int, added: int, output: int) -> float:
+    """A call's estimated dollars when its prompt cache holds the run's context (`context`
+    tokens read) and writes what the last step added (`added`), plus its `output` tokens: the
+    least such a call costs (without a cache, the whole context at the input price)."""
+    p = price or WAIT_PRICE
+    return (context * p.cache_read + added * p.cache_write + output * p.output) / 1e6
+
+
 @dataclass(frozen=True, slots=True)
 class Wait:
     """One call waited on: since when (its first pending or failing answer), its last call,
-    how many calls, the step of the first, and how many budgets of it were advised on."""
+    how many calls, the step of the first, and how many budgets of it were advised on. And
+    since its result last changed: the result's key, the calls that gave it, since when,
+    from which step, and their estimated dollars."""
 
     key: str
     since: float
@@ -240,13 +258,64 @@ class Wait:
     calls: int
     first: int
     advised: int
+    result: str = ""
+    same: int = 0
+    same_since: float = 0.0
+    same_first: int = 0
+    usd: float = 0.0
 
     def encode(self) -> list[Any]:
-        return [self.key, self.since, self.last, self.calls, self.first, self.advised]
+        return [
+            self.key,
+            self.since,
+            self.last,
+            self.calls,
+            self.first,
+            self.advised,
+            self.result,
+            self.same,
+            self.same_since,
+            self.same_first,
+            round(self.usd, 6),
+        ]
+
+    def over(self, budget: WaitBudget) -> str:
+        """Which budget the unchanged result has used up ("calls", "usd", "seconds"), or ""."""
+        if self.same < 2:
+            return ""
+        if self.same >= budget.calls:
+            return "calls"
+        if self.usd >= budget.usd:
+            return "usd"
+        if (gap(self.same_since, self.last) or 0.0) >= budget.seconds:
+            return "seconds"
+        return ""
 
 
 def key(agent: str, sig: str) -> str:
     return short_hash(f"{agent}\x00{sig}")[:12]
+
+
+RESULT_CHARS = 4000  # of a waited call's result compared (`result_key`)
+
+
+def result_key(f: StepFeatures) -> str:
+    """What a waited call's results are compared on: the result (its first RESULT_CHARS) with
+    only times masked (durations, clock times, timestamps, addresses: `mask_volatile`). Every
+    other character counts: a progress count, a percentage or a state that moves is a new
+    result (the loop's result key masks digits in long outputs; a wait must not)."""
+    head = f.whole_observation[:RESULT_CHARS]
+    return short_hash(f"{int(f.is_error)}{mask_volatile(head)}")[:12]
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """This call of a wait: its step, its result's key (`result_key`) and its estimated
+    dollars (`call_usd`)."""
+
+    step: int = 0
+    key: str = ""
+    usd: float = 0.0
 
 
 def advance(
@@ -258,22 +327,36 @@ def advance(
     waiting: bool,
     ended: bool,
     budget: float,
-) -> tuple[list[list[Any]], Wait | None]:
+    result: Result = Result(),
+) -> tuple[list[list[Any]], Wait | None, Wait | None]:
     """The waits after this step's call `k` at time `now`: `waiting` (a spaced repeat on a
-    pending or transient result) starts or extends its wait (`since`: the first call of it);
+    pending or transient result) starts or extends its wait (`since`, `step`: its first call);
     `ended` (a result that is neither) ends it. Waits whose call has not come back for a whole
-    budget are over. Returns the wait to advise on now (its length past one more budget)."""
+    budget are over. A result with the key of the wait's last one extends its unchanged run;
+    another starts it afresh. Returns the waits, the wait to advise on now (its length past one
+    more budget), and this call's wait (None when it is not waiting)."""
     kept = [Wait(*w) for w in waits if (gap(float(w[2]), now) or 0.0) < budget]
     mine = next((w for w in kept if w.key == k), None)
     others = [w for w in kept if w.key != k]
     if ended or (mine is None and not waiting):
-        return [w.encode() for w in others], None
-    if mine is None:
-        mine = Wait(k, since, now, 2, step, 0)
-    else:
-        mine = Wait(k, mine.since, now, mine.calls + 1, mine.first, mine.advised)
+        return [w.encode() for w in others], None, None
+    if mine is None:  # counted from this call: the call before was not read this way
+        mine = Wait(k, since, now, 2, step, 0, result.key, 1, now, result.step, result.usd)
+    elif mine.result == result.key:
+        mine = replace(mine, last=now, calls=mine.calls + 1, same=mine.same + 1, usd=mine.usd + result.usd)
+    else:  # a new result: the work moved, and the unchanged run starts again
+        mine = replace(
+            mine,
+            last=now,
+            calls=mine.calls + 1,
+            result=result.key,
+            same=1,
+            same_since=now,
+            same_first=result.step,
+            usd=result.usd,
+        )
     due = waiting and (gap(mine.since, now) or 0.0) >= budget * (mine.advised + 1)
     if due:
-        mine = Wait(k, mine.since, now, mine.calls, mine.first, int((gap(mine.since, now) or 0.0) // budget))
+        mine = replace(mine, advised=int((gap(mine.since, now) or 0.0) // budget))
     others = sorted(others, key=lambda w: w.last)[-(WAITS_KEPT - 1) :]
-    return [*(w.encode() for w in others), mine.encode()], mine if due else None
+    return [*(w.encode() for w in others), mine.encode()], mine if due else None, mine if waiting else None

@@ -189,3 +189,18 @@ async def test_a_newer_workers_extra_optional_field_does_not_make_a_decision_inv
     value = orjson.dumps(data)
     c._receive(value, b"r", sig(value), 0.0)
     assert fut.done() and c.invalid_decisions == 0
+
+
+async def test_a_client_without_a_key_that_gets_signed_decisions_says_once_it_cannot_check_them(caplog):
+    """The workers sign (every default deployment does) but the agent was given no key: the
+    decisions still steer (fail open), and one line says a forgery would too."""
+    c, _run, fut = keyed_client(key="")
+    with caplog.at_level(logging.WARNING, logger="streams.agent.client"):
+        c._receive(real_decision("r"), b"r", None, 0.0)  # unsigned: nothing to say
+        assert not [r for r in caplog.records if "unchecked" in r.getMessage()]
+        for _ in range(3):
+            value = real_decision("r")
+            c._receive(value, b"r", sig(value), 0.0)
+    assert fut.done() and c.unsigned_decisions == 0
+    lines = [r.getMessage() for r in caplog.records if "unchecked" in r.getMessage()]
+    assert len(lines) == 1 and "RB_DECISION_KEY is not set" in lines[0] and "rb.steering" in lines[0]

@@ -207,6 +207,15 @@ def test_replay_applies_the_cap_as_the_worker_counts_it():
     assert rp.feed(b(run_start("c", org_id="other")))[0] is not None
 
 
+def test_replay_applies_the_overall_cap_as_the_worker_counts_it():
+    rp = Replayer(sem=SEM, max_runs_per_org=0, partitions=1, max_runs=2)
+    assert rp.feed(b(run_start("a", org_id="o1")))[0] is not None
+    assert rp.feed(b(run_start("b", org_id="o2")))[0] is not None
+    decision, dl = rp.feed(b(run_start("c", org_id="o3")))
+    assert decision is None and dl["reason"] == "table_full" and "RB_MAX_RUNS" in dl["detail"]
+    assert rp.feed(b(run_start("a", org_id="o1")))[1] is None  # a run it holds is not refused
+
+
 def test_dead_letter_records_always_encode():
     rec = {
         "type": "deadletter",

@@ -176,8 +176,9 @@ def test_a_stopped_run_stays_stopped_while_it_makes_no_progress() -> None:
     assert run.state.rung == "stop"
 
 
-def test_a_disabled_ladder_and_no_policy_nudge_as_before() -> None:
-    for run in (looping(Run(), 12), looping(Run(escalation={**LADDER, "enabled": False}), 12)):
+def test_a_disabled_ladder_nudges_as_before() -> None:
+    off = Policy().with_escalation(Defaults.parse({"enabled": False}))
+    for run in (looping(Run(off), 12), looping(Run(escalation={**LADDER, "enabled": False}), 12)):
         assert set(run.actions()) <= {"continue", "nudge"} and "nudge" in run.actions()
         assert all(d["action_reason"] is None for d in run.decisions)
         assert run.state.ignored == 0 and run.state.warnings == []
@@ -188,11 +189,16 @@ def test_a_disabled_ladder_and_no_policy_nudge_as_before() -> None:
 def test_the_ladder_state_stays_bounded_however_long_the_run() -> None:
     run = looping(Run(escalation={"escalate_model_after": 1}), 120)
     st = run.state
-    # one ignored warning per warning sent, and warnings sent stop at the guardrails' cap
-    assert 1 <= st.ignored <= MAX_MONITOR_INJECTIONS and len(st.ignored_steps) <= STEPS_KEPT
+    # one ignored warning per warning sent (past the guardrails' cap: the loop is still told),
+    # and the steps kept of them are capped
+    assert st.ignored >= MAX_MONITOR_INJECTIONS and len(st.ignored_steps) <= STEPS_KEPT
     assert len(st.warnings) <= len(Policy().monitors)
     assert st.rung_reason is not None and len(st.rung_reason["steps"]) <= STEPS_KEPT
-    assert len(st.encode()) < 16 * 1024
+    # the decision log keeps the last texts, each cut: flat in the run's length
+    assert len(st.encode()) < 20 * 1024
+    assert (
+        len(st.encode()) - len(looping(Run(escalation={"escalate_model_after": 1}), 60).state.encode()) < 512
+    )
 
 
 def test_without_an_escalation_model_the_escalate_rung_routes_nothing_and_says_so() -> None:

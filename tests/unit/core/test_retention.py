@@ -125,3 +125,37 @@ def test_runs_held_split_the_cap_over_partitions_and_rebuild_from_the_table():
     held.reset({"a0": "acme", "x1": "globex"})
     assert held.held("acme") == 1 and held.held("globex") == 1
     assert RunsHeld(0, lambda rid: 0, partitions=8).refusal("acme", "r") is None  # 0: no cap
+
+
+def test_a_flood_of_distinct_orgs_is_stopped_by_the_overall_cap_per_partition():
+    """One run per org passes any per-org cap: the overall cap counts every org together."""
+    held = RunsHeld(10_000, lambda rid: int(rid.rsplit("-", 1)[1]) % 4, partitions=4, max_runs=10)
+    assert held.total_per_partition == 3 and held.capacity == 12  # ceil(10 / 4) per partition
+    refused = []
+    for i in range(40):
+        rid, org = f"flood-{i}", f"org-{i}"
+        why = held.refusal(org, rid)
+        if why is None:
+            held.add(rid, org)
+        else:
+            refused.append(why)
+    assert len(held) == 12 and len(refused) == 28  # 3 per partition, whatever the orgs
+    assert {r for r, _ in refused} == {"table_full"}
+    assert "RB_MAX_RUNS" in refused[0][1] and "3 per partition" in refused[0][1]
+    held.remove("flood-0")  # an eviction frees its partition's share, and only that one
+    assert held.refusal("org-new", "new-4") is None and held.refusal("org-new", "new-1") is not None
+    held.add("new-4", "org-new")
+    assert held.refusal("org-new", "again-0") is not None
+    held.reset({"a-0": "x", "b-0": "y"})  # rebuilt from the table after a recovery: counts too
+    assert held.refusal("z", "c-0") is None
+    held.add("c-0", "z")
+    full = held.refusal("w", "d-0")
+    assert full is not None and full[0] == "table_full"
+
+
+def test_the_per_org_cap_is_named_first_when_both_caps_are_full():
+    held = RunsHeld(1, lambda rid: 0, partitions=1, max_runs=1)
+    held.add("a", "acme")
+    assert held.refusal("acme", "b")[0] == "too_many_runs"  # type: ignore[index]
+    assert held.refusal("globex", "b")[0] == "table_full"  # type: ignore[index]
+    assert RunsHeld(0, lambda rid: 0, partitions=8, max_runs=0).capacity == 0  # 0: no cap

@@ -7,7 +7,13 @@ from typing import Any
 
 import pytest
 
-from streams.core.ladder import Defaults, EscalationPolicy, InvalidRunSettings, parse_escalation
+from streams.core.ladder import (
+    DEFAULT_ESCALATION,
+    Defaults,
+    EscalationPolicy,
+    InvalidRunSettings,
+    parse_escalation,
+)
 from streams.core.policy import Policy
 from tests.driving import sealed
 from tests.factories import b, run_start
@@ -60,8 +66,8 @@ def test_valid_settings_are_kept_in_the_run_config() -> None:
     assert cfg.escalation == EscalationPolicy(escalate_model_after=1, stop_after=2).to_wire()
 
 
-def test_without_a_policy_or_a_default_the_run_has_no_ladder() -> None:
-    assert start().state.config.escalation is None
+def test_without_a_policy_or_a_default_the_run_gets_the_built_in_ladder() -> None:
+    assert start().state.config.escalation == DEFAULT_ESCALATION.to_wire()
 
 
 def test_the_orgs_default_applies_unless_the_run_names_its_own() -> None:

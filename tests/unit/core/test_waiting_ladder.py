@@ -200,8 +200,8 @@ def test_a_stopped_run_that_goes_on_quietly_comes_down_and_climbs_again_if_it_lo
 
 def test_a_long_wait_gets_advice_that_never_climbs_the_ladder() -> None:
     run = Run()
-    for k in range(1, 16):  # a call every 10 minutes for 2.5 hours
-        run.bash(k, f"sleep 600 && {CI}", '{"status": "queued"}', T0 + 600 * k)
+    for k in range(1, 16):  # a call every 10 minutes for 2.5 hours, the queue moving
+        run.bash(k, f"sleep 600 && {CI}", f'{{"status": "queued", "position": {40 - k}}}', T0 + 600 * k)
     advised = [d for d in run.decisions if d["action"] == "nudge"]
     assert advised[0]["step"] == 3 and "waited 20 minutes on" in (advised[0]["injection_text"] or "")
     # later advice only at whole budgets (the guardrails' cooldown may hold one back)
@@ -214,9 +214,20 @@ def test_a_long_wait_gets_advice_that_never_climbs_the_ladder() -> None:
 def test_the_wait_budget_is_a_deployment_setting() -> None:
     run = Run(Policy().with_wait_budget(300.0))
     for k in range(1, 8):
-        run.bash(k, CI, '{"status": "in_progress"}', T0 + 60 * k)
+        run.bash(k, CI, f'{{"status": "in_progress", "done": {k}}}', T0 + 60 * k)
     assert [d["step"] for d in run.decisions if d["action"] == "nudge"] == [6]  # 5 minutes after step 1
     assert "waited 5 minutes" in (run.decisions[6]["injection_text"] or "")
+
+
+def test_an_unchanged_wait_past_the_deployment_budget_climbs_the_ladder() -> None:
+    run = Run(Policy().with_wait_budget(300.0))
+    for k in range(1, 12):
+        run.bash(k, CI, '{"status": "in_progress"}', T0 + 60 * k)
+    # advice at 5 minutes (step 6); 5 minutes of the same result after the first call waited
+    # on (step 2) is step 7, held by the guardrails' cooldown after the advice until step 9
+    assert run.actions()[5:11] == ["nudge", "continue", "continue", "nudge", "escalate", "stop"]
+    assert "past its budget of 5 minutes with no change" in (run.decisions[9]["injection_text"] or "")
+    assert "8 times since step 2, over 7 minutes" in (run.decisions[9]["injection_text"] or "")
 
 
 def test_waiting_is_read_from_the_events_times_so_replay_decides_the_same() -> None:

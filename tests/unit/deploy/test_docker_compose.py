@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from streams.settings import SECRETS_DIR_ENV, Settings, SettingsError
+from streams.settings import SECRETS_DIR_ENV, ClientSettings, Settings, SettingsError
 from tests.unit.deploy._support import ROOT
 
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -52,8 +52,9 @@ def test_workers_are_replicas_of_our_image_in_one_consumer_group():
         svc = SERVICES[name]
         assert svc["build"]["dockerfile"] == "deploy/Dockerfile"
         assert svc["image"] == SERVICES["demo-agent"]["image"] == "rb-streams:latest"
-    app_ids = {env_of(SERVICES[n]).get("RB_APP_ID", Settings.default("app_id")) for n in WORKERS}
-    assert len(app_ids) == 1
+    services = interpolate(COMPOSE, COMPOSE_SECRETS)["services"]
+    app_ids = {Settings.from_env(env_of(services[n])).app_id for n in WORKERS}
+    assert app_ids == {"rb-streams"}  # the prefix's default: what deployments before had
     urls = [env_of(SERVICES[n])["RB_WEB_ADVERTISED_URL"] for n in WORKERS]
     assert urls == [f"http://{n}:6066" for n in WORKERS]
 
@@ -409,3 +410,27 @@ def test_the_grafana_readme_says_compose_runs_it_and_asks_for_no_service_compose
         host, _, container = mount.partition(":")
         if host.startswith("./deploy/grafana/"):
             assert container.split(":")[0] in text, mount  # the README names where each is mounted
+
+
+def test_compose_and_kubernetes_sign_decisions_and_compose_agents_check_them_with_the_same_key():
+    """Issue 48: a forger on the bus wins no race in the default deployments. The workers
+    sign (a required key), and compose's own agents hold the same key, so they check."""
+    services = interpolate(COMPOSE, COMPOSE_SECRETS)["services"]
+    keys = {n: Settings.from_env(env_of(services[n])).decision_key.get_secret_value() for n in WORKERS}
+    agent = ClientSettings.from_env(env_of(services["demo-agent"]))
+    assert set(keys.values()) == {COMPOSE_SECRETS["RB_DECISION_KEY"]} == {agent.secret(agent.decision_key)}
+    pod = _k8s_one("StatefulSet")["spec"]["template"]["spec"]
+    (vol,) = [v for v in pod["volumes"] if "secret" in v]
+    assert vol["secret"]["optional"] is False
+    assert "RB_DECISION_KEY" in {i["key"] for i in vol["secret"]["items"]}
+
+
+def test_compose_and_kubernetes_workers_run_on_their_prefixs_own_app_id():
+    """The app id derives from the prefix (rb-streams for rb, as before): a copy of these
+    files with another RB_TOPIC_PREFIX gets a group and run table of its own."""
+    services = interpolate(COMPOSE, COMPOSE_SECRETS)["services"]
+    cm = {k: str(v) for k, v in _k8s_one("ConfigMap")["data"].items() if k != SECRETS_DIR_ENV}
+    for env in (env_of(services[WORKERS[0]]), cm):
+        assert "RB_APP_ID" not in env
+        assert Settings.from_env(env).app_id == "rb-streams"
+        assert Settings.from_env({**env, "RB_TOPIC_PREFIX": "staging"}).app_id == "staging-streams"

@@ -8,9 +8,12 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import orjson
+
 from streams.core.monitors import Semantics
 from streams.worker import views
 from streams.worker.metrics import Metrics
+from streams.worker.web_auth import WebAuth
 from tests.factories import run_start, step
 from tests.unit.worker.harness import GatedStore, rig
 
@@ -193,3 +196,107 @@ def test_get_runs_is_per_org_in_multi_tenant_mode_and_behind_the_token(sem: Sema
     status, body = get_runs(app, token="s3cret", org="acme", limit="2")
     assert status == 200 and [x["run_id"] for x in body] == ["a-0", "a-1"]
     assert {x["org_id"] for x in get_runs(app, token="s3cret", org="acme")[1]} == {"acme"}
+
+
+TENANT_TOPICS = {"mt.acme.steps": "acme", "mt.bee.steps": "bee"}
+TOKENS = {"acme": "acme-t0k", "bee": "bee-t0k"}
+
+
+def tenants_installed(sem: Semantics) -> tuple[App, Any]:
+    """Multi-tenant mode: acme's runs a-0, a-1; bee's b-0 and a refused b-bad; acme also wrote
+    into bee's b-0 and into an id nobody uses (both dead-lettered into acme's own topic)."""
+    r = rig(sem, GatedStore(), tenant_of=TENANT_TOPICS.get)
+    routed = {"model_routing": {"NORMAL": "m"}, "e_traces_enabled": False}
+
+    async def setup() -> None:
+        acme, bee = "mt.acme.steps", "mt.bee.steps"
+        for ev, topic in (
+            (run_start("a-0", **routed), acme),
+            (step("a-0", 1), acme),
+            (run_start("a-1"), acme),
+            (run_start("b-0", **routed), bee),
+            (step("b-0", 1, thought="bee's secret plan"), bee),
+            (run_start("b-bad", task_profile="nonexistent"), bee),
+            (step("b-0", 2, thought="acme writes into bee's run"), acme),
+            (step("never-used", 2), acme),
+        ):
+            await r.feed(ev, topic=topic)
+            await r.drain()
+
+    asyncio.run(setup())
+    app = App()
+    views.install(
+        app,  # type: ignore[arg-type]
+        r.table,
+        r.runs.lookup,
+        r.metrics,
+        WebAuth("op-t0k", TOKENS),
+        lambda: True,
+        dict,
+        deadlettered=r.processor.deadlettered.get,
+        held=r.runs.held.orgs,
+        tenants=True,
+    )
+    return app, r
+
+
+def test_a_tenants_token_lists_only_its_own_runs_and_is_refused_another_orgs_list(sem: Semantics) -> None:
+    app, _ = tenants_installed(sem)
+    status, body = get_runs(app, token="acme-t0k")
+    assert status == 200 and [x["run_id"] for x in body] == ["a-0", "a-1"]
+    assert [x["run_id"] for x in get_runs(app, token="acme-t0k", org="acme")[1]] == ["a-0", "a-1"]
+    for org in ("bee", "", "ACME", "acme ", "*"):
+        status, body = get_runs(app, token="acme-t0k", org=org)
+        assert status == 403 and "own tenant" in body["error"], org
+    assert [x["run_id"] for x in get_runs(app, token="bee-t0k")[1]] == ["b-0"]
+    # the operator reads every tenant, one at a time; no token, or a wrong one, nothing
+    assert [x["run_id"] for x in get_runs(app, token="op-t0k", org="bee")[1]] == ["b-0"]
+    assert get_runs(app, org="bee")[0] == 401 and get_runs(app, token="acme-t0kbee-t0k")[0] == 401
+
+
+def test_another_tenants_run_answers_a_tenants_token_as_an_id_nobody_uses(sem: Semantics) -> None:
+    app, _ = tenants_installed(sem)
+
+    def shape(run_id: str, path: str = "/runs/{run_id}", token: str = "acme-t0k") -> tuple[int, str]:
+        status, body = call(app, path, run_id, token=token)
+        return status, orjson.dumps(body).decode().replace(run_id, "<id>")
+
+    assert call(app, "/runs/{run_id}", "a-0", token="acme-t0k")[0] == 200
+    for path in ("/runs/{run_id}", "/runs/{run_id}/steps"):
+        # a run of bee's that acme wrote into, and an id nobody uses that acme wrote into: the
+        # same answer (acme's own dead-letter), so acme learns nothing of which ids bee holds
+        assert shape("b-0", path) == shape("never-used", path)
+        assert shape("b-0", path)[0] == 404
+        # bee's refused run: bee's dead-letter is bee's, acme sees an unknown run
+        assert call(app, path, "b-bad", token="acme-t0k") == (
+            404,
+            {"error": "unknown run", "run_id": "b-bad"},
+        )
+        status, body = call(app, path, "b-0", token="acme-t0k")
+        assert "bee's secret plan" not in orjson.dumps(body).decode()
+    status, body = call(app, "/runs/{run_id}", "b-bad", token="bee-t0k")
+    assert status == 404 and body["deadletter"]["reason"] == "invalid_config"  # bee reads its own
+    # bee's run as bee reads it: acme's write into it is acme's dead-letter, not shown to bee
+    status, body = call(app, "/runs/{run_id}", "b-0", token="bee-t0k")
+    assert status == 200 and body["step"] == 1 and "deadletter" not in body
+    assert call(app, "/runs/{run_id}/steps", "b-0", token="bee-t0k")[0] == 200
+    status, body = call(app, "/runs/{run_id}", "b-0", token="op-t0k")  # the operator: everything
+    assert status == 200 and body["deadletter"]["reason"] == "unknown_run"
+    assert call(app, "/runs/{run_id}", "a-0", token="bee-t0k")[0] == 404
+
+
+def test_a_tenants_metrics_carry_its_orgs_series_only(sem: Semantics) -> None:
+    app, _ = tenants_installed(sem)
+    status, mine = call(app, "/metrics", token="acme-t0k")
+    text = mine.decode()
+    assert status == 200 and 'org="acme"' in text and "rb_cost_routed_calls_total" in text
+    assert 'org="bee"' not in text and "bee" not in text
+    for worker_wide in ("rb_steps_processed", "rb_deadletters", "process_", "python_info", "rb_runs{"):
+        assert worker_wide not in text, worker_wide
+    samples = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert samples and all('org="acme"' in line for line in samples)
+    _, theirs = call(app, "/metrics", token="bee-t0k")
+    assert 'org="bee"' in theirs.decode() and 'org="acme"' not in theirs.decode()
+    _, everything = call(app, "/metrics", token="op-t0k")
+    assert b'org="acme"' in everything and b'org="bee"' in everything and b"rb_steps_processed" in everything
+    assert call(app, "/metrics")[0] == 401

@@ -27,28 +27,30 @@ from __future__ import annotations
 
 from typing import Any
 
+from ... import routing
 from ...reading.features import StepFeatures
 from .. import progress, waiting
 from ..base import NOTHING, Context, Finding, Monitor
 from ..semantics import Semantics
-from .rules import RULES, long_wait
+from .rules import RULES, long_wait, unchanged_wait
 from .signal import WINDOW, Entry, LoopState, Window, frame_of, learn, page_lines, result_lines
 
 __all__ = ["MONITOR", "LoopState", "evaluate", "monitor"]
 
 
 def _waiting(
-    w: Window, waits: list[list[Any]], gaps: list[float], budget: float
-) -> tuple[bool, list[list[Any]], waiting.Wait | None]:
+    w: Window, st: LoopState, budget: waiting.WaitBudget, usd: float
+) -> tuple[bool, list[list[Any]], waiting.Wait | None, waiting.Wait | None]:
     """Whether this step waits: it repeats a call (same agent, tool and input) spaced out in
     time, on a pending or transient result (`waiting`). Then no rule speaks of it: the same
     "in progress" after waiting says nothing about progress. Also the calls waited on after
-    it, and the one whose wait just passed another `budget` seconds (advice is due)."""
-    cur = w.cur
+    it, the one whose wait just passed another budget of seconds (advice is due), and this
+    call's wait (its unchanged results are counted against `budget`: `usd` is this call's)."""
+    cur, waits, gaps = w.cur, st.waits, st.gaps
     if not cur.sig or cur.ts is None:
-        return False, waits, None
+        return False, waits, None, None
     if not cur.wait and not waits:  # a result like any other, and no wait to end or age
-        return False, [], None
+        return False, [], None, None
     same = [e for e in w.before if e.sig == cur.sig and e.agent == cur.agent]
     prev = same[-1] if same else None
     dt = waiting.gap(prev.ts, cur.ts) if prev is not None else None
@@ -58,8 +60,24 @@ def _waiting(
     since = prev.ts if started and prev is not None and prev.ts is not None else cur.ts
     first = prev.step if started and prev is not None else cur.step
     k = waiting.key(cur.agent, cur.sig)
-    kept, due = waiting.advance(waits, k, since, first, cur.ts, waits_now, not cur.wait, budget)
-    return waits_now, kept, due
+    result = waiting.Result(cur.step, waiting.result_key(w.features), usd)
+    kept, due, mine = waiting.advance(
+        waits, k, since, first, cur.ts, waits_now, not cur.wait, budget.seconds, result
+    )
+    return waits_now, kept, due, mine
+
+
+def _tokens(text: str) -> int:
+    return -(-len(text) // routing.CHARS_PER_TOKEN)
+
+
+def _context(st: LoopState, f: StepFeatures, ctx: Context) -> tuple[int, int, int]:
+    """The run's context before this step (estimated tokens: what this call read), what the
+    step adds to it, and the step's output (the model's thought and call)."""
+    before = st.ctx or routing.PRIOR_SYSTEM_TOKENS + _tokens(ctx.task or "")
+    out = _tokens(f.thought) + _tokens(f.input) + routing.STEP_OVERHEAD_TOKENS
+    added = out + _tokens(f.whole_observation)
+    return before, added, out
 
 
 def evaluate(
@@ -72,12 +90,24 @@ def evaluate(
     w = Window([*(Entry.decode(e) for e in kept), cur], f, frames)
     last = w.before[-1] if w.before else None
     gaps = waiting.remember_gap(st.gaps, waiting.gap(last.ts, cur.ts) if last else None, bool(cur.wait))
-    waits_now, waits, due = _waiting(w, st.waits, st.gaps, budget)
+    plan = ctx.wait_budget or (waiting.DEFAULT_BUDGET if budget == waiting.WAIT_BUDGET_S else None)
+    plan = plan or waiting.WaitBudget(seconds=budget)
+    before, added, out = _context(st, f, ctx)
+    usd = waiting.call_usd(ctx.price, before, added, out)
+    waits_now, waits, due, mine = _waiting(w, st, plan, usd)
     # the floor: what this step brought the run, whatever shape it has (`progress`)
     seen, floor = progress.observe(progress.ProgressState.decode(st.progress), f)
     new = LoopState(
-        window=[*kept, cur.encode()], frames=frames, gaps=gaps, waits=waits, progress=seen.encode()
+        window=[*kept, cur.encode()],
+        frames=frames,
+        gaps=gaps,
+        waits=waits,
+        progress=seen.encode(),
+        ctx=min(routing.TOKENS_MAX, before + added),
     )
+    spent = mine.over(plan) if mine is not None else ""
+    if mine is not None and spent:  # the same result past the budget: warned as a loop
+        return new, unchanged_wait(w, mine, spent, plan)
     if due is not None:
         return new, long_wait(w, due)
     if waits_now:

@@ -289,6 +289,7 @@ def same_result(w: Window, sem: Semantics) -> Finding | None:
             "was not seen). Running it again in the same state will not change the outcome: read "
             "the rest of its output once if you need it, then try a different approach (another "
             "command, another file, or re-examine your assumption).",
+            kind="repeat",
         )
     return Finding(
         score,
@@ -296,6 +297,7 @@ def same_result(w: Window, sem: Semantics) -> Finding | None:
         "changed in between, and got the same result every time. Running it again will not "
         "change the outcome: use the result you already have, then try a different approach "
         "(another command, another file, or re-examine your assumption).",
+        kind="repeat",
     )
 
 
@@ -361,6 +363,7 @@ def same_edit(w: Window, sem: Semantics) -> Finding | None:
         f"{len(w.entries)} steps{result}. Applying it again will not help: "
         "look at the file as it is now (the earlier attempts may have left duplicates) and "
         "decide what is still missing.",
+        kind="repeat",
     )
 
 
@@ -418,6 +421,7 @@ def same_error(w: Window, sem: Semantics) -> Finding | None:
             f"{who} sent {n} calls in a row that never ran ({_inputs(failures)}): each was refused "
             f"with the same error, {_error_quote(w)}. Nothing in them was executed: fix what the "
             "error names before the next call.",
+            kind="not_run",
         )
     if all(e.sig == cur.sig for e in failures):
         return Finding(
@@ -429,6 +433,7 @@ def same_error(w: Window, sem: Semantics) -> Finding | None:
                 if _argument_fix(w)
                 else "way: read the error, fix what it names or change the approach, and only then run it again."
             ),
+            kind="repeat",
         )
     return Finding(
         score,
@@ -468,6 +473,7 @@ def _failed_again(w: Window) -> Finding | None:
             if _argument_fix(w)
             else "change what the error names (the input, the tool) before calling it again."
         ),
+        kind="repeat",
     )
 
 
@@ -496,6 +502,7 @@ def reissued(w: Window, sem: Semantics) -> Finding | None:
         f"{who} {_name(cur)} call from step {prev.step} unchanged ({_input(cur)}); it {then} "
         f"there and {now} here. Change it so that it computes or fetches what is missing "
         "(another source, tool or agent), or say what is blocking.",
+        kind="repeat",
     )
 
 
@@ -875,4 +882,41 @@ def long_wait(w: Window, wait: waiting.Wait) -> Finding:
         + ". Waiting is right while the work runs, but this is long: check that it is still "
         "making progress (its log or status page), or go on with other work and come back to it.",
         advice=True,
+    )
+
+
+def _span(seconds: float) -> str:
+    if seconds < 120:
+        return f"{int(seconds)} seconds"
+    return f"{int(seconds // 60)} minutes"
+
+
+def unchanged_wait(w: Window, wait: waiting.Wait, spent: str, budget: waiting.WaitBudget) -> Finding:
+    """A wait whose result has not changed past its budget (`Wait.over`): the same answer
+    again says the work does not move, and each call resends the context. A loop warning
+    (kind "wait"): the ladder judges the next call like any loop's."""
+    cur = w.cur
+    took = waiting.gap(wait.same_since, cur.ts) or 0.0
+    answer = {
+        "pending": "that the work is not done yet",
+        "transient": "with the same error of the moment (a busy or unavailable service)",
+    }.get(cur.wait, "")
+    still = "unavailable" if cur.wait == "transient" else "not done"
+    limit = {
+        "calls": f"{budget.calls} calls with no change",
+        "usd": f"an estimated ${budget.usd:.2f} of model calls with no change",
+        "seconds": f"{_span(budget.seconds)} with no change",
+    }[spent]
+    return Finding(
+        0.9,
+        f"{_who([cur], cur)} called {_name(cur)} ({_input(cur)}) {wait.same} times since step "
+        f"{wait.same_first}, over {_span(took)}, and every result was the same, times aside"
+        + (f", answering {answer}" if answer else "")
+        + ": "
+        f"an estimated ${wait.usd:.2f} of model calls (at least: each call resends the whole "
+        f"context) with nothing new. The wait is past its budget of {limit}. Do not call it again "
+        "as is: check something that shows whether the work moves (its log, its status page), "
+        "wait much longer before the next check, or report that it is still "
+        f"{still} and go on with other work.",
+        kind="wait",
     )

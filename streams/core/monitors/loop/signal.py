@@ -351,6 +351,8 @@ class LoopState:
     waits: list[list[Any]] = field(default_factory=list)  # the calls waited on (`waiting.Wait`)
     # the no-progress floor's memory and streaks (`progress.ProgressState`, flattened)
     progress: list[Any] = field(default_factory=list)
+    # the run's context, estimated in tokens (what a wait's calls are priced on: `waiting.call_usd`)
+    ctx: int = 0
 
 
 def frame_of(frames: dict[str, list[Any]], tool: str | None) -> set[int]:

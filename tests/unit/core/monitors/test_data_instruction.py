@@ -93,8 +93,8 @@ def test_the_decision_carries_the_taint_and_the_gate_denies_the_tainted_call():
 
 
 def test_the_tainted_call_fires_again_naming_the_source_step():
-    # right after the warning: it fires, and the guardrails' cooldown holds the text back
-    d = _run(HIJACKED, TASK)[1]
+    # right after the warning: it fires, and (no ladder) the guardrails' cooldown holds the text back
+    d = _run(HIJACKED, TASK, Policy().with_escalation(Defaults.parse({"enabled": False})))[1]
     assert "data_instruction" in d["monitors"]["fired"] and d["suppressed"] == "cooldown"
     # later (past any state's cooldown): the warning names the call and the source step
     filler = [

@@ -122,20 +122,20 @@ def test_a_wait_is_advised_on_once_per_budget_and_ends_with_a_new_result() -> No
     waits: list[list[Any]] = []
     advised = []
     for k in range(1, 100):  # a call every minute
-        waits, due = advance(waits, "ci", 0.0, 1, 60.0 * k, True, False, WAIT_BUDGET_S)
+        waits, due, _ = advance(waits, "ci", 0.0, 1, 60.0 * k, True, False, WAIT_BUDGET_S)
         if due is not None:
             advised.append((k, due.calls))
     assert [k for k, _ in advised] == [20, 40, 60, 80]
-    waits, due = advance(waits, "ci", 0.0, 1, 60.0 * 100, False, True, WAIT_BUDGET_S)
+    waits, due, _ = advance(waits, "ci", 0.0, 1, 60.0 * 100, False, True, WAIT_BUDGET_S)
     assert waits == [] and due is None
 
 
 def test_waits_stay_bounded_and_a_forgotten_one_expires() -> None:
     waits: list[list[Any]] = []
     for k in range(50):
-        waits, _ = advance(waits, f"call{k}", float(k), k, float(k), True, False, WAIT_BUDGET_S)
+        waits, _, _ = advance(waits, f"call{k}", float(k), k, float(k), True, False, WAIT_BUDGET_S)
     assert len(waits) == WAITS_KEPT
-    waits, _ = advance(waits, "other", 1e6, 1, 1e6, False, False, WAIT_BUDGET_S)
+    waits, _, _ = advance(waits, "other", 1e6, 1, 1e6, False, False, WAIT_BUDGET_S)
     assert waits == []
 
 
