@@ -85,9 +85,12 @@ WORKER_ENV_NAMES = frozenset(
         "IDLE_TIMEOUT_S",
         "EVICT_INTERVAL_S",
         "MAX_RUNS_PER_ORG",
+        "MAX_RUNS",
         "CONTROL_KEY",
         "CONTROL_KEY_FILE",
         "TENANTS",
+        "TENANT_TOKENS",
+        "TENANT_TOKENS_FILE",
         "STALL_THRESHOLD_S",
         "STALL_EXIT_S",
         "MAX_EVENT_BYTES",
@@ -100,6 +103,9 @@ WORKER_ENV_NAMES = frozenset(
         "MONITOR_DEFAULTS",
         "ORG_MONITOR_DEFAULTS",
         "WAIT_BUDGET_S",
+        "WAIT_BUDGET_CALLS",
+        "WAIT_BUDGET_USD",
+        "ORG_WAIT_BUDGET",
         "QDRANT_URL",
         "QDRANT_API_KEY",
         "QDRANT_API_KEY_FILE",
@@ -125,7 +131,8 @@ OTHER_ENV_NAMES = frozenset(
         "RB_EXAMPLE_WORKER_PREFIX",
     }
 )
-OTHER_ENV_PREFIXES = ("RB_KAFKA_", "RB_TEST_", "RB_BENCH_")
+# the tools' families, and the worker's per-tenant web tokens (RB_TENANT_TOKEN_<TENANT>[_FILE])
+OTHER_ENV_PREFIXES = ("RB_KAFKA_", "RB_TEST_", "RB_BENCH_", "RB_TENANT_TOKEN_")
 _WARNED: set[str] = set()  # unknown names already warned about in this process
 
 
