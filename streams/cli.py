@@ -114,10 +114,12 @@ class _Bar:
 def cmd_worker(args: argparse.Namespace) -> int:
     import faust
 
+    from .embeddings.process import kill_all
     from .kafka.topics import ensure_topics
     from .plugins import load_policy
     from .worker.assemble import assemble
 
+    _stop_on_sigterm()  # until Faust handles it: a stop during start-up unwinds (issue 48)
     s = _settings(args)
     s.check_web_exposure()  # before the broker is asked anything
     s.check_decision_key()  # multi-tenant mode signs its decisions
@@ -134,14 +136,30 @@ def cmd_worker(args: argparse.Namespace) -> int:
     finally:
         loop.close()
     asyncio.set_event_loop(asyncio.new_event_loop())
-    w = assemble(s, counts[s.steering_topic], policy)
-    worker = faust.Worker(w.app, loglevel=s.log_level, quiet=True)
-    # Faust's terminal spinner hooks the root logger at DEBUG so it can spin on every record,
-    # which makes every library debug() call format a record: ~10% of the hot path.
-    worker.spinner = None
-    worker.execute_from_commandline()
+    try:
+        w = assemble(s, counts[s.steering_topic], policy)
+        worker = faust.Worker(w.app, loglevel=s.log_level, quiet=True)
+        # Faust's terminal spinner hooks the root logger at DEBUG so it can spin on every record,
+        # which makes every library debug() call format a record: ~10% of the hot path.
+        worker.spinner = None
+        worker.execute_from_commandline()
+    finally:  # however the worker ends (a signal while the child loads the model, too): no child left
+        kill_all()
     lock.close()
     return 0
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM before Faust installs its handlers (while the models load and the embedding
+    child starts, ~10 s) raises SystemExit(143), as SIGINT raises KeyboardInterrupt: the
+    start-up unwinds and its `finally` kills the child. The default action ended the process
+    on the spot, and a child caught loading the model outlived it (issue 48)."""
+    import signal
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def _lock_data_dir(path: Path) -> IO[bytes]:

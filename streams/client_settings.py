@@ -12,11 +12,15 @@ can read its settings.
 
 Precedence: explicit values (CLI flags, keyword arguments) > RB_* variables > secret files
 (`RB_<NAME>_FILE`, or a file named `RB_<NAME>` in `RB_SECRETS_DIR`) > defaults. An invalid value
-fails at start-up with one line naming the variable and the value.
+fails at start-up with one line naming the variable and the value (the agent-side client
+instead goes on unsteered: `SteeringClient`). An RB_* variable nothing reads (a misspelt name) is
+warned about once per process, with the closest name.
 """
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -41,6 +45,8 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+log = logging.getLogger("streams.settings")
+
 ENV_PREFIX = "RB_"
 SECRETS_DIR_ENV = "RB_SECRETS_DIR"
 MASK = "****"
@@ -52,6 +58,105 @@ SaslMechanism = Literal["", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
 class SettingsError(ValueError):
     """Invalid configuration; the message names the variable (and the value)."""
+
+
+# The worker's own variables (streams.settings.Settings beyond ClientSettings, and its secret
+# files): the agent side, which cannot import them (a client-only install has no core), must
+# not warn about them, since agents and workers often share an environment.
+# tests/unit/test_settings.py checks this list against Settings: add a new worker field here.
+WORKER_ENV_NAMES = frozenset(
+    "RB_" + n
+    for n in [
+        "PARTITIONS",
+        "REPLICATION_FACTOR",
+        "APP_ID",
+        "STORE",
+        "DATA_DIR",
+        "WEB_HOST",
+        "WEB_PORT",
+        "WEB_ADVERTISED_URL",
+        "WEB_TOKEN",
+        "WEB_TOKEN_FILE",
+        "WEB_ALLOW_ANONYMOUS",
+        "PROCESSING_GUARANTEE",
+        "SESSION_TIMEOUT_S",
+        "HEARTBEAT_INTERVAL_S",
+        "FINISHED_RETENTION_S",
+        "IDLE_TIMEOUT_S",
+        "EVICT_INTERVAL_S",
+        "MAX_RUNS_PER_ORG",
+        "MAX_RUNS",
+        "CONTROL_KEY",
+        "CONTROL_KEY_FILE",
+        "TENANTS",
+        "TENANT_TOKENS",
+        "TENANT_TOKENS_FILE",
+        "STALL_THRESHOLD_S",
+        "STALL_EXIT_S",
+        "MAX_EVENT_BYTES",
+        "MAX_THOUGHT_CHARS",
+        "LOG_LEVEL",
+        "MONITOR_PROFILES",
+        "PRICES_FILE",
+        "ESCALATION",
+        "ORG_ESCALATION",
+        "MONITOR_DEFAULTS",
+        "ORG_MONITOR_DEFAULTS",
+        "WAIT_BUDGET_S",
+        "WAIT_BUDGET_CALLS",
+        "WAIT_BUDGET_USD",
+        "ORG_WAIT_BUDGET",
+        "QDRANT_URL",
+        "QDRANT_API_KEY",
+        "QDRANT_API_KEY_FILE",
+        "PATTERNS_PATH",
+        "PATTERNS_SEED",
+        "ETRACE_TIMEOUT_MS",
+        "ETRACE_CONCURRENCY",
+        "ETRACE_RETRY_S",
+        "ETRACE_EMBEDDER",
+    ]
+)
+# RB_* variables read outside the settings classes: the CLI's, the allocator's, heap tracing,
+# the models' directory, the examples'; and whole families (the local broker's script, tests,
+# benchmarks). tests/unit/test_settings.py checks that every RB_ name in the code is known.
+OTHER_ENV_NAMES = frozenset(
+    {
+        SECRETS_DIR_ENV,
+        "RB_DEBUG",
+        "RB_MODELS_DIR",
+        "RB_MALLOC_TUNING",
+        "RB_MEMTRACE_FILE",
+        "RB_MEMTRACE_INTERVAL_S",
+        "RB_EXAMPLE_WORKER_PREFIX",
+    }
+)
+# the tools' families, and the worker's per-tenant web tokens (RB_TENANT_TOKEN_<TENANT>[_FILE])
+OTHER_ENV_PREFIXES = ("RB_KAFKA_", "RB_TEST_", "RB_BENCH_", "RB_TENANT_TOKEN_")
+_WARNED: set[str] = set()  # unknown names already warned about in this process
+
+
+def unknown_env_names(env: Mapping[str, str], known: frozenset[str]) -> list[tuple[str, str | None]]:
+    """The RB_* names in `env` that nothing reads, each with the closest known name (or None)."""
+    out: list[tuple[str, str | None]] = []
+    for name in sorted(env):
+        if not name.startswith(ENV_PREFIX) or name in known or name.startswith(OTHER_ENV_PREFIXES):
+            continue
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+        out.append((name, close[0] if close else None))
+    return out
+
+
+def warn_unknown_env(env: Mapping[str, str], known: frozenset[str]) -> None:
+    """One warning per process for each RB_* name nothing reads: a misspelt variable is
+    otherwise ignored in silence (a misspelt broker variable, and the agent talks to the
+    default broker)."""
+    for name, close in unknown_env_names(env, known):
+        if name in _WARNED:
+            continue
+        _WARNED.add(name)
+        hint = f" (did you mean {close}?)" if close else ""
+        log.warning("%s is not a variable rb-streams reads%s: ignored", name[:80], hint)
 
 
 # The environment a `from_env` call reads: os.environ unless a mapping is given (tests, the
@@ -180,6 +285,13 @@ class _Base(BaseSettings):
         return list(cls.model_fields)
 
     @classmethod
+    def known_env_names(cls) -> frozenset[str]:
+        """Every RB_* name something in rb-streams reads, this class's fields first."""
+        own = {cls.env_name(n) for n in cls.model_fields}
+        own |= {cls.env_name(n) + "_FILE" for n in cls.SECRETS}
+        return frozenset(own) | WORKER_ENV_NAMES | OTHER_ENV_NAMES
+
+    @classmethod
     def default(cls, field_name: str) -> Any:
         d = cls.model_fields[field_name].default
         return d.get_secret_value() if isinstance(d, SecretStr) else d
@@ -191,6 +303,8 @@ class _Base(BaseSettings):
         unknown = set(given) - set(cls.model_fields)
         if unknown:
             raise TypeError(f"unknown settings: {', '.join(sorted(unknown))}")
+        if env is None:  # the process's own environment: a misspelt name is said, once
+            warn_unknown_env(os.environ, cls.known_env_names())
         with _reading(env):
             try:
                 return cls(**given)

@@ -20,14 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.errors import KafkaConnectionError, KafkaError
+from aiokafka.errors import KafkaConnectionError
 
-from ..client_settings import ClientSettings
+from ..client_settings import ClientSettings, SettingsError
 from ..contract import ACTIONS as ACTIONS
 from ..contract import SCHEMA_VERSION, fast_validator
 from ..contract import Action as Action
 from ..kafka import signing, wire
-from ..kafka.probe import broker_answers
+from ..kafka.probe import MissingTopic, broker_answers, topic_partitions
 from ..kafka.security import KafkaAuthError as KafkaAuthError
 from ..kafka.security import client_kwargs, diagnose
 from ..logsafe import safe_for_log
@@ -362,6 +362,17 @@ def _entry(
     )
 
 
+def settings_from_env(**explicit: Any) -> tuple[ClientSettings, str | None]:
+    """The client's settings from RB_* and `explicit` values (None: not given), failing open:
+    with an invalid RB_* value, the defaults with `explicit` on top and the reason (`RB_<NAME>: 'v'
+    is not valid: ...`). An invalid explicit value raises SettingsError: a mistake in code."""
+    try:
+        return ClientSettings.from_env(**explicit), None
+    except SettingsError as exc:
+        why = f"invalid setting {exc}"
+    return ClientSettings.from_env({}, **explicit), why
+
+
 async def _close(part: AIOKafkaProducer | AIOKafkaConsumer, timeout: float) -> None:
     """Stop an aiokafka producer or consumer within `timeout` (a producer flushes first: during
     an outage that would wait for its request timeout), then close its connections whatever
@@ -404,13 +415,28 @@ class SteeringClient:
         raise) when steering becomes unavailable or available again. While the broker is away
         at most `max_queued_events` / `max_queued_bytes` of events wait for it; newer ones are
         dropped (`dropped_events`). `call_gate`: the pre-call gate on or off for this client's
-        sessions and adapters (default `RB_CLIENT_CALL_GATE`, on)."""
-        s = settings or ClientSettings.from_env()
+        sessions and adapters (default `RB_CLIENT_CALL_GATE`, on).
+
+        Without `settings`, RB_* are read here: an invalid value there does not raise (the
+        agent never stops for steering) but turns steering off for this client, with one log
+        line, `healthy` False and `health_reason` naming the variable. An invalid explicit
+        value (`settings`, `topic_prefix`, `deadline_ms`) raises at construction."""
+        self.config_error: str | None = None  # why steering is off for good (an invalid RB_* value)
+        if deadline_ms is not None and (
+            isinstance(deadline_ms, bool) or not isinstance(deadline_ms, int) or deadline_ms < 1
+        ):
+            raise ValueError(f"deadline_ms: {deadline_ms!r} is not a whole number of milliseconds >= 1")
+        if settings is None:
+            settings, self.config_error = settings_from_env(
+                topic_prefix=topic_prefix or None, client_deadline_ms=deadline_ms
+            )
+        s = settings
         self.settings = s
         self.bootstrap_servers = bootstrap_servers or s.bootstrap_servers
-        if topic_prefix:
+        if topic_prefix and s.topic_prefix != topic_prefix:
             s = s.with_(topic_prefix=topic_prefix)
         # multi-tenant mode (RB_TENANT): the tenant's own topics, the only ones its principal may use
+        self.topic_prefix, self.tenant = s.topic_prefix, s.tenant
         self.steps_topic = s.client_steps_topic
         self.steering_topic = s.client_steering_topic
         self.deadline_ms = deadline_ms if deadline_ms is not None else s.client_deadline_ms
@@ -447,6 +473,12 @@ class SteeringClient:
         self._connected = False  # producer and consumer up, steering partitions known
         self._healthy = False
         self.health_reason = "not started"
+        if self.config_error is not None:
+            self.health_reason = self.config_error
+            log.error(
+                "steering is off: %s; the agent goes on unsteered (fix the variable, then restart it)",
+                self.config_error,
+            )
         self._down_since: float | None = None
         self._last_answer = 0.0  # when the broker last took an event or delivered a record
         self._backlog: deque[tuple[_Run, bytes]] = deque()  # events held until the first connect
@@ -462,7 +494,12 @@ class SteeringClient:
         """Connect, waiting at most `connect_timeout_s`. A broker that is down, unreachable or
         silent, or a steering topic not created yet, does not raise: the client goes on
         unsteered (`healthy` False, one log line) and connects in the background. Raises
-        KafkaAuthError when the broker rejects the credentials (a configuration mistake)."""
+        KafkaAuthError when the broker rejects the credentials (a configuration mistake). With an
+        invalid RB_* value (`config_error`) it connects to nothing and every call is unsteered."""
+        if self.config_error is not None:
+            self._started = True
+            self._set_health(False, self.config_error, quiet=True)  # said once, at construction
+            return
         if not self._quiet:
             KAFKA_LOG_QUIET.acquire()
             self._quiet = True
@@ -487,6 +524,11 @@ class SteeringClient:
         self._supervisor = asyncio.create_task(self._supervise(), name="rb-client-supervise")
 
     def _why(self, exc: BaseException) -> str:
+        if isinstance(exc, MissingTopic):  # the broker answered: the worker is missing, or elsewhere
+            where = f"RB_TOPIC_PREFIX={self.topic_prefix}"
+            if self.tenant:
+                where += f" and tenant {self.tenant} added (rb-streams tenants add {self.tenant})"
+            return f"{exc}: is a worker running with {where}?"
         if isinstance(exc, TimeoutError):
             return (
                 f"the broker at {self.bootstrap_servers} did not answer within {self.connect_timeout_s:g} s"
@@ -501,7 +543,7 @@ class SteeringClient:
         broker is away (the agent goes on unsteered) and after stop. `health_reason` says why."""
         return self._healthy
 
-    def _set_health(self, healthy: bool, reason: str) -> None:
+    def _set_health(self, healthy: bool, reason: str, quiet: bool = False) -> None:
         """Record a health change: one log line per outage (when it starts, and when it ends),
         and `on_health` called on each change."""
         was = self._healthy
@@ -512,13 +554,14 @@ class SteeringClient:
         if not healthy:
             self._down_since = now
             self._dropped_in_outage = 0
+        if not healthy and not quiet:
             log.warning(
                 "steering unavailable: %s; the agent goes on unsteered (events queued up to %d, "
-                "reconnecting in the background)",
+                "retrying in the background)",
                 reason,
                 self.max_queued_events,
             )
-        else:
+        elif healthy:
             since, self._down_since = self._down_since, None
             quieted = KAFKA_LOG_QUIET.answered()
             if since is not None:
@@ -627,6 +670,9 @@ class SteeringClient:
             **auth,
         )
         await self._producer.start()
+        # one metadata request for the steering topic, before the consumer: a missing topic is
+        # said at once, as such (the broker did answer), and never created by asking
+        self._partitions = await topic_partitions(self._producer.client, self.steering_topic)
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap_servers,
             client_id=self.client_id,
@@ -638,13 +684,6 @@ class SteeringClient:
             fetch_max_wait_ms=50,
         )
         await self._consumer.start()
-        try:  # aiokafka's public way to wait for a topic's metadata
-            parts = await asyncio.wait_for(self._producer.partitions_for(self.steering_topic), 10.0)
-        except (TimeoutError, KafkaError):
-            parts = None
-        if not parts:
-            raise RuntimeError(f"topic {self.steering_topic} does not exist: start the worker first")
-        self._partitions = len(parts)
         self._connected = True
         self._last_answer = time.monotonic()
         self._task = asyncio.create_task(self._consume(), name="rb-client-consume")
@@ -669,7 +708,13 @@ class SteeringClient:
         lost = unsent + self._queued
         if lost and self._started:
             self.dropped_events += lost
-            log.warning("steering client stopped with %d events the broker never took (it was away)", lost)
+            if unsent:  # never connected: they never left this process
+                why = f"never sent: {self.health_reason}"
+            elif not self._healthy:
+                why = f"the broker never took ({self.health_reason})"
+            else:
+                why = f"the broker had not acknowledged within {self.close_timeout_s:g} s"
+            log.warning("steering client stopped with %d events %s", lost, why)
         self._queued = self._queued_bytes = 0
         self._started = False
         self._healthy, self.health_reason, self._down_since = False, "stopped", None
@@ -823,6 +868,8 @@ class SteeringClient:
     ) -> Decision | None:
         key = (run.run_id, step)
         run.last_published = max(run.last_published, step)
+        if self.config_error is not None:  # steering off: nothing is sent, nothing held
+            return None
         value = wire.dumps(event)
         if not self._admit(run, len(value)):
             return None
@@ -1071,10 +1118,10 @@ class SyncSteeringClient:
     """Blocking wrapper for synchronous agent loops: runs the async client on its own thread."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._client = SteeringClient(*args, **kwargs)  # first: a bad argument leaves no thread
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="rb-client", daemon=True)
         self._thread.start()
-        self._client = SteeringClient(*args, **kwargs)
         self._stopped = False
 
     def _submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
@@ -1169,6 +1216,11 @@ class SyncSteeringClient:
     @property
     def health_reason(self) -> str:
         return self._client.health_reason
+
+    @property
+    def config_error(self) -> str | None:
+        """Why steering is off for good: an invalid RB_* value (None: the settings are valid)."""
+        return self._client.config_error
 
     @property
     def dropped_events(self) -> int:

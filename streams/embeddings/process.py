@@ -10,17 +10,24 @@ and never holds the worker's GIL. The vectors are the in-process model's, bit fo
 code, same weights, same single BLAS thread).
 
 A child that dies is replaced on the next call (that call fails; the retriever counts it as
-a store failure and says so in the decision).
+a store failure and says so in the decision). A child never outlives its worker (issue 48: a
+worker stopped while the child loaded the model left it running, adopted by init, ~157 MB):
+it watches the pid it was given from the first thing it does, and on Linux the kernel also
+kills it when the thread that spawned it (the main thread, for the worker's child) ends.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import multiprocessing
 import os
+import signal
+import sys
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -33,13 +40,34 @@ log = logging.getLogger(__name__)
 
 FloatArray = npt.NDArray[np.float32]
 NICE = 10  # the child's niceness above the worker's: it gets the CPU the worker leaves idle
+PARENT_WATCH_S = 0.5  # the child checks this often that its worker is still there
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 _model = None  # in the child: the MiniLMEmbedder
 
 
-def _start(model_dir: str, nice: int) -> None:
-    """In the child: lower its priority, one BLAS thread, load the model."""
+def _die_with(parent: int, deathsig: bool) -> None:
+    """In the child, first of all: exit once `parent` is gone. Watched from here on, not from
+    after the model load (a worker stopped during the load left its child adopted by init, and
+    a pid read then was init's, so the child never noticed). `deathsig`: the spawning thread
+    is the worker's main thread, which lives as long as the worker: the kernel kills the child
+    the moment it ends (PR_SET_PDEATHSIG; the watch covers other systems and the race below)."""
+    if deathsig and sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):  # no libc prctl: the watch alone
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+
+    def orphaned() -> None:
+        while os.getppid() == parent:  # (checked at once: the parent may have died already)
+            time.sleep(PARENT_WATCH_S)
+        os._exit(0)
+
+    threading.Thread(target=orphaned, name="rb-embed-parent-watch", daemon=True).start()
+
+
+def _start(model_dir: str, nice: int, parent: int | None = None, deathsig: bool = False) -> None:
+    """In the child: watch the worker, lower its priority, one BLAS thread, load the model."""
     global _model
+    _die_with(os.getppid() if parent is None else parent, deathsig)
     from threadpoolctl import threadpool_limits
 
     from ..allocator import configure
@@ -54,14 +82,6 @@ def _start(model_dir: str, nice: int) -> None:
     threadpool_limits(limits=BLAS_THREADS, user_api="blas")
     start_from_env("embed")  # opt-in heap tracing (RB_MEMTRACE_FILE): the child's own report
     _model = MiniLMEmbedder(model_dir)
-    parent = os.getppid()
-
-    def orphaned() -> None:  # a worker killed with -9 must not leave its child behind
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(0)
-
-    threading.Thread(target=orphaned, name="rb-embed-parent-watch", daemon=True).start()
 
 
 def _embed(texts: list[str]) -> FloatArray:
@@ -92,18 +112,24 @@ class ProcessEmbedder:
         self.nice = nice
         self._lock = threading.Lock()
         self._pool: ProcessPoolExecutor | None = None
+        _LIVE.add(self)
 
     def _executor(self) -> ProcessPoolExecutor:
         with self._lock:
             if self._pool is None:
                 # spawn: the worker has threads (Faust, aiokafka, the retriever); fork would copy
                 # their locks in whatever state they are in
-                self._pool = ProcessPoolExecutor(
+                main = threading.current_thread() is threading.main_thread()
+                pool = ProcessPoolExecutor(
                     max_workers=1,
                     mp_context=multiprocessing.get_context("spawn"),
                     initializer=_start,
-                    initargs=(self.model_dir, self.nice),
+                    initargs=(self.model_dir, self.nice, os.getpid(), main),
                 )
+                # the child is spawned here, by the first submit, so on this thread: the one
+                # its death signal is tied to (only ever the main thread)
+                pool.submit(_ping)
+                self._pool = pool
             return self._pool
 
     def start(self) -> int:
@@ -147,6 +173,28 @@ class ProcessEmbedder:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+
+    def kill(self) -> None:
+        """Stop the child now, whatever it is doing: a worker start-up interrupted while the
+        child loads the model (`close` would wait for the load, then for the queued work)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        processes = getattr(pool, "_processes", None) or {}  # CPython's pid -> Process map
+        for proc in list(processes.values()):
+            with contextlib.suppress(Exception):
+                proc.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+_LIVE: weakref.WeakSet[ProcessEmbedder] = weakref.WeakSet()
+
+
+def kill_all() -> None:
+    """Kill every child of this process now (a worker start-up stopped by a signal)."""
+    for embedder in list(_LIVE):
+        embedder.kill()
 
 
 def _broken(fut: Future[FloatArray]) -> bool:

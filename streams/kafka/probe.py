@@ -30,3 +30,32 @@ async def broker_answers(client: Any) -> None:
     if node is None:
         raise KafkaConnectionError("no broker known")
     await client.send(node, no_topics_request())
+
+
+UNKNOWN_TOPIC = 3  # UNKNOWN_TOPIC_OR_PARTITION
+TOPIC_AUTHORIZATION_FAILED = 29
+
+
+class MissingTopic(RuntimeError):
+    """The broker answered, and has no such topic (or will not say it has: no ACL to see it)."""
+
+
+async def topic_partitions(client: Any, topic: str) -> int:
+    """How many partitions `topic` has, from one metadata request naming it (never creating
+    it). Raises MissingTopic when the broker says it does not exist or may not be seen, and
+    KafkaConnectionError when no broker is known. aiokafka's own wait for a topic's metadata
+    (`partitions_for`) retries for its whole timeout and logs "Topic ... not found in cluster
+    metadata", which an agent read as the broker being away (issue 48)."""
+    node = client.get_random_node()
+    if node is None:
+        raise KafkaConnectionError("no broker known")
+    response = await client.send(node, MetadataRequest([topic], allow_auto_topic_creation=False))
+    for entry in response.topics:  # (error_code, topic, [is_internal,] partitions)
+        if entry[1] != topic:
+            continue
+        if entry[0] == TOPIC_AUTHORIZATION_FAILED:
+            raise MissingTopic(f"not authorized to see topic {topic}")
+        if entry[0] == UNKNOWN_TOPIC or not entry[-1]:
+            raise MissingTopic(f"no topic {topic}")
+        return len(entry[-1])
+    raise MissingTopic(f"no topic {topic}")

@@ -6,13 +6,15 @@ import asyncio
 import contextlib
 import random
 import shutil
+import subprocess
+import sys
 import tempfile
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..agent.client import Decision, SteeringClient, StepLogEntry
 from ..agent.compose import anthropic_request
@@ -27,6 +29,8 @@ from .worker_process import WorkerProcess, free_port, signed
 ROUTING = {"FAST": "claude-haiku-4-5", "SLOW": "claude-opus-4-5", "SKIP": "claude-opus-4-5"}
 DEFAULT_MODEL = "claude-sonnet-4-5"  # the agents' own model: a call not routed elsewhere uses it
 EXAMPLE_PRICES = Path(__file__).resolve().parents[2] / "deploy" / "prices.example.toml"
+WORKER_CHECK_S = 0.5  # how often the demo checks that its worker is still running
+T = TypeVar("T")
 
 
 @dataclass
@@ -249,6 +253,49 @@ def simulate(settings: Settings, runs: int, steps: int, forever: bool) -> int:
     return 0
 
 
+async def while_alive(work: Coroutine[Any, Any, T], proc: subprocess.Popen[bytes]) -> T | None:
+    """`work`'s result, or None (`work` cancelled) as soon as `proc` has exited: the demo's
+    agents go on unsteered when their worker dies (the client fails open), so without this
+    the demo ended as if all went well (issue 48)."""
+    task = asyncio.ensure_future(work)
+    try:
+        while not task.done():
+            if proc.poll() is not None:
+                return None
+            await asyncio.wait([task], timeout=WORKER_CHECK_S)
+        return task.result()
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.wait([task], timeout=5.0)
+
+
+def dead_worker(worker: WorkerProcess, lines: int = 15) -> str:
+    """What the demo says when its worker died: the exit code and the end of its log."""
+    return (
+        f"rb-streams demo: the worker died during the demo (exit code {worker.proc.returncode}): "
+        f"the steps after that got no decision. The end of its log:\n{worker.tail(lines)}"
+    )
+
+
+def run_fleet(settings: Settings, worker: WorkerProcess, runs: int, steps: int) -> int:
+    """The demo's agents against `worker`, then their summary; 1 (and why, on stderr) if the
+    worker died meanwhile, which the agents alone would not notice."""
+    summaries = asyncio.run(while_alive(fleet(settings, runs, steps), worker.proc))
+    if summaries is None or worker.proc.poll() is not None:
+        print(f"\n{dead_worker(worker)}", file=sys.stderr, flush=True)
+        return 1
+    print(f"\nwhat each agent got from steering:\n\n{summary_table(summaries)}")
+    print(f"\n{latency_line(summaries, settings.client_deadline_ms)}")
+    print(f"\n{cost_line(summaries)}")
+    print(
+        "\ndone: every step in time got its decision above (FAST -> cheap model, SLOW -> strong model; "
+        "fired monitors and the steering text the agent adds to its next call: monitor "
+        "warnings, E3 universal rules on the first call, E2/E1 guidance retrieved from Qdrant)."
+    )
+    return 0
+
+
 def demo_settings(port: int, data_dir: str) -> Settings:
     """The demo's worker and agents: a topic prefix of their own (so its app id, the prefix's
     default, is too) and a decision key made for this run, which the worker signs with and the
@@ -282,16 +329,7 @@ def main(runs: int = 7, steps: int = 30, port: int = 9092, keep_broker: bool = F
         worker = WorkerProcess.start(settings, Path(tmp) / "worker.log")
         kinds = "/".join(BEHAVIOURS[: min(runs, len(BEHAVIOURS))])
         print(f"worker ready; {runs} synthetic coding agents, {steps} steps each ({kinds}):\n", flush=True)
-        summaries = asyncio.run(fleet(settings, runs, steps))
-        print(f"\nwhat each agent got from steering:\n\n{summary_table(summaries)}")
-        print(f"\n{latency_line(summaries, settings.client_deadline_ms)}")
-        print(f"\n{cost_line(summaries)}")
-        print(
-            "\ndone: every step in time got its decision above (FAST -> cheap model, SLOW -> strong model; "
-            "fired monitors and the steering text the agent adds to its next call: monitor "
-            "warnings, E3 universal rules on the first call, E2/E1 guidance retrieved from Qdrant)."
-        )
-        return 0
+        return run_fleet(settings, worker, runs, steps)
     finally:
         if worker is not None:
             worker.stop()

@@ -292,3 +292,56 @@ def test_a_broker_that_never_answers_costs_the_start_its_connect_timeout_and_not
     close_s = time.monotonic() - t2
     print(f"\n{use}: start {started_s:.1f} s, 12 calls {calls_s * 1000:.0f} ms, close {close_s:.1f} s")
     assert started_s < 3.0 and calls_s < 0.5 and close_s < 6.0
+
+
+QUIET_ON_A_MISSING_TOPIC = ("did not answer", "not found in cluster metadata", "was away", "never took")
+
+
+def test_a_client_whose_topics_do_not_exist_says_so_in_one_line_at_once_and_at_stop(
+    broker: str, tmp_path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 48: an agent started before its worker (or with another prefix) was told the
+    broker 'did not answer within 3 s' (it had answered), waited those 3 s in start(), and at
+    exit 'events the broker never took (it was away)'. The shared broker: a prefix nobody uses."""
+    s = make_settings(broker, tmp_path, partitions=2)
+    want = f"no topic {s.topic_prefix}.steering: is a worker running with RB_TOPIC_PREFIX={s.topic_prefix}?"
+    caplog.set_level(logging.WARNING)
+    t0 = time.monotonic()
+    with SyncSteeringClient(s, deadline_ms=200) as c:
+        took = time.monotonic() - t0
+        assert not c.healthy and c.health_reason == want
+        t1 = time.monotonic()
+        assert c.start_run("mt-1", task="t") is None and c.step("mt-1", 1, thought="x") is None
+        calls_s = time.monotonic() - t1
+    print(f"\nstart() with no topic: {took * 1000:.0f} ms; two calls {calls_s * 1000:.0f} ms")
+    assert took < 1.5, took  # its connect timeout is 3 s: the broker's answer was not waited past
+    assert calls_s < 0.5
+    lines = [r.getMessage() for r in caplog.records]
+    assert sum(want in m for m in lines) == 2, lines  # when it starts, and at stop
+    assert [m for m in lines if want in m][1] == f"steering client stopped with 2 events never sent: {want}"
+    assert not [m for m in lines if any(q in m for q in QUIET_ON_A_MISSING_TOPIC)], lines
+
+
+def test_a_client_started_before_its_topics_steers_once_they_appear(broker: str, tmp_path) -> None:
+    """Fail open, then steering picked up: the topics created (as a worker's start does), the
+    client connects in the background and sends what it held, in order."""
+    s = make_settings(broker, tmp_path, partitions=2)
+    with SyncSteeringClient(s, deadline_ms=200) as c:
+        assert not c.healthy and c.health_reason.startswith("no topic ")
+        assert c.start_run("mt-2", task="t") is None
+        assert c.step("mt-2", 1, thought="before the topics") is None
+        asyncio.run(ensure_topics(s))
+        deadline = time.monotonic() + 20  # the retries back off to 5 s
+        while not c.healthy:
+            assert time.monotonic() < deadline, c.health_reason
+            time.sleep(0.2)
+        c.step("mt-2", 2, thought="after")
+        c.finish_run("mt-2")
+        assert c.dropped_events == 0
+    events = asyncio.run(read_all(s.bootstrap_servers, s.steps_topic, expect=4, idle_s=2.0))
+    assert [(e["type"], e.get("step")) for e in events if e["run_id"] == "mt-2"] == [
+        ("run_start", None),
+        ("step", 1),
+        ("step", 2),
+        ("run_finish", None),
+    ]

@@ -1,5 +1,6 @@
 """Each framework adapter on a real client whose broker is not there (a port nothing listens
-on): the agent runs to its end, unsteered, and nothing raises into it (issue 40). The client's
+on), or whose environment holds an invalid RB_* value: the agent runs to its end, unsteered,
+and nothing raises into it (issues 40 and 48). The client's
 own outages (stopped, restarted, silent broker): tests/integration/test_client_fail_open.py."""
 
 from __future__ import annotations
@@ -16,13 +17,19 @@ from streams.agent.client import SyncSteeringClient
 from streams.settings import ClientSettings
 
 
-@pytest.fixture(scope="module")
-def client() -> Iterator[SyncSteeringClient]:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()  # nothing listens: every connection is refused
-    c = SyncSteeringClient(ClientSettings.from_env({"RB_BROKER": f"kafka://127.0.0.1:{port}"}))
+@pytest.fixture(scope="module", params=["no broker", "an invalid RB_ value"])
+def client(request: pytest.FixtureRequest) -> Iterator[SyncSteeringClient]:
+    if request.param == "no broker":
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()  # nothing listens: every connection is refused
+        c = SyncSteeringClient(ClientSettings.from_env({"RB_BROKER": f"kafka://127.0.0.1:{port}"}))
+    else:  # issue 48: a bad setting in the agent's environment raised into the agent
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("RB_CLIENT_DEADLINE_MS", "25O")
+            c = SyncSteeringClient()
+        assert c.config_error is not None
     c.start()
     assert not c.healthy
     yield c

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from concurrent.futures.process import BrokenProcessPool
 
@@ -83,3 +85,57 @@ def test_submit_each_embeds_one_text_per_pass_like_the_monitors(minilm: MiniLMEm
         assert np.array_equal(got, np.stack([minilm.embed([t])[0] for t in TEXTS[:2]]))
     finally:
         child.close()
+
+
+ORPHAN = """
+import os, signal, sys, threading, time
+from streams.embeddings.process import ProcessEmbedder
+
+child = ProcessEmbedder(sys.argv[1], name="minilm", dim=int(sys.argv[2]))
+spawn = lambda: child._executor()  # spawns the child, which starts loading the model
+if sys.argv[3] == "main":
+    spawn()
+else:  # another thread: no death signal, the child's own watch must see the parent go
+    t = threading.Thread(target=spawn)
+    t.start()
+    t.join()
+print(next(iter(child._executor()._processes)), flush=True)
+time.sleep(float(sys.argv[4]))
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize(
+    ("spawned_on", "after_s"), [("main", 1.0), ("thread", 0.0), ("thread", 1.0)], ids=str
+)
+def test_a_child_whose_worker_dies_while_it_starts_exits_within_seconds(
+    minilm: MiniLMEmbedder, spawned_on: str, after_s: float
+) -> None:
+    """Issue 48: the child read its parent's pid after loading the model, so a worker killed
+    during the load left a child that took init for its parent and ran for ever."""
+    # the child inherits the pipe: read the pid line only, never to EOF
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN, str(minilm.model_dir), str(minilm.dim), spawned_on, str(after_s)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    with proc.stdout:
+        pid = int(proc.stdout.readline())
+    assert proc.wait(60) == -signal.SIGKILL
+    deadline = time.monotonic() + 5.0
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = _alive(pid)
+    if alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, f"the embedding child {pid} outlived its parent by 5 s"
