@@ -135,7 +135,7 @@ ORDER_HEAD = re.compile(
 # for ("the fix is to run", "you must send", "then email"). Only verbs that run code, send
 # something away or destroy it: an error line's "for details, visit <docs>" is no order to us.
 _QUOTE_VERBS = (
-    r"run|execute|exec|install|reinstall|curl|wget|pipe|eval|sudo|chmod|download|"
+    r"run|execute|exec|install|reinstall|pipe|eval|sudo|chmod|"
     r"send|email|e-mail|mail|forward|upload|publish|transfer|pay|wire|share|paste|leak|exfiltrate|"
     r"delete|remove|erase|wipe|disable|grant|invite"
 )
@@ -143,7 +143,7 @@ QUOTE_ORDER = re.compile(
     r"(?:^|[.:;!?(\[\"']\s{0,3}|,\s{1,3}|\s[-\u2013\u2014]{1,2}\s{1,3}|\b(?:please|kindly|then|now|first|must|should|"
     r"is to|are to|need to|needs to|have to|has to|required to|you|important|urgent|notice|note|todo|reminder|"
     r"hint|fix)\s{1,3})"
-    r"(?:please\s{1,3}|just\s{1,3}|immediately\s{1,3})?(?:" + _QUOTE_VERBS + r")\b"
+    r"(?:please\s{1,3}|just\s{1,3}|immediately\s{1,3})?(?:" + _QUOTE_VERBS + r")\b(?!\s{0,2}[\"':=])"
 )
 # Where a sentence ends: a stop and a space, a blank line, a new list item or `key:` line (a
 # tool's YAML-like output wraps long values onto indented lines: those do not end a sentence).
@@ -516,15 +516,17 @@ def _destination(s: str) -> bool:
 
 ADDRESS_LIKE = re.compile(r"[\w.+-]@[a-z0-9-]{1,63}\.[a-z]{2,12}\b")
 QUOTE_MAX = 2_000  # characters of a text about to be quoted that `in_quote` reads
-_QUOTE_WEAK = frozenset({"address", "note", "order", "command"})
+_QUOTE_WEAK = frozenset({"address", "note", "command"})
 
 
 def in_quote(text: str) -> bool:
     """Whether a text about to be quoted into a steering text holds instructions: `read` flags
     it, or one weak signal alone (a steering text speaks with our authority: a pipe into a
-    shell, an order that opens a sentence and names a destination, a to-do, words to an AI are
-    never ours to repeat), or an order anywhere in it (`QUOTE_ORDER`: "the fix is to run ...")
-    that names a destination or comes with a claim of authority. Cut to QUOTE_MAX first."""
+    shell, a to-do, words to an AI are never ours to repeat), or an order anywhere in it
+    (`QUOTE_ORDER`: "the fix is to run ...", a verb that runs code, sends or destroys, not a
+    key such as `"email":`) that names a destination or comes with a claim of authority. (An
+    `order` of `read` alone is not enough: "Contact with email 'x@y.com' not found" opens with
+    one.) Cut to QUOTE_MAX first."""
     if not text or not isinstance(text, str):
         return False
     return _in_quote(text[:QUOTE_MAX])
@@ -538,10 +540,12 @@ def _in_quote(text: str) -> bool:
         return True
     t = _lowered(text)
     # a destination as a quote names one: a value `scan` knows, or any address or link (an
-    # attacker's host needs no known top-level domain: `ops@x.sh`, `https://x.py/c`)
+    # attacker's host needs no known top-level domain: `ops@x.sh`, `https://x.py/c`, nor its
+    # slashes, which a file's name cannot hold: `https:__x.sh_c`)
     dest = (
         any(kind in DESTINATIONS for kind, _v, _at in values)
-        or "://" in t
+        or "http:" in t
+        or "https:" in t
         or "www." in t
         or ("@" in t and ADDRESS_LIKE.search(t) is not None)
     )

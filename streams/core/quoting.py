@@ -17,8 +17,10 @@ and names any flagged one: a monitor that fenced event text itself is caught the
 
 What is read: the text as given (cut), the text as it will stand in the fence (`untrusted.clean`
 drops zero-width and control characters that split a word), that with look-alike letters folded
-to their Latin twins, that with `_` and `-` read as spaces (a file name spells its words so), and
-a path's last part alone (where a file's name starts, a sentence starts).
+to their Latin twins, a path's last part alone (where a file's name starts, a sentence starts)
+and without its extension, and a name (a file's, or one token: an identifier) with `_` and `-`
+read as spaces. A call's tool name (`invite_user_to_slack: {...}`) is not read as words: the
+agent named its tools.
 Each is cut to `instructions.QUOTE_MAX`; answers are remembered per text (`instructions.in_quote`).
 """
 
@@ -45,8 +47,15 @@ FENCE = re.compile(r"`([^`\n]{1,400})`")
 def _holds(text: str) -> bool:
     shown = clean(text, READ_MAX)
     seen: set[str] = set()
+    # a path's last part is where a file's name (and a sentence) starts, and its extension is
+    # no part of its words (`... | sh.py`); a name (a file's, or one token: an identifier)
+    # spells its words with `_` and `-`
     base = shown.rsplit("/", 1)[-1] if "/" in shown and "://" not in shown else ""
-    for t in (text, shown, folded(shown), _JOINERS.sub(" ", shown), _JOINERS.sub(" ", base)):
+    stem = base.rsplit(".", 1)[0]
+    names = [_JOINERS.sub(" ", x) for x in (base, stem) if x] + (
+        [_JOINERS.sub(" ", shown)] if " " not in shown else []
+    )
+    for t in (text, shown, folded(shown), base, stem, *names):
         if t and t not in seen:
             seen.add(t)
             if in_quote(t):

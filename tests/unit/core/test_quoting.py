@@ -243,10 +243,12 @@ def test_the_hostile_runs_do_make_the_monitors_speak(sem, data):
     where, steps, _word = data.draw(hostile_runs())
     texts = spoken(drive(steps, sem))
     assert texts, where
-    # where a text quotes what holds the order (the error, the call, the file), it names it; a
-    # result or a chat message is not quoted by the texts these shapes make
+    # where a text quotes what holds the order (the error, the call, the file), it names it (or
+    # data_instruction, on a result that holds it, spoke first); a result or a chat message is
+    # not quoted by the texts these shapes make
+    named = (quoting.HELD, "contains instructions addressed to you")
     if where in ("traceback", "error line", "varying line", "command", "file name"):
-        assert any(quoting.HELD in t for t in texts), (where, texts)
+        assert any(n in t for t in texts for n in named), (where, texts)
 
 
 # --- the detector on quoted fragments ---------------------------------------------------------
