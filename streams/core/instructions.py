@@ -406,7 +406,8 @@ def _may_flag(text: str, dest: bool) -> bool:
         weak.add("address")
     if "note" in weak or dest:
         weak.add("order")
-    if ("|" in t or "(" in t) and _commands(t):
+    # `command` alone cannot flag: looked for only beside one other weak signal
+    if len(weak) == 1 and ("|" in t or "(" in t) and _commands(t):
         weak.add("command")
     return len(weak) >= 2
 
@@ -532,13 +533,33 @@ def in_quote(text: str) -> bool:
     return _in_quote(text[:QUOTE_MAX])
 
 
+# Substrings one of `_QUOTE_WEAK` cannot be found without (`command`, `note`, `address`):
+# a text with none, that `may_flag` passes over, is not read in full.
+_QUOTE_CUES = (
+    "|",
+    "$(",
+    "<(",
+    "todo",
+    "to do",
+    "to-do",
+    "reminder",
+    "action ",
+    "note to",
+    "to you",
+    *_ADDRESSEES,
+)
+
+
 @functools.lru_cache(maxsize=MAY_FLAG_KEPT)
 def _in_quote(text: str) -> bool:
     values = scan(text, 16)
-    found = read(text, values)
-    if found.flagged or not _QUOTE_WEAK.isdisjoint(found.signals):
-        return True
     t = _lowered(text)
+    if may_flag(text, values) or any(c in t for c in _QUOTE_CUES):
+        found = read(text, values)
+        if found.flagged or not _QUOTE_WEAK.isdisjoint(found.signals):
+            return True
+    else:
+        found = NONE
     # a destination as a quote names one: a value `scan` knows, or any address or link (an
     # attacker's host needs no known top-level domain: `ops@x.sh`, `https://x.py/c`, nor its
     # slashes, which a file's name cannot hold: `https:__x.sh_c`)

@@ -55,7 +55,9 @@ def _holds(text: str) -> bool:
     names = [_JOINERS.sub(" ", x) for x in (base, stem) if x] + (
         [_JOINERS.sub(" ", shown)] if " " not in shown else []
     )
-    for t in (text, shown, folded(shown), base, stem, *names):
+    # folding changes nothing but the case of an ASCII text (which `in_quote` lowers itself)
+    twin = shown if shown.isascii() else folded(shown)
+    for t in (text, shown, twin, base, stem, *names):
         if t and t not in seen:
             seen.add(t)
             if in_quote(t):
