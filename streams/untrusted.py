@@ -97,9 +97,16 @@ def _twin(ch: str) -> str:
     return f.translate(_TWINS) if len(f) == 1 else ch
 
 
+def folded(t: str) -> str:
+    """`t` in lower case with every look-alike letter (fullwidth, Cyrillic, Greek, small
+    capitals) read as its Latin twin, one character for one (`|` and `1` read as `l`): what a
+    reader of words sees in it."""
+    return t.lower().translate(_TWINS) if t.isascii() else "".join(_twin(c) for c in t)
+
+
 def _defuse(t: str) -> str:
     """The marker, in any spelling, replaced; markup openings turned into parentheses."""
-    twin = t.lower().translate(_TWINS) if t.isascii() else "".join(_twin(c) for c in t)
+    twin = folded(t)
     spans = [m.span() for m in MARKER.finditer(twin)]
     if spans:
         parts: list[str] = []

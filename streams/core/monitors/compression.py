@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ...untrusted import fenced
+from ..quoting import quoted
 from ..reading.features import StepFeatures
 from .base import NOTHING, Context, Finding, Monitor
 from .semantics import Semantics
@@ -108,7 +108,7 @@ def evaluate(
     return new, Finding(
         score,
         f"You have re-summarised your context {cycles + 1} times and arrived at essentially the same "
-        f"state ({fenced(text, 90)}) {between}. Stop re-deriving it: "
+        f"state ({quoted(text, 90, 'state')}) {between}. Stop re-deriving it: "
         "pick the next unresolved item from that summary and act on it.",
     )
 

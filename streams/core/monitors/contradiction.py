@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...untrusted import fenced
+from ..quoting import quoted
 from ..reading.features import TEXT_KEPT, StepFeatures
 from .base import NOTHING, Context, Finding, Monitor, quote
 from .semantics import Semantics
@@ -309,13 +309,13 @@ def _between(st: ContradictionState, c: Claim, f: StepFeatures) -> str:
     alone = " and no one else spoke" if f.agent else ""
     if not ran:
         return f"Nothing ran between the two{alone}"
-    names = ", ".join(f"{fenced(tool, 40)} (step {s})" for s, tool in ran)
+    names = ", ".join(f"{quoted(tool, 40, 'tool name')} (step {s})" for s, tool in ran)
     return f"Nothing new came in between{alone}: {names} returned no new output"
 
 
 def _said(sentence: str, n: int) -> str:
     """What the agent said, fenced: its words are data here, not ours."""
-    return fenced(sentence.strip().rstrip(" .;:,"), n)
+    return quoted(sentence.strip().rstrip(" .;:,"), n, "sentence")
 
 
 def evaluate(

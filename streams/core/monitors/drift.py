@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ...untrusted import fenced
 from ..evolve import evolve
+from ..quoting import quoted
 from ..reading.features import StepFeatures, topic_text
 from ..reading.scan import leftmost, names
 from .base import NOTHING, Context, Finding, Monitor, clip01
@@ -157,9 +157,9 @@ def _confirmed(st: DriftState, sem: Semantics, task: str | None) -> DriftState:
     score = round(clip01((ON_TOPIC - on_topic) / (ON_TOPIC - OFF_TOPIC)), 4)
     message = None
     if score >= 0.6:
-        goal = f"the task ({fenced(task, 120)})" if task else "what you set out to do"
+        goal = f"the task ({quoted(task, 120, 'task')})" if task else "what you set out to do"
         message = (
-            f"Your recent steps ({fenced(recent, 80)}) have moved away from {goal} and you "
+            f"Your recent steps ({quoted(recent, 80, 'step')}) have moved away from {goal} and you "
             "have not said why. Return to the task, or state explicitly why this detour is needed "
             "for it before continuing."
         )

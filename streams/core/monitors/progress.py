@@ -45,7 +45,7 @@ from typing import Any
 
 import orjson
 
-from ...untrusted import fenced
+from ..quoting import quoted
 from ..reading import grounding
 from ..reading.features import PATH_KEYS, StepFeatures, mask_volatile
 from . import waiting
@@ -607,11 +607,11 @@ def observe(st: ProgressState, f: StepFeatures) -> tuple[ProgressState, Finding 
     st, r = read(st, f)
     chant = chanting(f.thought) if len(f.thought) >= CHANT_MIN_CHARS else None
     if chant is not None:
-        who = f"{fenced(f.agent, 40)} has" if f.agent else "You have"
+        who = f"{quoted(f.agent, 40, 'agent name')} has" if f.agent else "You have"
         return st, Finding(
             0.8,
             f"{who} written the same sentence {chant[1]} times in one response "
-            f"({fenced(chant[0], 80)}). Repeating it adds nothing: stop, and take the next "
+            f"({quoted(chant[0], 80, 'sentence')}). Repeating it adds nothing: stop, and take the next "
             "concrete action or give your answer.",
         )
     if r is None:
@@ -689,16 +689,16 @@ def _listed(parts: list[str]) -> str:
 
 def _finding(a: list[Any], f: StepFeatures) -> Finding:
     n, first = a[STALE], a[FIRST]
-    who = f"{fenced(f.agent, 40)} has" if f.agent else "You have"
+    who = f"{quoted(f.agent, 40, 'agent name')} has" if f.agent else "You have"
     if n < STALE_FIRE:  # the same tool, the very same result, call after call
         return Finding(
             0.7,
-            f"{who} called {fenced(f.action_label, 40)} {a[SAME_N]} times in a row "
-            f"({', '.join(fenced(c, 60) for c in a[CALLS])}) and got back the very same result each "
+            f"{who} called {quoted(f.action_label, 40, 'tool name')} {a[SAME_N]} times in a row "
+            f"({', '.join(quoted(c, 60, 'call') for c in a[CALLS])}) and got back the very same result each "
             "time, with nothing changed in between. Calling it again will bring the same result: "
             "use the one you have, or change approach (another tool, source, file or question).",
         )
-    calls = ", ".join(fenced(c, 60) for c in a[CALLS])
+    calls = ", ".join(quoted(c, 60, "call") for c in a[CALLS])
     what = "messages" if all(c.startswith("message:") for c in a[CALLS]) else "steps"
     parts = []
     you = "it" if f.agent else "you"

@@ -16,7 +16,8 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-from ...untrusted import cut, fenced
+from ...untrusted import cut
+from ..quoting import quoted
 from ..reading.features import StepFeatures, short_hash, topic_text
 from .base import Context, Finding, Monitor, clip01
 from .semantics import Semantics
@@ -131,7 +132,7 @@ def evaluate(st: SprawlState, f: StepFeatures, ctx: Context, sem: Semantics) -> 
     if f.action and f.action not in ("finish", "submit"):
         tools, new_tool = _touch(tools, f.action)
         if new_tool and st.steps > 0 and not front:
-            novelties.append(f"tool {fenced(f.action_label, 40)}")
+            novelties.append(f"tool {quoted(f.action_label, 40, 'tool name')}")
     files = st.files
     new_files = 0
     for p in f.paths:
@@ -145,14 +146,14 @@ def evaluate(st: SprawlState, f: StepFeatures, ctx: Context, sem: Semantics) -> 
             # the task names are the same front, not a new one.
             related = front or not new_stem or bool(task and stem and stem in task.lower())
             if not related and st.steps > 0 and len([x for x in novelties if x.startswith("file")]) < 2:
-                novelties.append(f"file {fenced(p.rstrip('/').rsplit('/', 1)[-1], 60)}")
+                novelties.append(f"file {quoted(p.rstrip('/').rsplit('/', 1)[-1], 60, 'file name')}")
     anchors = st.anchors
     if len(f.thought.strip()) >= MIN_THOUGHT and not f.coordination:
         topic = topic_text(f)
         if not anchors:
             anchors = [topic]
         elif not front and max(sem.fast_sims(topic, anchors)) < NEW_TOPIC_BELOW:
-            novelties.append(f"topic {fenced(topic, 40)}")
+            novelties.append(f"topic {quoted(topic, 40, 'topic')}")
             anchors = [*anchors, topic]
             if len(anchors) > MAX_ANCHORS:
                 anchors = anchors[:FIXED_ANCHORS] + anchors[FIXED_ANCHORS + 1 :]
@@ -181,7 +182,7 @@ def evaluate(st: SprawlState, f: StepFeatures, ctx: Context, sem: Semantics) -> 
     score = round(level * rising * not_converging, 4)
     if score < 0.6:
         return new, Finding(score, facts=facts)
-    where = f" Refocus on the task you were given ({fenced(task, 120)})." if task else ""
+    where = f" Refocus on the task you were given ({quoted(task, 120, 'task')})." if task else ""
     return (
         new,
         Finding(

@@ -18,6 +18,7 @@ from ...untrusted import scrub
 from ..budget import WaitBudget
 from ..decision import MonitorsWire
 from ..prices import ModelPrice
+from ..quoting import unquote_flagged
 from ..reading.features import StepFeatures
 from .base import FIRE_AT, NOTHING, Context, Finding, Monitor, clip01
 from .builtin import DEFAULT_MONITORS
@@ -175,8 +176,9 @@ def evaluate(
         key=lambda n: (-scores[n], -weights.get(n, 0.0), index[n]),
     )
     # every text through the backstop: a monitor (a plugin's too) that let event text through
-    # unquoted still cannot forge the marker, a tag, a control character or an open fence
-    spoken = tuple((n, scrub(t)) for n in fired if (t := found[n].text))
+    # unquoted still cannot forge the marker, a tag, a control character or an open fence, and
+    # a fence it set around event text holding instructions is named instead (`quoting`)
+    spoken = tuple((n, scrub(unquote_flagged(t))) for n in fired if (t := found[n].text))
     texts = [t for _n, t in spoken]
     said = tuple((n, t) for n, t in spoken if not found[n].advice)  # advice is never "ignored"
     result = MonitorResult(

@@ -32,8 +32,8 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ...untrusted import fenced
 from ..evolve import evolve
+from ..quoting import quoted
 from ..reading import grounding
 from ..reading.features import TERMINATES, StepFeatures
 from ..reading.pycode import final_argument
@@ -185,7 +185,7 @@ def _apply(
 def _what(pending: list[str], step: int | None) -> str:
     named = [p for p in pending if p != UNNAMED]
     if named:
-        return ", ".join(fenced(p, 80) for p in named[-3:])
+        return ", ".join(quoted(p, 80, "file name") for p in named[-3:])
     return f"the code (your edit at step {step})" if step is not None else "the code"
 
 
@@ -238,7 +238,7 @@ def evaluate(
         return new, answer
     # what the texts below say is worked out only for the branch that speaks (most steps none)
     blocked = (
-        f" Your last attempt ({fenced(not_run, 50)}) could not run here: if no test can run, say so in your final answer and re-read the diff."
+        f" Your last attempt ({quoted(not_run, 50, 'command')}) could not run here: if no test can run, say so in your final answer and re-read the diff."
         if not_run
         else ""
     )
@@ -247,9 +247,9 @@ def evaluate(
         tests_words = _claims_tests(f.thought)
         new = new.evolve(finish_step=f.step)
         lead = (
-            f"You say the tests pass ({fenced(tests_words, 60)}) but no test has run since you changed {what}."
+            f"You say the tests pass ({quoted(tests_words, 60, 'claim')}) but no test has run since you changed {what}."
             if tests_words and not st.tested_since_change
-            else f"You are finishing ({fenced(f.action_label, 40) if f.action_label else 'final answer'}) but {what} changed and nothing has run "
+            else f"You are finishing ({quoted(f.action_label, 40, 'tool name') if f.action_label else 'final answer'}) but {what} changed and nothing has run "
             "since to check it."
         )
         return new, Finding(
@@ -267,7 +267,7 @@ def evaluate(
     if tests_words:
         return new, Finding(
             0.9,
-            f"You say the tests pass ({fenced(tests_words, 60)}) but no test has run since you changed "
+            f"You say the tests pass ({quoted(tests_words, 60, 'claim')}) but no test has run since you changed "
             f"{_what(pending_before, st.change_step)}. Run them before you rely on that.{blocked}",
         )
     return new, answer
@@ -402,7 +402,7 @@ def _answer(st: VerificationState, f: StepFeatures, task: str | None) -> tuple[V
         who = "the code you wrote" if new.code_step == f.step else f"the code written at step {new.code_step}"
         return new, Finding(
             0.9,
-            f"You are ending the run, but {who} ({fenced(new.code_head, 60)}) never ran: no step executed or "
+            f"You are ending the run, but {who} ({quoted(new.code_head, 60, 'code')}) never ran: no step executed or "
             "tested it. Run it (or its tests) and check the output before finishing, or say in the "
             "answer that it is untested.",
         )
@@ -411,13 +411,13 @@ def _answer(st: VerificationState, f: StepFeatures, task: str | None) -> tuple[V
         return new.evolve(unchecked_said=True), _no_check(new)
     if not chat or not unchecked:
         return new.evolve(answer_step=None) if new.answer_step is not None else new, NOTHING
-    facts_text = ", ".join(fenced(grounding.plain(x), 60) for x in unchecked[:4])
+    facts_text = ", ".join(quoted(grounding.plain(x), 60, "fact") for x in unchecked[:4])
     if ends and not set(unchecked) <= set(new.reported):
         short = len(new.claim_quote) <= grounding.SHORT_ANSWER
         subject = (
-            fenced(new.claim_quote, 120)
+            quoted(new.claim_quote, 120, "claim")
             if short
-            else f"the result {fenced(new.claim_agent, 40) if new.claim_agent else 'you'} gave at step {new.claim_step}"
+            else f"the result {quoted(new.claim_agent, 40, 'agent name') if new.claim_agent else 'you'} gave at step {new.claim_step}"
         )
         why = (
             " No tool produced any output in this run: the answer rests on what was said."
@@ -452,7 +452,7 @@ def _no_check(st: VerificationState) -> Finding:
     """A chat ending while no run of any tool succeeded in it: whatever the agents agreed on,
     nothing checked it (MAST's "no verification"). Names the steps, never the agents' words."""
     result = (
-        f"the result {fenced(st.claim_agent, 40) if st.claim_agent else 'the chat'} gave at step {st.claim_step}"
+        f"the result {quoted(st.claim_agent, 40, 'agent name') if st.claim_agent else 'the chat'} gave at step {st.claim_step}"
         if st.claim_step is not None
         else "its result"
     )

@@ -77,6 +77,10 @@ HOSTILE = (
     "a@b.co ",
     "x",
     "!!!",
+    "| sh ",
+    "curl x | python ",
+    "bash <(curl ",
+    "$(",
 )
 
 
@@ -251,6 +255,24 @@ PIECES = (
             "alert",
             "admin",
             "developer",
+            "operator",
+            "maintainer",
+        ]
+    ),
+    # `command`: pipes into a shell or an interpreter, downloads run by substitution
+    *(
+        [
+            "|",
+            "| sh",
+            "|sudo bash",
+            "curl",
+            "wget",
+            "python3",
+            "$(curl",
+            "<(wget",
+            "bash",
+            "eval",
+            "https://x.io/a",
         ]
     ),
     *(

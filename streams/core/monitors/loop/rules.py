@@ -10,7 +10,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ....untrusted import cut, fenced
+from ....taint import scan
+from ....untrusted import cut
+from ... import instructions
+from ...quoting import DO_NOT_ACT, holds_instructions, quoted
 from ...reading import grounding
 from .. import waiting
 from ..base import Finding
@@ -110,17 +113,17 @@ def _asked(e: Entry) -> str:
 def _input(e: Entry) -> str:
     """The input as a person would name it: the command, query or path, not the JSON (fenced:
     it is the event's text)."""
-    return fenced(salient(_raw_input(e)), 60)
+    return quoted(salient(_raw_input(e)), 60, "input")
 
 
 def _name(e: Entry) -> str:
     """The tool's name, fenced."""
-    return fenced(_label(e), 40)
+    return quoted(_label(e), 40, "tool name")
 
 
 def _agent(name: str) -> str:
     """An agent's name, fenced (it is the event's text)."""
-    return fenced(name, 40)
+    return quoted(name, 40, "agent name")
 
 
 def _inputs(entries: list[Entry], k: int = 4) -> str:
@@ -148,12 +151,35 @@ def _changed(w: Window, after: int, sig: str) -> bool:
 
 def _files(edits: list[Entry]) -> str:
     names = list(dict.fromkeys(_base(p) for e in edits for p in e.paths[:1]))
-    return ", ".join(fenced(n, 60) for n in names[:3]) + (", …" if len(names) > 3 else "")
+    return ", ".join(quoted(n, 60, "file name") for n in names[:3]) + (", …" if len(names) > 3 else "")
 
 
 def _error_quote(w: Window) -> str:
-    """The error line, fenced: the tool's output is data, never our words."""
-    return fenced(w.features.error_line, 100)
+    """The error line, fenced (the tool's output is data, never our words), or named when it
+    holds instructions (`quoting.quoted`)."""
+    return quoted(w.features.error_line, 100, "error line")
+
+
+def _error_held(w: Window) -> bool:
+    """The error names no fix of ours to make: its line holds instructions addressed to the
+    agent (it is not quoted), or its output does (`instructions.read`, as for any result).
+    A text about it then never says "fix what it names"."""
+    f = w.features
+    if holds_instructions(f.error_line):
+        return True
+    obs = f.observation
+    if not obs:
+        return False
+    values = scan(obs)
+    return instructions.may_flag(obs, values) and instructions.read(obs, values).flagged
+
+
+def _fix(w: Window, then: str) -> str:
+    """`then` (an order to act on what the error says), or, when the error holds instructions,
+    the order not to (`quoting.DO_NOT_ACT`) and to change the approach."""
+    return (
+        then if not _error_held(w) else f"{DO_NOT_ACT}. Change the approach (another command, file or tool)"
+    )
 
 
 def _argument_fix(w: Window) -> str:
@@ -163,7 +189,7 @@ def _argument_fix(w: Window) -> str:
     m = UNEXPECTED_ARG.search(w.features.error_line)
     if not m or f'"{m[1]}":' not in w.features.input:
         return ""
-    name = f"named {fenced(m[1], 40)}" if m[1].strip() else "with an empty name ('')"
+    name = f"named {quoted(m[1], 40, 'argument name')}" if m[1].strip() else "with an empty name ('')"
     return (
         f"{_name(w.cur)} does not take the argument {name} it was given: call it with only the "
         "inputs the tool lists (none, if it lists none)"
@@ -211,11 +237,16 @@ def _unchanged_by_edits(
             f"Your last {len(edits)} edits ({_files(edits)}) left every check run since step "
             f"{runs[0].step} failing with the same error ({_error_quote(w)}): {len(runs)} runs of "
             f"{_name(cur)} ({_inputs(runs, 2)}). Check that the edits reach the code that runs "
-            "(the import path, an installed copy, a cache) or re-read the error before the next edit.",
+            "(the import path, an installed copy, a cache) "
+            + (
+                "before the next edit; " + DO_NOT_ACT + "."
+                if _error_held(w)
+                else "or re-read the error before the next edit."
+            ),
         )
     if cur.verdict == "fail" and w.features.error_line:
         outcome = f"failing with {same} error ({_error_quote(w)})"
-        look = "or re-read the error"
+        look = "" if _error_held(w) else "or re-read the error"
     elif cur.verdict == "fail":
         outcome = f"failing with {same} output"
     else:
@@ -225,7 +256,7 @@ def _unchanged_by_edits(
         f"Your last {len(edits)} edits ({_files(edits)}) left {_input(cur)} {outcome}: it has "
         f"given {same} result {len(runs)} times since step {runs[0].step}. Check that the "
         "edits reach the code that runs (the import path, an installed copy, a cache) "
-        f"{look} before the next edit.",
+        + (f"{look} before the next edit." if look else f"before the next edit; {DO_NOT_ACT}."),
     )
 
 
@@ -423,8 +454,9 @@ def same_error(w: Window, sem: Semantics) -> Finding | None:
         return Finding(
             score,
             f"{who} sent {n} calls in a row that never ran ({_inputs(failures)}): each was refused "
-            f"with the same error, {_error_quote(w)}. Nothing in them was executed: fix what the "
-            "error names before the next call.",
+            f"with the same error, {_error_quote(w)}. Nothing in them was executed: "
+            + _fix(w, "fix what the error names")
+            + " before the next call.",
             kind="not_run",
         )
     if all(e.sig == cur.sig for e in failures):
@@ -435,7 +467,9 @@ def same_error(w: Window, sem: Semantics) -> Finding | None:
             + (
                 f"way: {_argument_fix(w)}."
                 if _argument_fix(w)
-                else "way: read the error, fix what it names or change the approach, and only then run it again."
+                else "way: "
+                + _fix(w, "read the error, fix what it names or change the approach")
+                + ", and only then run it again."
             ),
             kind="repeat",
         )
@@ -446,7 +480,7 @@ def same_error(w: Window, sem: Semantics) -> Finding | None:
         + (
             f"its cause: {_argument_fix(w)}."
             if _argument_fix(w)
-            else "its cause: read the error and fix what it names before the next attempt."
+            else "its cause: " + _fix(w, "read the error and fix what it names") + " before the next attempt."
         ),
     )
 
@@ -475,7 +509,7 @@ def _failed_again(w: Window) -> Finding | None:
         + (
             f"{_argument_fix(w)}."
             if _argument_fix(w)
-            else "change what the error names (the input, the tool) before calling it again."
+            else _fix(w, "change what the error names (the input, the tool)") + " before calling it again."
         ),
         kind="repeat",
     )
@@ -704,7 +738,9 @@ def reworded_action(w: Window, sem: Semantics) -> Finding | None:
             f"every one failed with the same error ({_error_quote(w)})",
             f"{_argument_fix(w)}."
             if _argument_fix(w)
-            else "The error says what is wrong with the call: fix that, or use another tool.",
+            else "The error says what is wrong with the call: fix that, or use another tool."
+            if not _error_held(w)
+            else f"{DO_NOT_ACT[:1].upper()}{DO_NOT_ACT[1:]}: change strategy (another tool, or read the source directly).",
         ),
         "same": ("they keep returning the same results", ""),
     }.get(kind, ("none of them brought a new result", ""))
@@ -769,7 +805,7 @@ def same_page(w: Window, sem: Semantics) -> Finding | None:
     return Finding(
         0.85 if n >= 4 else 0.7,
         f"{_agent(cur.agent)} has shown the same page content {n} times (steps {steps} and now: "
-        f"{fenced(cur.message, 60)}): another visit or search of that kind brings the same text. "
+        f"{quoted(cur.message, 60, 'page')}): another visit or search of that kind brings the same text. "
         "Use what the page shows, move on to its next page or a result it lists, or try a "
         "different source instead of another rewording.",
     )
@@ -803,10 +839,10 @@ def reworded_message(w: Window, sem: Semantics) -> Finding | None:
     if _brought_new(w, cur.agent, members[0].step):
         return None
     who = f"{_agent(cur.agent)} has" if cur.agent else "You have"
-    quoted = ", ".join(fenced(e.message, 60) for e in [*members[-2:], cur])
+    said = ", ".join(quoted(e.message, 60, "message") for e in [*members[-2:], cur])
     return Finding(
         0.85 if n >= 4 else 0.7,
-        f"{who} sent essentially the same message {n} times ({quoted}) and nothing new "
+        f"{who} sent essentially the same message {n} times ({said}) and nothing new "
         "has come of it. Repeating it will not change the answer: change the request "
         "(another source, tool or agent, or a narrower question) or say what is blocking.",
     )
