@@ -128,7 +128,7 @@ NOTE_AT = re.compile(
     r"\s{0,3}[:\-]\s{0,3}(?:please\s{1,3})?(?:" + _VERBS + r")\b"
 )
 ORDER_HEAD = re.compile(
-    r"[\s\-*•>'\"(]{0,8}(?:(?:todo|note|reminder|p\.?s\.?)\s{0,2}[:\-]\s{0,3})?(?:(?:please|kindly|also|then|"
+    r"[\s\-*•>'\"(]{0,8}+(?:(?:todo|note|reminder|p\.?s\.?)\s{0,2}[:\-]\s{0,3})?(?:(?:please|kindly|also|then|"
     r"and|first|now|next|finally)\W{1,3}){0,3}(?:" + _VERBS + r")\b"
 )
 # An order anywhere in a quoted fragment: a verb where a clause starts or where it is asked
