@@ -111,8 +111,7 @@ def test_calls_that_never_ran_climb_the_default_ladder() -> None:
     assert run2.first("stop") is not None
 
 
-def test_a_reworded_search_loop_only_nudges_under_the_default_ladder() -> None:
-    run = Run()
+def _reworded_searches(run: Run) -> Run:
     words = ["session timeout", "session expiry", "session token expiration", "session timeout"] * 4
     for k, q in enumerate(words, start=1):
         run.feed(
@@ -126,21 +125,14 @@ def test_a_reworded_search_loop_only_nudges_under_the_default_ladder() -> None:
                 ts=T0 + k,
             )
         )
+    return run
+
+
+def test_a_reworded_search_loop_only_nudges_under_the_default_ladder() -> None:
+    run = _reworded_searches(Run())
     assert "escalate" not in run.actions() and "stop" not in run.actions()
     # the same run with a policy counting every warning (issue 30's) is escalated
-    every = Run(escalation={"escalate_model_after": 1, "stop_after": 2})
-    for k, q in enumerate(words, start=1):
-        every.feed(
-            step(
-                "r",
-                k,
-                thought="Search.",
-                action="search",
-                action_input={"query": q},
-                observation="No results found.",
-                ts=T0 + k,
-            )
-        )
+    every = _reworded_searches(Run(escalation={"escalate_model_after": 1, "stop_after": 2}))
     assert every.first("escalate") is not None
 
 
