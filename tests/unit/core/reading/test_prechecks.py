@@ -290,12 +290,23 @@ ERROR_TOKENS = [
 
 
 def _old_error_line(obs: str) -> str:
-    """`features._error_line` as it was."""
-    lines = [ln.strip() for ln in obs.strip().splitlines() if ln.strip()][-features.ERROR_LINES :]
+    """`features._error_line` as it was before its C prechecks, with the patterns alone (and
+    issue 48's reading of a frame with no source line: the raised error right after it, no
+    deeper than it, is the error)."""
+    kept = [ln for ln in obs.strip().splitlines() if ln.strip()][-features.ERROR_LINES :]
+    lines = [ln.strip() for ln in kept]
+    indents = [len(ln) - len(ln.lstrip()) for ln in kept]
     useful = [
         i
         for i, ln in enumerate(lines)
-        if not (features.ERROR_NOISE.search(ln) or (i and features.FRAME.match(lines[i - 1])))
+        if not (
+            features.ERROR_NOISE.search(ln)
+            or (
+                i
+                and features.FRAME.match(lines[i - 1])
+                and not (indents[i] <= indents[i - 1] and features.RAISED.match(ln))
+            )
+        )
     ]
     for i in reversed(useful):
         starts = [m.start() for m in features.RAISED.finditer(lines[i][:2000])]
