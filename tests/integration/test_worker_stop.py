@@ -16,6 +16,7 @@ import signal
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -75,14 +76,13 @@ MOMENTS = [
 ]
 
 
-@pytest.mark.parametrize(("when", "sig"), MOMENTS, ids=[f"{w}-{s.name}" for w, s in MOMENTS])
-def test_a_worker_stopped_during_start_up_leaves_no_process_behind(
-    broker: str, tmp_path: Path, when: str, sig: signal.Signals
-) -> None:
+def stop_at(broker: str, tmp: Path, when: str, sig: signal.Signals) -> None:
+    """Start a marked worker, signal it at `when`, and check that nothing of it is left."""
+    tmp.mkdir(parents=True, exist_ok=True)
     mark = uuid.uuid4().hex
     # a seed library: the start-up embeds it in the child, so "child+1" may land mid-embedding
-    s = make_settings(broker, tmp_path, patterns_seed=str(STARTER))
-    w = WorkerProcess(s, tmp_path / "worker.log", extra_env={MARK: mark})
+    s = make_settings(broker, tmp, patterns_seed=str(STARTER))
+    w = WorkerProcess(s, tmp / "worker.log", extra_env={MARK: mark})
     try:
         if when == "start+1":
             time.sleep(1.0)
@@ -110,3 +110,15 @@ def test_a_worker_stopped_during_start_up_leaves_no_process_behind(
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         w.stop()
+
+
+def test_a_worker_stopped_during_start_up_leaves_no_process_behind(broker: str, tmp_path: Path) -> None:
+    """The four moments side by side (each its own worker, mark and folder): a start-up is
+    mostly waiting on the model load and the broker, so together they take about one's time."""
+    with ThreadPoolExecutor(len(MOMENTS)) as pool:
+        futures = {
+            f"{when}-{sig.name}": pool.submit(stop_at, broker, tmp_path / f"{when}-{sig.name}", when, sig)
+            for when, sig in MOMENTS
+        }
+    failures = {name: f.exception() for name, f in futures.items() if f.exception() is not None}
+    assert not failures, "\n\n".join(f"{name}: {exc}" for name, exc in failures.items())
