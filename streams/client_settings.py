@@ -489,6 +489,9 @@ class ClientSettings(KafkaSettings):
     # the pre-call gate (streams.agent.gate): a tool call whose arguments carry a value that only
     # a tool output introduced is refused before it runs, when the decision says so; false: off
     client_call_gate: bool = True
+    # its mode: "lenient" denies a value from a tool result that held instructions; "strict"
+    # also denies any value a tool result introduced in an acting call (send, pay, delete, ...)
+    client_gate_mode: Literal["lenient", "strict"] = "lenient"
     # multi-tenant mode: the tenant whose topics this agent uses (`rb-streams tenants add`)
     tenant: str = ""
 

@@ -45,12 +45,15 @@ switch applies from the next model request Claude Code starts after it handled t
 (the call the hook's tool result goes to, or the one after: Claude Code decides).
 
 The gate. `PreToolUse` also asks the run's session whether the call may run
-(`SteeringSession.check_call`, from the latest decision's `taint` list): a call whose
+(`SteeringSession.check_call`, from the newest decision's `taint` list; a late decision
+keeps the earlier taint in force): a call whose
 arguments carry a value that only a tool output introduced, in a call the decision marks as
 suspicious, is denied (`permissionDecision: "deny"`) with a reason Claude reads
 (`permissionDecisionReason`: "rb-streams steering: The call to ... was refused: ..."), so it
 can go on with the user's task; the tool does not run, so the call is no step. `call_gate=False`
-(or `RB_CLIENT_CALL_GATE=false`) turns it off; `denied_calls` counts the denials.
+(or `RB_CLIENT_CALL_GATE=false`) turns it off; `gate="strict"` (or `RB_CLIENT_GATE_MODE=strict`)
+also denies any value a tool output introduced in an acting call; `denied_calls` counts the
+denials.
 
 Needs the `claude-agent-sdk` extra (`pip install 'rb-streams[claude-agent-sdk]'`).
 """
@@ -90,7 +93,7 @@ except ImportError as exc:  # one line that says what to install, not a bare mod
     ) from exc
 
 from .client import SyncSteeringClient
-from .gate import denial_text
+from .gate import GateMode, check_gate_mode, denial_text
 from .session import LastRun, Steering, SteeringSession, extra_names, failure_outcome
 from .usage import from_anthropic as usage_of
 from .validation import check_run_field_names, validate_run_fields
@@ -254,6 +257,7 @@ OPTIONS = (
     "run_id_prefix",
     "hook_timeout_s",
     "call_gate",
+    "gate",
 )
 
 
@@ -272,6 +276,7 @@ class ClaudeAgentSteering(LastRun):
         run_id_prefix: str = "cc",
         hook_timeout_s: float | None = None,
         call_gate: bool | None = None,
+        gate: GateMode | None = None,
         **run_fields: Any,
     ) -> None:
         check_run_field_names("ClaudeAgentSteering", run_fields, OPTIONS)
@@ -285,6 +290,7 @@ class ClaudeAgentSteering(LastRun):
         self.run_id_prefix = run_id_prefix
         self.hook_timeout_s = hook_timeout_s
         self.call_gate = call_gate  # None: the client's setting (RB_CLIENT_CALL_GATE)
+        self.gate = check_gate_mode(gate)  # None: the client's mode (RB_CLIENT_GATE_MODE)
         self.denied_calls = 0  # tool calls the gate denied, over every run
         self.run_fields = run_fields
         self._lock = threading.Lock()
@@ -445,6 +451,7 @@ class ClaudeAgentSteering(LastRun):
                 model=self.model,
                 on_stop="return",  # a stop becomes the hook's continue=False
                 call_gate=self.call_gate,
+                gate=self.gate,
                 **fields,
             )
             live = _Live(session, asyncio.Lock(), self.model)

@@ -31,7 +31,7 @@ from ..kafka.probe import MissingTopic, broker_answers, topic_partitions
 from ..kafka.security import KafkaAuthError as KafkaAuthError
 from ..kafka.security import client_kwargs, diagnose
 from ..logsafe import safe_for_log
-from .gate import ALLOW, GateVerdict, check, log_denial
+from .gate import ALLOW, GateMemory, GateMode, GateVerdict, check_gate_mode, log_denial
 from .usage import of as usage_of
 from .usage import total as usage_total
 from .validation import check_run_field_names, validate_run_fields
@@ -204,7 +204,9 @@ class _Run:
     # an event of this run was dropped (the queue was full): its later ones would be out of
     # order for the worker, so they are dropped too (counted)
     broken: bool = False
-    last: dict[str, Any] | None = None  # the decision to the run's latest event (None: late)
+    # the taint of the newest decision received, on time or late (the pre-call gate's): a
+    # late or missing decision keeps it, a newer one replaces it, the finish forgets it
+    gate: GateMemory = field(default_factory=GateMemory)
 
 
 def step_event(
@@ -410,12 +412,14 @@ class SteeringClient:
         max_queued_events: int = MAX_QUEUED_EVENTS,
         max_queued_bytes: int = MAX_QUEUED_BYTES,
         call_gate: bool | None = None,
+        gate: GateMode | None = None,
     ) -> None:
         """`on_health(healthy, reason)`: called (on the client's loop; keep it quick, it must not
         raise) when steering becomes unavailable or available again. While the broker is away
         at most `max_queued_events` / `max_queued_bytes` of events wait for it; newer ones are
         dropped (`dropped_events`). `call_gate`: the pre-call gate on or off for this client's
-        sessions and adapters (default `RB_CLIENT_CALL_GATE`, on).
+        sessions and adapters (default `RB_CLIENT_CALL_GATE`, on); `gate`: its mode, "lenient"
+        or "strict" (default `RB_CLIENT_GATE_MODE`, lenient; a session's or an adapter's wins).
 
         Without `settings`, RB_* are read here: an invalid value there does not raise (the
         agent never stops for steering) but turns steering off for this client, with one log
@@ -442,6 +446,7 @@ class SteeringClient:
         self.deadline_ms = deadline_ms if deadline_ms is not None else s.client_deadline_ms
         self.extra_names = s.extra_names  # names the workers add (RB_CLIENT_EXTRA_NAMES)
         self.call_gate = s.client_call_gate if call_gate is None else bool(call_gate)
+        self.gate: GateMode = check_gate_mode(gate) or s.client_gate_mode
         self.denied_calls = 0  # tool calls check_call denied
         self.client_id = client_id or f"rb-client-{uuid.uuid4().hex[:8]}"
         self._producer: AIOKafkaProducer | None = None
@@ -854,6 +859,9 @@ class SteeringClient:
             self.duplicate_decisions += 1
             return
         run.last_delivered = step
+        # on time or late, the newest decision's taint is what the gate checks from now on
+        # (a late one steers nothing else: its call went on unsteered)
+        run.gate.remember(data)
         key = (run.run_id, step)
         fut = self._waiters.pop(key, None)
         sent = self._sent_at.pop(key, now)
@@ -1016,7 +1024,8 @@ class SteeringClient:
         d = await self._publish_and_wait(run, 0, event, True)
         ms = (time.perf_counter() - t0) * 1000
         run.step_log.append(_entry(0, d, None, ms, fields.get("model"), late=self._healthy))
-        run.last = d.data if d is not None else None
+        if d is not None:  # (already remembered on delivery; a late one keeps what is held)
+            run.gate.remember(d.data)
         return d
 
     async def step(
@@ -1060,11 +1069,13 @@ class SteeringClient:
         tokens = event.get("tokens")  # filled from `usage` when not given
         ms = (time.perf_counter() - t0) * 1000
         run.step_log.append(_entry(step, d, tokens, ms, model_id, late=self._healthy))
-        run.last = d.data if d is not None else None
+        if d is not None:  # (already remembered on delivery; a late one keeps what is held)
+            run.gate.remember(d.data)
         return d
 
     async def finish_run(self, run_id: str, outcome: str = "success") -> None:
         run = self._run_of(run_id)
+        run.gate.forget()  # the run is over: its taint goes, and a late decision brings none back
         event = {
             "type": "run_finish",
             "schema_version": SCHEMA_VERSION,
@@ -1084,19 +1095,28 @@ class SteeringClient:
         return list(self._runs[run_id].step_log)
 
     def check_call(self, run_id: str, tool: str, args: object) -> GateVerdict:
-        """May the run call `tool` with `args` now? Computed here from the run's latest
-        decision's `taint` list (no I/O). Allowed when the gate is off, the run is unknown,
-        its latest decision was late or missing, or its taint list is malformed (fail open).
+        """May the run call `tool` with `args` now? Computed here (no I/O) from the `taint`
+        list of the newest decision the run has had, on time or late: a late or missing
+        decision leaves the earlier taint in force (`gate_memory`). Strict mode (`gate`) also
+        denies any tainted value in an acting call. Allowed when the gate is off, the run is
+        unknown or finished, no decision has come, or its taint list is malformed (fail open).
         A denial is counted (`denied_calls`) and logged (one line); `gate.denial_text` says
         it to the model."""
         run = self._runs.get(run_id)
         if not self.call_gate or run is None:
             return ALLOW
-        verdict = check(run.last, tool, args)
+        verdict = run.gate.check(tool, args, strict=self.gate == "strict")
         if not verdict.allow:
             self.denied_calls += 1
-            log_denial(run_id, (run.last or {}).get("step"), tool, verdict)
+            log_denial(run_id, run.gate.step, tool, verdict)
         return verdict
+
+    def gate_memory(self, run_id: str) -> GateMemory | None:
+        """The run's gate memory (the taint of its newest decision; None: a run this client
+        does not know). A session checks against it too, so a decision that came after its
+        deadline still counts."""
+        run = self._runs.get(run_id)
+        return run.gate if run is not None else None
 
     def forget(self, run_id: str) -> None:
         """Drop a finished run's bookkeeping (step log, duplicate filter): a long-lived client
@@ -1189,13 +1209,22 @@ class SyncSteeringClient:
         return self._client.step_log(run_id)
 
     def check_call(self, run_id: str, tool: str, args: object) -> GateVerdict:
-        """`SteeringClient.check_call`: the pre-call gate from the run's latest decision."""
+        """`SteeringClient.check_call`: the pre-call gate from the run's newest decision."""
         return self._client.check_call(run_id, tool, args)
+
+    def gate_memory(self, run_id: str) -> GateMemory | None:
+        """`SteeringClient.gate_memory` (read from the agent's thread: it swaps whole)."""
+        return self._client.gate_memory(run_id)
 
     @property
     def call_gate(self) -> bool:
         """The pre-call gate is on for this client's sessions and adapters (`RB_CLIENT_CALL_GATE`)."""
         return self._client.call_gate
+
+    @property
+    def gate(self) -> GateMode:
+        """The gate's mode for this client's sessions and adapters (`RB_CLIENT_GATE_MODE`)."""
+        return self._client.gate
 
     @property
     def denied_calls(self) -> int:

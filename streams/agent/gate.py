@@ -1,20 +1,34 @@
 """The pre-call gate on the agent side: may the agent make this tool call, given the values the
-run's tool outputs introduced? Computed locally, before the call, from the last decision's
+run's tool outputs introduced? Computed locally, before the call, from the newest decision's
 `taint` list (the worker sends hashes of the tainted values, never the values), by
 `streams.taint.gate`.
 
-It fails open, like everything on the agent side: no decision (late, the broker away, a run not
-started), a decision without `taint` (an older worker) or with a malformed one, and any error
-in the check allow the call. A denial is a `GateVerdict` with `allow` False; `denial_text`
-turns it into what the model is told instead of the tool's result, so it can go on with the
-user's task. The gate is on by default; `RB_CLIENT_CALL_GATE=false` (or `call_gate=False` on a
-client, a session or an adapter) turns it off.
+It keeps its memory (`GateMemory`): a run's calls are checked against the taint of the newest
+decision the run has had, kept until a newer decision replaces it. A decision that misses the
+deadline (or never comes) leaves the previous taint in force: one late step must not open the
+gate the earlier taint closed. A late decision that arrives after all replaces it if it is
+newer (its model and text still steer nothing: the call went on unsteered).
+
+It fails open, like everything on the agent side: no decision yet (a run not started, the
+broker away from the start), a decision without `taint` (an older worker) or with a malformed
+one, and any error in the check allow the call. A denial is a `GateVerdict` with `allow` False;
+`denial_text` turns it into what the model is told instead of the tool's result, so it can go on
+with the user's task. The gate is on by default; `RB_CLIENT_CALL_GATE=false` (or
+`call_gate=False` on a client, a session or an adapter) turns it off.
+
+Its mode: "lenient" (the default) denies a value from a result that held instructions
+addressed to the agent; "strict" also denies any value a tool result introduced in an acting
+call (send, pay, delete, share, ...), so an instruction split from its value (the value in a
+later, plain output) is denied too, at the cost of refusing some calls the user wanted (pay the
+bill in bill.txt). `RB_CLIENT_GATE_MODE`, or `gate=` on a client, a session or an adapter (the
+narrower one wins).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal, get_args
 
 from ..logsafe import safe_for_log
 from ..taint import GateVerdict, gate
@@ -25,13 +39,22 @@ log = logging.getLogger(__name__)
 __all__ = [
     "ALLOW",
     "DENY_PREFIX",
+    "GATE_MODES",
+    "GateMemory",
+    "GateMode",
     "GateVerdict",
     "check",
+    "check_gate_mode",
+    "check_taint",
     "denial_text",
     "enabled_for",
     "log_denial",
+    "mode_for",
     "taint_of",
 ]
+
+GateMode = Literal["lenient", "strict"]
+GATE_MODES: tuple[GateMode, ...] = get_args(GateMode)
 
 ALLOW = GateVerdict(allow=True, reason=None, source_step=None, hashes=())
 TAINT_MAX = 32  # entries a decision carries (decision.schema.json); a longer list is malformed
@@ -52,18 +75,98 @@ def taint_of(data: object) -> list[dict[str, Any]] | None:
     return taint
 
 
-def check(data: object, tool: object, args: object) -> GateVerdict:
+def check(data: object, tool: object, args: object, *, strict: bool = False) -> GateVerdict:
     """The verdict on calling `tool` with `args` after the decision `data` (a decision's wire
-    dict, or None when there was none): fails open on anything unexpected."""
-    taint = taint_of(data)
+    dict, or None when there was none): fails open on anything unexpected. `strict`: the gate's
+    strict mode (any tainted value in an acting call is denied)."""
+    return check_taint(taint_of(data), tool, args, strict=strict)
+
+
+def check_taint(
+    taint: list[dict[str, Any]] | None, tool: object, args: object, *, strict: bool = False
+) -> GateVerdict:
+    """`check` on a taint list already read (`taint_of`, a `GateMemory`'s)."""
     if taint is None or not isinstance(tool, str):
         return ALLOW
     try:
-        verdict = gate(taint, tool, args)
+        verdict = gate(taint, tool, args, acting_strict=strict)
     except Exception as exc:  # the gate must never cost the agent a call it could make
         log.warning("call gate error (the call is allowed): %s", safe_for_log(repr(exc), 200))
         return ALLOW
     return verdict if isinstance(verdict, GateVerdict) else ALLOW
+
+
+ENTRY_FIELD_MAX = 64  # characters of a taint entry's text field kept (`tool`, `kind`)
+
+
+def _kept(entry: object) -> dict[str, Any] | None:
+    """A taint entry as the memory keeps it: its five fields, each text cut (a decision is at
+    most 128 KB, but what a run holds for its whole life is kept small); None: no entry."""
+    if not isinstance(entry, Mapping):
+        return None
+    out: dict[str, Any] = {}
+    for name in ("h", "kind", "step", "tool", "instr"):
+        v = entry.get(name)
+        out[name] = v[:ENTRY_FIELD_MAX] if isinstance(v, str) else v if isinstance(v, int) else None
+    return out
+
+
+FORGOTTEN = 1 << 62  # the step a finished run's memory holds: no decision is newer
+
+
+class GateMemory:
+    """The taint a run's calls are checked against: the newest decision's, kept until a newer
+    decision of the run replaces it. A late or missing decision changes nothing (the earlier
+    taint still holds: the worker's taint is the run's, not the step's), and a decision for an
+    older step than the one held never overwrites it. At most TAINT_MAX entries of a few short
+    fields: bounded, whatever the run's length. `forget()` when the run finishes.
+
+    What it holds is one tuple, swapped whole: read from one thread (the agent's) while another
+    (the client's loop) remembers a late decision, a check sees the old taint or the new one."""
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held: tuple[int, list[dict[str, Any]] | None] = (-1, None)
+
+    @property
+    def step(self) -> int:
+        """The step of the decision held (-1: none yet)."""
+        return self._held[0]
+
+    @property
+    def taint(self) -> list[dict[str, Any]] | None:
+        """The taint list held (None: none, or the decision held had none or a malformed one)."""
+        return self._held[1]
+
+    def remember(self, data: object) -> bool:
+        """Hold the decision `data`'s taint if it is newer than the one held (its `step` is
+        higher); anything else (None, a late decision's absence, an older step, no step) keeps
+        what is held. True when it was taken."""
+        if not isinstance(data, Mapping):
+            return False
+        step = data.get("step")
+        if type(step) is not int or step <= self._held[0]:
+            return False
+        taint = taint_of(data)
+        kept = [e for e in map(_kept, taint) if e is not None] if taint is not None else None
+        self._held = (step, kept or None)
+        return True
+
+    def newest(self, other: GateMemory | None) -> GateMemory:
+        """This memory or `other`, whichever holds the newer decision (this one on a tie)."""
+        if other is not None and other.step > self.step:
+            return other
+        return self
+
+    def forget(self) -> None:
+        """The run finished: nothing held, and nothing taken from now on (a decision that
+        comes after the finish is older than FORGOTTEN)."""
+        self._held = (FORGOTTEN, None)
+
+    def check(self, tool: object, args: object, *, strict: bool = False) -> GateVerdict:
+        """The verdict on calling `tool` with `args` against the taint held."""
+        return check_taint(self._held[1], tool, args, strict=strict)
 
 
 def denial_text(verdict: GateVerdict, tool: str) -> str:
@@ -91,6 +194,28 @@ def log_denial(run_id: str, step: object, tool: str, verdict: GateVerdict) -> No
         safe_for_log(verdict.source_step, 20),
         safe_for_log(verdict.reason or "", REASON_MAX),
     )
+
+
+def check_gate_mode(value: object, name: str = "gate") -> GateMode | None:
+    """`value` as a gate mode (None: not given, the wider setting's), or ValueError: a mode
+    misspelt in code must not leave the gate lenient in silence."""
+    if value is None:
+        return None
+    for mode in GATE_MODES:
+        if value == mode:
+            return mode
+    said = repr(value)[:100]
+    raise ValueError(f"{name} must be one of {', '.join(map(repr, GATE_MODES))} (or None), got {said}")
+
+
+def mode_for(client: object, mode: GateMode | None) -> GateMode:
+    """The gate's mode for a session or an adapter: its own when given, else its client's
+    (`RB_CLIENT_GATE_MODE`, lenient by default; a stand-in client without one: lenient)."""
+    own = check_gate_mode(mode)
+    if own is not None:
+        return own
+    value = getattr(client, "gate", None)
+    return value if value in GATE_MODES else "lenient"
 
 
 def enabled_for(client: object, call_gate: bool | None) -> bool:

@@ -37,11 +37,14 @@ AIMessage named `rb-streams` that says why; the run is finished as
 `failure: stopped_by_steering` (a thread's too: its next turn starts a new run).
 
 The gate (`wrap_tool_call`). Before a tool runs, the run's session is asked whether it may
-(`SteeringSession.check_call`, from the latest decision's `taint` list): a call whose
+(`SteeringSession.check_call`, from the newest decision's `taint` list; a late decision
+keeps the earlier taint in force): a call whose
 arguments carry a value that only a tool output introduced, in a call the decision marks as
 suspicious, is not run; its `ToolMessage` (status `error`) says "rb-streams steering: The
 call to `send_money` was refused: ..." and why, so the model goes on with the user's task.
-`call_gate=False` (or `RB_CLIENT_CALL_GATE=false`) turns it off; `denied_calls` counts them.
+`call_gate=False` (or `RB_CLIENT_CALL_GATE=false`) turns it off; `gate="strict"` (or
+`RB_CLIENT_GATE_MODE=strict`) also refuses any value a tool output introduced in an acting call;
+`denied_calls` counts them.
 Needs the `langchain` extra (`pip install 'rb-streams[langchain]'`).
 """
 
@@ -68,7 +71,7 @@ except ImportError as exc:  # one line that says what to install, not a bare mod
 
 from . import compose
 from .client import SyncSteeringClient
-from .gate import denial_text
+from .gate import GateMode, check_gate_mode, denial_text
 from .session import LastRun, Steering, SteeringSession, extra_names, failure_outcome
 from .usage import from_langchain as usage_of
 from .validation import check_run_field_names, validate_run_fields
@@ -160,6 +163,7 @@ OPTIONS = (
     "thread_idle_s",
     "placement",
     "call_gate",
+    "gate",
 )
 
 
@@ -180,6 +184,7 @@ class SteeringMiddleware(LastRun, AgentMiddleware[SteeringState, Any, Any]):
         thread_idle_s: float = 3600.0,
         placement: compose.Placement = "end",
         call_gate: bool | None = None,
+        gate: GateMode | None = None,
         **run_fields: Any,
     ) -> None:
         super().__init__()
@@ -198,6 +203,7 @@ class SteeringMiddleware(LastRun, AgentMiddleware[SteeringState, Any, Any]):
         self.thread_idle_s = thread_idle_s
         self.placement = compose.check_placement(placement)
         self.call_gate = call_gate  # None: the client's setting (RB_CLIENT_CALL_GATE)
+        self.gate = check_gate_mode(gate)  # None: the client's mode (RB_CLIENT_GATE_MODE)
         self.denied_calls = 0  # tool calls the gate refused, over every run
         self._factory = model_factory
         self._models: dict[str, BaseChatModel] = {}
@@ -318,6 +324,7 @@ class SteeringMiddleware(LastRun, AgentMiddleware[SteeringState, Any, Any]):
                 model=self.model,
                 on_stop="return",  # before_model ends the run itself (jump_to="end")
                 call_gate=self.call_gate,
+                gate=self.gate,
                 **fields,
             )
             live = _Live(session, thread, used=now)

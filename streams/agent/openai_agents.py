@@ -56,14 +56,16 @@ The gate. The SDK refuses a function tool's call through the tool's input guardr
 the adapter adds `call_gate_guardrail` to the function tools of every agent it steers (to their
 `tool_input_guardrails`, once, before the agent's model call; outside a steered run the
 guardrail allows every call). It asks the run's session (`SteeringSession.check_call`, from the
-latest decision's `taint` list) and rejects a call whose arguments carry a value that only a
-tool output introduced, in a call the decision marks as suspicious, with
+newest decision's `taint` list; a late decision keeps the earlier taint in force) and rejects
+a call whose arguments carry a value that only a tool output introduced, in a call the
+decision marks as suspicious, with
 `ToolGuardrailFunctionOutput.reject_content`: the tool does not run, and the model reads
 "rb-streams steering: The call to ... was refused: ..." as the call's result and goes on.
-`call_gate=False` (or `RB_CLIENT_CALL_GATE=false`) leaves the tools alone; `denied_calls`
-counts the denials. Hosted tools (web search, computer use) are not gated (the SDK runs no
-tool guardrails for them); an MCP server's tools are made per run, not from `Agent.tools`:
-give the server `tool_input_guardrails=[call_gate_guardrail]` to gate them.
+`call_gate=False` (or `RB_CLIENT_CALL_GATE=false`) leaves the tools alone; `gate="strict"` (or
+`RB_CLIENT_GATE_MODE=strict`) also rejects any value a tool output introduced in an acting
+call; `denied_calls` counts the denials. Hosted tools (web search, computer use) are not
+gated (the SDK runs no tool guardrails for them); an MCP server's tools are made per run, not
+from `Agent.tools`: give the server `tool_input_guardrails=[call_gate_guardrail]` to gate them.
 
 Needs the `openai-agents` extra (`pip install 'rb-streams[openai-agents]'`).
 """
@@ -96,7 +98,7 @@ except ImportError as exc:  # one line that says what to install, not a bare mod
 
 from . import compose
 from .client import StepLogEntry, SyncSteeringClient
-from .gate import denial_text, enabled_for
+from .gate import GateMode, check_gate_mode, denial_text, enabled_for
 from .session import LastRun, RunStopped, Steering, SteeringSession, extra_names, failure_outcome, stop_reason
 from .usage import from_agents_sdk
 from .usage import of as usage_of
@@ -391,7 +393,13 @@ class SteeredRun(RunHooks[Any]):
         fields.setdefault("task", _task(data.model_data.input))
         model = o.model or _model_name(agent.model) or get_default_model()
         return SteeringSession(
-            o.client, self.run_id, model=model, on_stop="return", call_gate=o.call_gate, **fields
+            o.client,
+            self.run_id,
+            model=model,
+            on_stop="return",
+            call_gate=o.call_gate,
+            gate=o.gate,
+            **fields,
         )
 
     @staticmethod
@@ -566,6 +574,7 @@ OPTIONS = (
     "run_id_prefix",
     "placement",
     "call_gate",
+    "gate",
 )
 
 
@@ -577,7 +586,8 @@ class AgentsSteering(LastRun):
     calls (default: the run's model provider); `agent_names`: name the agent on every step
     (default: when the starting agent has hand-offs); `placement`: where the steering text
     goes, "end" (a trailing user message, keeps the prompt cache) or "system"; `call_gate`: the
-    pre-call gate on or off (default the client's, `RB_CLIENT_CALL_GATE`, on); other keywords are
+    pre-call gate on or off (default the client's, `RB_CLIENT_CALL_GATE`, on); `gate`: its mode,
+    "lenient" or "strict" (default the client's, `RB_CLIENT_GATE_MODE`); other keywords are
     run fields (`org_id`, `escalation`, `monitors_off`, ...), checked here."""
 
     def __init__(
@@ -591,6 +601,7 @@ class AgentsSteering(LastRun):
         run_id_prefix: str = "oai",
         placement: compose.Placement = "end",
         call_gate: bool | None = None,
+        gate: GateMode | None = None,
         **run_fields: Any,
     ) -> None:
         check_run_field_names("AgentsSteering", run_fields, OPTIONS)
@@ -603,6 +614,7 @@ class AgentsSteering(LastRun):
         self.run_id_prefix = run_id_prefix
         self.placement = compose.check_placement(placement)
         self.call_gate = call_gate  # None: the client's setting (RB_CLIENT_CALL_GATE)
+        self.gate = check_gate_mode(gate)  # None: the client's mode (RB_CLIENT_GATE_MODE)
         self.denied_calls = 0  # tool calls the gate rejected, over every run
         self.run_fields = run_fields
         self._last: SteeredRun | None = None

@@ -4,7 +4,8 @@ its tool ran).
 
 Decision 0 (from run_start) steers call 1; the step event for call k, published by
 `end_step`, is answered by decision k, which steers call k+1. A decision that misses the
-client's deadline leaves that call unsteered (recorded in `step_log` as late).
+client's deadline leaves that call unsteered (recorded in `step_log` as late), but not
+ungated: `check_call` goes on checking against the newest taint the run has had.
 
     with SyncSteeringClient(settings) as client:
         s = SteeringSession(client, task="fix the login bug", model="claude-sonnet-4-5",
@@ -24,6 +25,11 @@ IBAN, a web page's URL) in a call the latest decision's `taint` list marks as su
         verdict = s.check_call("send_money", {"recipient": iban, "amount": 100})
         out = run_tool(...) if verdict.allow else gate.denial_text(verdict, "send_money")
 
+The taint it checks against is the newest decision's the run has had (`streams.agent.gate.
+GateMemory`): a late decision leaves the earlier taint in force. `gate="strict"` (or the
+client's `RB_CLIENT_GATE_MODE=strict`) also denies any value a tool output introduced in an
+acting call, even when no instruction stood next to it.
+
 When the run's escalation policy stops it (the agent kept doing what it was warned about),
 `begin_step()` raises `RunStopped` instead of returning the next call's steering; with
 `on_stop="return"` it returns it and the caller checks `steer.action == "stop"`. Either way
@@ -40,7 +46,7 @@ from ..contract import REASONBLOCKS_MARKER
 from ..untrusted import scrub
 from . import compose
 from .client import Action, Decision, StepLogEntry, SyncSteeringClient, action_of
-from .gate import ALLOW, GateVerdict, check, enabled_for, log_denial
+from .gate import ALLOW, GateMemory, GateMode, GateVerdict, enabled_for, log_denial, mode_for
 from .validation import check_run_field_names, validate_run_fields
 
 STOPPED_OUTCOME = "failure: stopped_by_steering"
@@ -147,16 +153,18 @@ class SteeringSession:
         on_stop: Literal["raise", "return"] = "raise",
         placement: compose.Placement = "end",
         call_gate: bool | None = None,
+        gate: GateMode | None = None,
         **run_fields: Any,
     ) -> None:
         """`call_gate`: the pre-call gate (`check_call`) on or off for this run; default the
-        client's (`RB_CLIENT_CALL_GATE`, on)."""
+        client's (`RB_CLIENT_CALL_GATE`, on). `gate`: its mode, "lenient" or "strict"; default
+        the client's (`RB_CLIENT_GATE_MODE`, lenient)."""
         if on_stop not in ("raise", "return"):
             raise ValueError(f"on_stop must be 'raise' or 'return', got {on_stop!r}")
         # A misspelt option (`modle_routing=`) or a value the worker would refuse is a mistake
         # in the code: raised here, with a suggestion, not found out as an unsteered run.
         check_run_field_names(
-            "SteeringSession", run_fields, ("run_id", "model", "on_stop", "placement", "call_gate")
+            "SteeringSession", run_fields, ("run_id", "model", "on_stop", "placement", "call_gate", "gate")
         )
         validate_run_fields({k: v for k, v in run_fields.items() if v is not None}, extra_names(client))
         self.client = client
@@ -174,7 +182,10 @@ class SteeringSession:
         self._stopped = False
         self.outcome: str | None = None
         self.call_gate = enabled_for(client, call_gate)
+        self.gate: GateMode = mode_for(client, gate)
         self.denied_calls = 0  # tool calls check_call denied
+        # the taint check_call uses: the newest decision's, a late one keeps it (GateMemory)
+        self._memory = GateMemory()
 
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> Decision | None:
@@ -189,6 +200,7 @@ class SteeringSession:
         validate_run_fields(self.run_fields, extra_names(self.client))
         self._pending = self._first = self.client.start_run(self.run_id, model=self.model, **self.run_fields)
         self._started = True
+        self._remember(self._pending)
         return self._pending
 
     async def astart(self) -> Decision | None:
@@ -199,6 +211,7 @@ class SteeringSession:
             self.run_id, model=self.model, **self.run_fields
         )
         self._started = True
+        self._remember(self._pending)
         return self._pending
 
     def finish(self, outcome: str = "success") -> None:
@@ -207,12 +220,14 @@ class SteeringSession:
         if self._started and not self._finished:
             self._finished = True
             self.outcome = STOPPED_OUTCOME if self._stopped else outcome
+            self._memory.forget()
             self.client.finish_run(self.run_id, self.outcome)
 
     async def afinish(self, outcome: str = "success") -> None:
         if self._started and not self._finished:
             self._finished = True
             self.outcome = STOPPED_OUTCOME if self._stopped else outcome
+            self._memory.forget()
             await self.client.afinish_run(self.run_id, self.outcome)
 
     def __enter__(self) -> SteeringSession:
@@ -283,11 +298,13 @@ class SteeringSession:
         model the response names (`response.model`)."""
         k, ev = self._event(fields)
         self._pending = self.client.step(self.run_id, k, **ev)
+        self._remember(self._pending)
         return self._pending
 
     async def aend_step(self, **fields: Any) -> Decision | None:
         k, ev = self._event(fields)
         self._pending = await self.client.astep(self.run_id, k, **ev)
+        self._remember(self._pending)
         return self._pending
 
     @property
@@ -300,23 +317,44 @@ class SteeringSession:
         """The decision to the run's latest event (None: late, or none yet)."""
         return self._pending
 
+    def _remember(self, d: Decision | None) -> None:
+        """A decision handed back (None: late) for the gate's memory: a newer one replaces the
+        taint held, a late one keeps it."""
+        if d is not None:
+            self._memory.remember(d.data)
+
     def check_call(self, tool: str, args: object) -> GateVerdict:
-        """May the agent call `tool` with `args` now? Computed locally from the latest
-        decision's `taint` list (hashes of the values tool outputs introduced): denied when an
-        argument carries such a value in a suspicious call (its source held instructions, or
-        the tool acts: sends, pays, deletes, shares, ...). Allowed when the gate is off, the
-        latest decision was late (a broker outage too) or carries no or a malformed taint list
+        """May the agent call `tool` with `args` now? Computed locally from the `taint` list
+        (hashes of the values tool outputs introduced) of the newest decision the run has had:
+        a late decision leaves the earlier taint in force, and one that comes late after all
+        (the client saw it) replaces it. Denied when an argument carries such a value from a
+        result that held instructions addressed to the agent; in strict mode (`gate`) also any
+        such value in an acting call (sends, pays, deletes, shares, ...). Allowed when the gate
+        is off, no decision has come yet, or the one held carries no or a malformed taint list
         (fail open). A denial is counted (`denied_calls`) and logged (one line);
         `streams.agent.gate.denial_text(verdict, tool)` is what to tell the model instead of
         the tool's result."""
         if not self.call_gate:
             return ALLOW
-        d = self._pending
-        verdict = check(d.data if d is not None else None, tool, args)
+        memory = self._memory.newest(client_memory(self.client, self.run_id))
+        verdict = memory.check(tool, args, strict=self.gate == "strict")
         if not verdict.allow:
             self.denied_calls += 1
-            log_denial(self.run_id, d.data.get("step") if d is not None else None, tool, verdict)
+            log_denial(self.run_id, memory.step, tool, verdict)
         return verdict
+
+
+def client_memory(client: object, run_id: str) -> GateMemory | None:
+    """The client's gate memory of the run (it also sees the decisions that came after their
+    deadline), or None (a stand-in client, a run it does not know)."""
+    of = getattr(client, "gate_memory", None)
+    if not callable(of):
+        return None
+    try:
+        memory = of(run_id)
+    except Exception:  # the gate fails open: a client that cannot say leaves the session's own
+        return None
+    return memory if isinstance(memory, GateMemory) else None
 
 
 def extra_names(client: object) -> tuple[str, ...]:

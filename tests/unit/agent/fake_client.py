@@ -64,3 +64,42 @@ class FakeClient:
 
     def outcome(self) -> str | None:
         return next((f for k, _, f in reversed(self.events) if k == "run_finish"), None)
+
+
+class EngineClient(FakeClient):
+    """A stand-in whose decisions are the worker's own: every event goes through the core
+    (`streams.replay.Replayer`, as the worker decides), no broker. `late`: the steps whose
+    decision misses the deadline (computed by the worker, never handed back)."""
+
+    def __init__(self, late: frozenset[int] = frozenset()) -> None:
+        from streams.replay import Replayer
+        from tests.models import semantics
+
+        super().__init__()
+        self.replayer = Replayer(sem=semantics(), clock=lambda: 1_767_225_600.0)
+        self.late = late
+        self.decisions: list[dict[str, Any]] = []  # every decision the core made, late ones too
+
+    def _feed(self, event: dict[str, Any], step: int) -> Decision | None:
+        import orjson
+
+        data, dead = self.replayer.feed(orjson.dumps(event), key=event["run_id"].encode())
+        assert dead is None and data is not None, dead
+        self.decisions.append(dict(data))
+        return None if step in self.late else Decision(dict(data), 1.0)
+
+    def start_run(self, run_id: str, **fields: Any) -> Decision | None:
+        from streams.contract import SCHEMA_VERSION
+
+        self.events.append(("run_start", run_id, fields))
+        event = {"type": "run_start", "schema_version": SCHEMA_VERSION, "run_id": run_id, "ts": 1.0}
+        event.update({k: v for k, v in fields.items() if v is not None})
+        return self._feed(event, 0)
+
+    def step(self, run_id: str, step: int, **fields: Any) -> Decision | None:
+        from streams.agent.client import step_event
+
+        self.events.append(("step", run_id, {"step": step, **fields}))
+        event = step_event(run_id, step, **fields)
+        event["ts"] = 1.0 + 2 * step
+        return self._feed(event, step)

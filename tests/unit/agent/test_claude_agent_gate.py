@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from claude_agent_sdk import ClaudeAgentOptions, query
 
 from examples.scripted_cli import ScriptedCLI
@@ -146,3 +147,65 @@ def test_a_pre_tool_hook_with_no_run_or_no_decision_allows_the_call() -> None:
         return [before, await st.on_pre_tool_use(pay, "t", CTX)]
 
     assert asyncio.run(go()) == [{}, {}]  # no run yet; then every decision late
+
+
+READ_FILE = "mcp__bank__read_file"
+
+
+def session3(pay_to: str) -> list[dict[str, Any]]:
+    """The inbox, then a file (a plain output carrying the account), then the payment."""
+    pay = {"recipient": pay_to, "amount": 1200}
+    frames = session(pay_to)
+    i = next(n for n, f in enumerate(frames) if "stream" in f and f["stream"]["message"]["id"] == "msg_2")
+    extra = [
+        assistant(20, "And the file.", ("toolu_f", READ_FILE, {"path": "a"})),
+        *tool("toolu_f", READ_FILE, {"path": "a"}, f"New account: {IBAN}"),
+    ]
+    frames[i:i] = extra
+    assert frames[i + len(extra)]["stream"]["message"]["content"][1]["input"] == pay
+    return frames
+
+
+def sends(cli: ScriptedCLI) -> list[dict[str, Any]]:
+    return [out for tid, out in pre_tool_answers(cli) if tid == "toolu_2"]
+
+
+def test_a_late_decision_keeps_the_taint_and_the_attackers_call_is_still_denied() -> None:
+    client = FakeClient(lambda k: reading_taints(k) if k < 2 else None)
+    st = ClaudeAgentSteering(client, model="claude-sonnet-4-5")  # type: ignore[arg-type]
+    (send,) = sends(play(st, session3(IBAN)))
+    reason = send["hookSpecificOutput"]["permissionDecisionReason"]
+    assert send["hookSpecificOutput"]["permissionDecision"] == "deny" and "step 1" in reason
+    assert st.denied_calls == 1
+
+
+def test_a_newer_decisions_taint_replaces_the_old_one() -> None:
+    other = "payout@attacker-mail.com"
+    client = FakeClient(lambda k: reading_taints(k) if k < 2 else tainted(k, entry(other, step=2)))
+    st = ClaudeAgentSteering(client, model="claude-sonnet-4-5")  # type: ignore[arg-type]
+    assert sends(play(st, session3(IBAN))) == [{}] and st.denied_calls == 0
+
+
+def split(k: int) -> dict[str, Any]:
+    """Decision 1: an instruction naming no value (no taint); decision 2: the file's account."""
+    return tainted(k, entry(IBAN, step=2, tool=READ_FILE, instr=False)) if k == 2 else decision(k)
+
+
+def test_strict_mode_denies_the_split_output_case_that_lenient_mode_allows() -> None:
+    lenient = ClaudeAgentSteering(FakeClient(split), model="claude-sonnet-4-5")  # type: ignore[arg-type]
+    assert sends(play(lenient, session3(IBAN))) == [{}]
+    strict = ClaudeAgentSteering(FakeClient(split), model="claude-sonnet-4-5", gate="strict")  # type: ignore[arg-type]
+    (send,) = sends(play(strict, session3(IBAN)))
+    assert send["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert "step 2" in send["hookSpecificOutput"]["permissionDecisionReason"] and strict.denied_calls == 1
+    client = FakeClient(split)
+    client.gate = "strict"  # type: ignore[attr-defined]  # RB_CLIENT_GATE_MODE=strict
+    by_client = ClaudeAgentSteering(client, model="claude-sonnet-4-5")  # type: ignore[arg-type]
+    assert sends(play(by_client, session3(IBAN)))[0]["hookSpecificOutput"]["permissionDecision"] == "deny"
+    own = ClaudeAgentSteering(client, model="claude-sonnet-4-5", gate="lenient")  # type: ignore[arg-type]
+    assert sends(play(own, session3(IBAN))) == [{}]  # the adapter's own setting wins
+
+
+def test_a_misspelt_gate_mode_is_refused_at_construction() -> None:
+    with pytest.raises(ValueError, match="gate must be one of"):
+        ClaudeAgentSteering(FakeClient(), gate="Strict")  # type: ignore[arg-type]
