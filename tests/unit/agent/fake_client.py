@@ -64,3 +64,13 @@ class FakeClient:
 
     def outcome(self) -> str | None:
         return next((f for k, _, f in reversed(self.events) if k == "run_finish"), None)
+
+
+def sent(text: str, run_id: str = "r") -> str:
+    """A decision's `[REASONBLOCKS]` text as the composer puts it in the request: its header
+    carries the run's tag, and the line under it says what the tag means (issue 49)."""
+    from streams.agent.compose import injection_of
+
+    out = injection_of({"run_id": run_id, "injection_text": text})
+    assert out is not None
+    return out
