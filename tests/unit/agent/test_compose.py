@@ -210,7 +210,10 @@ def test_with_system_system_placement_late_decision_keeps_base_only():
 def test_with_system_system_placement_recomposition_does_not_stack_injections():
     once = with_system(_history(), decision(), placement="system")
     twice = with_system(once, decision(injection=f"{REASONBLOCKS_MARKER}\n- later"), placement="system")
-    assert [p["text"] for p in twice[0]["content"]] == [BASE, sent(f"{REASONBLOCKS_MARKER}\n- later", "run-1")]
+    assert [p["text"] for p in twice[0]["content"]] == [
+        BASE,
+        sent(f"{REASONBLOCKS_MARKER}\n- later", "run-1"),
+    ]
 
 
 def test_with_system_system_placement_plain_provider_emits_string_content():

@@ -283,9 +283,7 @@ def test_steering_places_at_the_end_by_default_and_in_the_system_when_asked() ->
     end = Steering(2, d, "m").request(req)
     assert end["system"] == BASE and end["messages"][-1]["content"][-1]["text"] == SENT
     system = Steering(2, d, "m", "system").request(req)
-    assert (
-        system["system"][-1] == {"type": "text", "text": SENT} and system["messages"] is req["messages"]
-    )
+    assert system["system"][-1] == {"type": "text", "text": SENT} and system["messages"] is req["messages"]
     assert Steering(2, d, "m").messages(chat_history())[-1] == {"role": "user", "content": SENT}
     assert Steering(2, d, "m", "system").messages(chat_history())[0]["content"][-1]["text"] == SENT
 
