@@ -37,13 +37,14 @@ from examples._local import local_stack
 from examples.scripted_cli import ScriptedCLI, load, repeated
 from streams.agent.claude_agent import ClaudeAgentSteering
 from streams.agent.client import SyncSteeringClient
+from streams.agent.compose import body_of
 
 ROUTING = {"FAST": "claude-haiku-4-5", "SLOW": "claude-opus-4-5"}
 LADDER = {"escalate_model_after": 1, "stop_after": 2}
 
 
 def first_line(text: str, n: int = 100) -> str:
-    line = next((x for x in text.splitlines() if x.strip() and not x.startswith("[REASONBLOCKS]")), "")
+    line = next((x for x in body_of(text).splitlines() if x.strip()), "")
     return line if len(line) <= n else line[: n - 3] + "..."
 
 

@@ -26,6 +26,7 @@ from langchain_core.tools import tool
 from examples._local import local_stack
 from examples.scripted_model import Script, ScriptedModel
 from streams.agent.client import SyncSteeringClient
+from streams.agent.compose import body_of
 from streams.agent.langchain_middleware import SteeringMiddleware
 
 BASE = "You are a careful coding agent working in a Python repository."
@@ -125,14 +126,14 @@ def main() -> int:
         )
         for k, (model_id, msgs) in enumerate(sc.calls, 1):
             last = msgs[-1].content  # the steering message ends the call (the prompt before it is unchanged)
-            extra = [last] if isinstance(last, str) and last.startswith("[REASONBLOCKS]") else []
+            extra = [last] if isinstance(last, str) and last.startswith("[REASONBLOCKS") else []
             entry = steering.step_log[k - 1]
             print(
                 f"call {k:>2}  model {model_id:<18} state {entry.fsm_state or '-':<6} fired {','.join(entry.monitors_fired) or '-'}"
             )
             for text in extra:
-                lines = text.splitlines()
-                print(f"          messages += {lines[0]} {' '.join(lines[1:])[:150]}...")
+                head, said = text.split("\n", 1)[0], body_of(text)  # the tagged header, then what it says
+                print(f"          messages += {head} {' '.join(said.split())[:150]}...")
         print(f"\nfinal answer: {out['messages'][-1].content}")
         print(f"history: {len(out['messages'])} messages, none of them rewritten or injected")
     return 0

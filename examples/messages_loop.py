@@ -17,6 +17,7 @@ from typing import Any
 from examples._local import local_stack
 from streams.agent.client import SyncSteeringClient
 from streams.agent.compose import REASONBLOCKS_MARKER as MARKER
+from streams.agent.compose import body_of
 from streams.agent.session import SteeringSession
 
 BASE = "You are a support agent that answers questions from the product documentation."
@@ -68,7 +69,11 @@ def main() -> int:
                 # the steering block ends the last user turn; system and history are as sent
                 last = request["messages"][-1]["content"]
                 blocks = last if isinstance(last, list) else []
-                extra = [b["text"].splitlines()[1][:110] for b in blocks if b["text"].startswith(MARKER)]
+                extra = [
+                    body_of(b["text"]).splitlines()[0][:110]
+                    for b in blocks
+                    if b["text"].startswith(MARKER[:-1])
+                ]
                 print(f"call {k}: model {request['model']:<18} steering blocks {len(extra)} {extra or ''}")
                 resp = call_model(request, k)
                 messages = [*messages, {"role": "assistant", "content": resp["text"]}]

@@ -31,6 +31,7 @@ from examples._local import local_stack
 from examples.openai_scripted import ScriptedProvider, reply, say
 from streams.agent.client import SyncSteeringClient
 from streams.agent.compose import REASONBLOCKS_MARKER as MARKER
+from streams.agent.compose import body_of
 from streams.agent.openai_agents import AgentsSteering
 from streams.agent.session import RunStopped
 
@@ -128,10 +129,13 @@ def main() -> int:
         )
         last = list(call.call.input)[-1:]
         extra = [
-            i["content"] for i in last if isinstance(i, dict) and str(i.get("content")).startswith(MARKER)
+            i["content"]
+            for i in last
+            if isinstance(i, dict) and str(i.get("content")).startswith(MARKER[:-1])
         ]
         for text in extra:  # the steering message after the input (the cached prefix is unchanged)
-            print(f"          input += {' '.join(text.split())[:150]}...")
+            head = text.split("\n", 1)[0]  # the tagged header, then what it says
+            print(f"          input += {head} {' '.join(body_of(text).split())[:150]}...")
     print(f"\n{answer}", file=sys.stderr if code else sys.stdout)
     return code
 

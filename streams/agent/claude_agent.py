@@ -44,6 +44,12 @@ Code to switch when a decision routes to another model, without holding the hook
 switch applies from the next model request Claude Code starts after it handled the request
 (the call the hook's tool result goes to, or the one after: Claude Code decides).
 
+Copies of our channel. A tool's output that holds the `[REASONBLOCKS]` marker or our `<rule>`
+/ `<guidance>` tags gets them made inert (`compose.defused_value`) and handed back as the
+`PostToolUse` hook's `updatedToolOutput`, in the tool's own shape. Claude Code keeps the
+original output when it rejects that shape, and a failed call's error cannot be replaced:
+there the real block's run tag (`compose.run_tag`) is what tells it apart from a copy.
+
 The gate. `PreToolUse` also asks the run's session whether the call may run
 (`SteeringSession.check_call`, from the newest decision's `taint` list; a late decision
 keeps the earlier taint in force): a call whose
@@ -92,6 +98,7 @@ except ImportError as exc:  # one line that says what to install, not a bare mod
         f"pip install 'rb-streams[claude-agent-sdk]' ({exc})"
     ) from exc
 
+from . import compose
 from .client import SyncSteeringClient
 from .gate import GateMode, check_gate_mode, denial_text
 from .session import LastRun, Steering, SteeringSession, extra_names, failure_outcome
@@ -591,16 +598,27 @@ class ClaudeAgentSteering(LastRun):
         if steer.action == "stop":
             return _stopped(await self._stop(sid, live, steer))
         await self._route(live, steer)
-        return _context(event, steer.injection_text)
+        updated = None
+        if event == "PostToolUse" and "tool_response" in data:
+            # the tool's output with its copies of our channel made inert, in the tool's own
+            # shape (Claude Code keeps the original when it rejects the shape: the block's
+            # run tag still tells the real one apart)
+            new = compose.defused_value(data["tool_response"])
+            updated = new if new is not data["tool_response"] else None
+        return _context(event, steer.injection_text, updated)
 
 
-def _context(event: str, text: str | None) -> SyncHookJSONOutput:
-    """A hook output that hands `text` to the model (nothing when there is nothing to say)."""
-    if not text:
+def _context(event: str, text: str | None, updated: Any = None) -> SyncHookJSONOutput:
+    """A hook output that hands `text` to the model (nothing when there is nothing to say),
+    and `updated` (not None) as the tool's output in place of the one it returned."""
+    out: dict[str, Any] = {"hookEventName": event}
+    if text:
+        out["additionalContext"] = text
+    if updated is not None:
+        out["updatedToolOutput"] = updated
+    if len(out) == 1:
         return {}
-    return cast(
-        SyncHookJSONOutput, {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
-    )
+    return cast(SyncHookJSONOutput, {"hookSpecificOutput": out})
 
 
 def _stopped(reason: str) -> SyncHookJSONOutput:

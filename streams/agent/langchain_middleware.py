@@ -535,12 +535,16 @@ class SteeringMiddleware(LastRun, AgentMiddleware[SteeringState, Any, Any]):
         if routed:
             overrides["model"] = self._model(routed)
         injection = compose.injection_of(steer.decision)
+        # a tool result's copy of our channel is made inert, the same way on every call
+        messages = _defused(request.messages)
+        if messages is not request.messages:
+            overrides["messages"] = messages
         if self.placement == "end":
             # After the last message (a tool result, the user's turn): the system prompt and the
             # history stay byte for byte what the provider cached. Chat models merge it into the
             # last user turn (Anthropic: after the tool_result blocks).
             if injection is not None:
-                overrides["messages"] = [*request.messages, HumanMessage(content=injection)]
+                overrides["messages"] = [*messages, HumanMessage(content=injection)]
             return request.override(**overrides) if overrides else request
         base: Any = request.system_message.content if request.system_message is not None else ""
         blocks = compose.anthropic_system(base, steer.decision)
@@ -560,6 +564,21 @@ class SteeringMiddleware(LastRun, AgentMiddleware[SteeringState, Any, Any]):
                     m = init_chat_model(model_id)
                 self._models[model_id] = m
             return m
+
+
+def _defused(messages: Any) -> Any:
+    """`messages` with every ToolMessage's copy of our channel made inert
+    (`compose.defused_content`): the same list when none holds one, else a new list in which
+    only those messages are copies."""
+    out = list(messages)
+    changed = False
+    for i, m in enumerate(out):
+        if isinstance(m, ToolMessage):
+            content = compose.defused_content(m.content)
+            if content is not m.content:
+                out[i] = m.model_copy(update={"content": content})
+                changed = True
+    return out if changed else messages
 
 
 def _ai_count(messages: Any) -> int:

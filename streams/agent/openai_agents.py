@@ -337,16 +337,17 @@ class SteeredRun(RunHooks[Any]):
             )
         base = data.model_data.instructions
         injection = compose.injection_of(steer.decision)
+        # a tool output's copy of our channel is made inert, the same way on every call (an
+        # item that holds none is the very same object)
+        given = _defused(data.model_data.input)
         if injection is None:
-            return ModelInputData(input=data.model_data.input, instructions=base)
+            return ModelInputData(input=given, instructions=base)
         if self._owner.placement == "end":
             # a trailing user message: the instructions and the input items the provider cached
             # are sent as they are (the same item objects, which the SDK tracks)
-            items = [*data.model_data.input, {"role": compose.END_ROLE, "content": injection}]
-            return ModelInputData(input=items, instructions=base)  # type: ignore[arg-type]
-        return ModelInputData(
-            input=data.model_data.input, instructions=compose.plain_system(base or "", steer.decision)
-        )
+            items = [*given, {"role": compose.END_ROLE, "content": injection}]
+            return ModelInputData(input=items, instructions=base)
+        return ModelInputData(input=given, instructions=compose.plain_system(base or "", steer.decision))
 
     async def _steering(self, data: CallModelData[Any]) -> Steering:
         """This call's steering: decision 0 for the first call; else the decision to the step
@@ -684,3 +685,17 @@ class AgentsSteering(LastRun):
             loop = policy.new_event_loop()
             policy.set_event_loop(loop)
         return loop.run_until_complete(self.run(starting_agent, input, **kwargs))
+
+
+def _defused(items: Any) -> Any:
+    """The input items with every `function_call_output`'s copy of our channel made inert
+    (`compose.defused_content`): the same list when none holds one."""
+    out = list(items)
+    changed = False
+    for i, item in enumerate(out):
+        if isinstance(item, Mapping) and item.get("type") == "function_call_output" and "output" in item:
+            new = compose.defused_content(item["output"])
+            if new is not item["output"]:
+                out[i] = {**item, "output": new}
+                changed = True
+    return out if changed else items

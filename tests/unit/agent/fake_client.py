@@ -103,3 +103,13 @@ class EngineClient(FakeClient):
         event = step_event(run_id, step, **fields)
         event["ts"] = 1.0 + 2 * step
         return self._feed(event, step)
+
+
+def sent(text: str, run_id: str = "r") -> str:
+    """A decision's `[REASONBLOCKS]` text as the composer puts it in the request: its header
+    carries the run's tag, and the line under it says what the tag means (issue 49)."""
+    from streams.agent.compose import injection_of
+
+    out = injection_of({"run_id": run_id, "injection_text": text})
+    assert out is not None
+    return out

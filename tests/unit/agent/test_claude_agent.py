@@ -21,7 +21,7 @@ from streams.agent.claude_agent import (
     tokens_of,
 )
 from streams.agent.session import STOPPED_OUTCOME
-from tests.unit.agent.fake_client import FakeClient, decision, stop
+from tests.unit.agent.fake_client import FakeClient, decision, sent, stop
 
 CTX: Any = {"signal": None}  # what the SDK passes as the hook context
 FIX = load("fix_session")
@@ -78,7 +78,7 @@ def test_a_tool_call_is_a_step_and_its_decision_comes_back_as_additional_context
     assert out == {
         "hookSpecificOutput": {
             "hookEventName": "PostToolUse",
-            "additionalContext": "[REASONBLOCKS]\nStop rerunning the test.",
+            "additionalContext": sent("[REASONBLOCKS]\nStop rerunning the test."),
         }
     }
     (ev,) = steps(client)
@@ -271,7 +271,7 @@ def test_through_the_sdk_a_session_is_steered_and_its_steps_carry_the_stream() -
 
     messages = asyncio.run(go())
     assert type(messages[-1]).__name__ == "ResultMessage"
-    assert cli.contexts == ["[REASONBLOCKS]\nConfirm with one test run."]
+    assert cli.contexts == [sent("[REASONBLOCKS]\nConfirm with one test run.")]
     got = [(s["action"], s.get("agent"), s.get("model_id")) for s in steps(client)]
     assert got == [
         ("Read", None, "claude-sonnet-4-5-20250929"),

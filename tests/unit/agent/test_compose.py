@@ -13,11 +13,14 @@ from streams.agent.compose import (
     model_of,
     openai_system_message,
     plain_system,
+    run_tag,
     with_system,
 )
+from tests.unit.agent.fake_client import sent
 
 BASE = "You are a careful coding agent."
 INJECTION = f"{REASONBLOCKS_MARKER}\n- Re-read the failing test before editing.\n- Check the import path."
+SENT = sent(INJECTION, "run-1")  # as the request carries it: the header tagged with the run's tag
 EPHEMERAL = {"type": "ephemeral"}
 
 
@@ -38,7 +41,7 @@ def decision(
 
 
 def test_injection_of_returns_text_when_injecting():
-    assert injection_of(decision()) == INJECTION
+    assert injection_of(decision()) == SENT
 
 
 def test_injection_of_none_decision_is_unsteered():
@@ -59,7 +62,7 @@ def test_injection_of_without_inject_key_uses_text():
 
 
 def test_injection_of_accepts_object_with_data():
-    assert injection_of(Decision(data=decision(), latency_ms=1.0)) == INJECTION
+    assert injection_of(Decision(data=decision(), latency_ms=1.0)) == SENT
 
 
 def test_injection_of_rejects_unknown_type():
@@ -84,9 +87,9 @@ def test_injection_block_is_separate_uncached_and_starts_with_marker():
     blocks = anthropic_system(BASE, decision())
     assert len(blocks) == 2
     inj = blocks[1]
-    assert inj == {"type": "text", "text": INJECTION}
+    assert inj == {"type": "text", "text": SENT}
     assert "cache_control" not in inj
-    assert inj["text"].splitlines()[0] == REASONBLOCKS_MARKER
+    assert inj["text"].splitlines()[0] == f"[REASONBLOCKS {run_tag('run-1')}]"  # the run's tag (issue 49)
 
 
 def test_no_injection_gives_only_the_base_block_and_no_empty_block():
@@ -101,7 +104,7 @@ def test_late_none_decision_is_unsteered_base_only():
 
 
 def test_empty_base_string_gives_only_the_injection_block():
-    assert anthropic_system("", decision()) == [{"type": "text", "text": INJECTION}]
+    assert anthropic_system("", decision()) == [{"type": "text", "text": SENT}]
     assert anthropic_system("", None) == []
 
 
@@ -117,7 +120,7 @@ def test_block_list_base_gets_cache_control_on_last_block_and_is_not_mutated():
     assert blocks[0] == snapshot[0]  # existing marker untouched
     assert "cache_control" not in blocks[1]
     assert blocks[2] == {"type": "text", "text": BASE, "cache_control": EPHEMERAL}
-    assert blocks[3] == {"type": "text", "text": INJECTION}
+    assert blocks[3] == {"type": "text", "text": SENT}
     assert all(b is not o for b, o in zip(blocks, base, strict=False))
 
 
@@ -131,7 +134,7 @@ def test_block_list_base_keeps_existing_marker_on_last_block():
 def test_recomposing_drops_stale_injection_blocks():
     first = anthropic_system(BASE, decision())
     second = anthropic_system(first, decision(injection=f"{REASONBLOCKS_MARKER}\n- new advice"))
-    assert [b["text"] for b in second] == [BASE, f"{REASONBLOCKS_MARKER}\n- new advice"]
+    assert [b["text"] for b in second] == [BASE, sent(f"{REASONBLOCKS_MARKER}\n- new advice", "run-1")]
     assert anthropic_system(first, None) == [{"type": "text", "text": BASE, "cache_control": EPHEMERAL}]
 
 
@@ -149,7 +152,7 @@ def test_openai_system_message_shape():
         "role": "system",
         "content": [
             {"type": "text", "text": BASE, "cache_control": EPHEMERAL},
-            {"type": "text", "text": INJECTION},
+            {"type": "text", "text": SENT},
         ],
     }
 
@@ -207,12 +210,15 @@ def test_with_system_system_placement_late_decision_keeps_base_only():
 def test_with_system_system_placement_recomposition_does_not_stack_injections():
     once = with_system(_history(), decision(), placement="system")
     twice = with_system(once, decision(injection=f"{REASONBLOCKS_MARKER}\n- later"), placement="system")
-    assert [p["text"] for p in twice[0]["content"]] == [BASE, f"{REASONBLOCKS_MARKER}\n- later"]
+    assert [p["text"] for p in twice[0]["content"]] == [
+        BASE,
+        sent(f"{REASONBLOCKS_MARKER}\n- later", "run-1"),
+    ]
 
 
 def test_with_system_system_placement_plain_provider_emits_string_content():
     out = with_system(_history(), decision(), provider="plain", placement="system")
-    assert out[0] == {"role": "system", "content": f"{BASE}\n\n{INJECTION}"}
+    assert out[0] == {"role": "system", "content": f"{BASE}\n\n{SENT}"}
 
 
 def test_with_system_rejects_unknown_provider():
@@ -224,7 +230,7 @@ def test_with_system_rejects_unknown_provider():
 
 
 def test_plain_system_appends_injection_after_blank_line():
-    assert plain_system(BASE, decision()) == f"{BASE}\n\n{INJECTION}"
+    assert plain_system(BASE, decision()) == f"{BASE}\n\n{SENT}"
 
 
 def test_plain_system_without_injection_is_base():
@@ -233,7 +239,7 @@ def test_plain_system_without_injection_is_base():
 
 
 def test_plain_system_empty_base_is_injection_alone():
-    assert plain_system("", decision()) == INJECTION
+    assert plain_system("", decision()) == SENT
 
 
 # --- anthropic request ----------------------------------------------------------------------
@@ -277,7 +283,7 @@ def test_anthropic_request_system_placement_without_system_or_injection_has_no_s
     del req["system"]
     assert "system" not in anthropic_request(req, None, placement="system")
     assert anthropic_request(req, decision(), placement="system")["system"] == [
-        {"type": "text", "text": INJECTION}
+        {"type": "text", "text": SENT}
     ]
 
 
@@ -285,7 +291,7 @@ def test_decision_object_with_data_works_everywhere():
     d = Decision(data=decision(model="claude-haiku-4-5"), latency_ms=12.0)
     assert model_of(d) == "claude-haiku-4-5"
     assert anthropic_system(BASE, d) == anthropic_system(BASE, d.data)
-    assert plain_system(BASE, d) == f"{BASE}\n\n{INJECTION}"
+    assert plain_system(BASE, d) == f"{BASE}\n\n{SENT}"
     assert anthropic_request(_request(), d)["model"] == "claude-haiku-4-5"
     assert with_system(_history(), d, placement="system")[0] == openai_system_message(BASE, d.data)
-    assert with_system(_history(), d)[-1] == {"role": "user", "content": INJECTION}
+    assert with_system(_history(), d)[-1] == {"role": "user", "content": SENT}

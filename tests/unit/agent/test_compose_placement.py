@@ -21,12 +21,14 @@ from streams.agent.compose import (
 )
 from streams.agent.session import Steering, SteeringSession
 from tests.unit.agent.fake_client import FakeClient
+from tests.unit.agent.fake_client import sent as tagged
 
 BASE = "You are a careful coding agent."
 INJECTION = (
     f"{REASONBLOCKS_MARKER}\n- You ran `pytest -x` 3 times with the same result: read the error first."
 )
 LATER = f"{REASONBLOCKS_MARKER}\n- Check the import path before editing again."
+SENT = tagged(INJECTION)  # as the request carries it: the header tagged with the run's tag (issue 49)
 EPHEMERAL = {"type": "ephemeral"}
 
 
@@ -104,7 +106,7 @@ def test_the_unsteered_anthropic_prompt_is_a_byte_prefix_of_the_steered_one() ->
     req = tool_turn_request()
     before, after = anthropic_prompt(req), anthropic_prompt(anthropic_request(req, decision()))
     assert after[: len(before)] == before
-    assert after[len(before) :] == [orjson.dumps(["msg", 4, "user", {"text": INJECTION, "type": "text"}])]
+    assert after[len(before) :] == [orjson.dumps(["msg", 4, "user", {"text": SENT, "type": "text"}])]
 
 
 def test_the_steering_block_follows_the_tool_results_in_the_last_user_turn() -> None:
@@ -112,7 +114,7 @@ def test_the_steering_block_follows_the_tool_results_in_the_last_user_turn() -> 
     last = out["messages"][-1]
     assert last["role"] == "user" and len(out["messages"]) == 5
     assert [b["type"] for b in last["content"]] == ["tool_result", "text"]  # tool_result blocks first
-    assert last["content"][-1] == {"type": "text", "text": INJECTION}
+    assert last["content"][-1] == {"type": "text", "text": SENT}
 
 
 def test_the_callers_cache_breakpoint_stays_on_its_block_and_still_covers_the_history() -> None:
@@ -148,7 +150,7 @@ def test_a_string_user_turn_becomes_its_text_block_then_the_steering_block() -> 
     assert out["messages"] == [
         {
             "role": "user",
-            "content": [{"type": "text", "text": "Fix the bug."}, {"type": "text", "text": INJECTION}],
+            "content": [{"type": "text", "text": "Fix the bug."}, {"type": "text", "text": SENT}],
         }
     ]
     assert out["system"] == BASE  # the system prompt as sent: no block, no breakpoint added
@@ -160,12 +162,12 @@ def test_a_string_user_turn_becomes_its_text_block_then_the_steering_block() -> 
 def test_a_prefill_keeps_its_place_after_the_steered_user_turn() -> None:
     messages = [{"role": "user", "content": "Answer in JSON."}, {"role": "assistant", "content": "{"}]
     out = anthropic_messages(messages, decision())
-    assert out[1] is messages[1] and out[0]["content"][-1]["text"] == INJECTION
+    assert out[1] is messages[1] and out[0]["content"][-1]["text"] == SENT
 
 
 def test_no_user_turn_gets_one_holding_the_steering_text() -> None:
     assert anthropic_messages([], decision()) == [
-        {"role": "user", "content": [{"type": "text", "text": INJECTION}]}
+        {"role": "user", "content": [{"type": "text", "text": SENT}]}
     ]
 
 
@@ -180,7 +182,7 @@ def test_composing_a_composed_request_again_replaces_the_steering_block() -> Non
     req = tool_turn_request()
     once = anthropic_request(req, decision())
     twice = anthropic_request(once, decision(LATER))
-    assert [b.get("text") for b in twice["messages"][-1]["content"]] == [None, LATER]
+    assert [b.get("text") for b in twice["messages"][-1]["content"]] == [None, tagged(LATER)]
     assert anthropic_request(once, None)["messages"][-1]["content"] == req["messages"][-1]["content"]
 
 
@@ -239,7 +241,7 @@ def test_the_openai_steering_text_is_a_trailing_user_message_after_the_tool_resu
     out = with_system(messages, decision())
     assert messages == snapshot and len(out) == 5
     assert all(a is b for a, b in zip(out, messages, strict=False))  # the same objects, system included
-    assert out[-1] == {"role": "user", "content": INJECTION}
+    assert out[-1] == {"role": "user", "content": SENT}
     assert openai_prompt(out)[:4] == openai_prompt(messages)
 
 
@@ -259,7 +261,7 @@ def test_openai_base_is_put_first_as_given_and_nothing_else_changes() -> None:
 def test_openai_recomposition_replaces_the_trailing_steering_message() -> None:
     once = openai_messages(chat_history(), decision())
     assert (
-        openai_messages(once, decision(LATER))[-1]["content"] == LATER
+        openai_messages(once, decision(LATER))[-1]["content"] == tagged(LATER)
         and len(openai_messages(once, decision(LATER))) == 5
     )
     assert openai_messages(once, None) == chat_history()
@@ -279,13 +281,11 @@ def test_steering_places_at_the_end_by_default_and_in_the_system_when_asked() ->
     d = Decision(data=decision(), latency_ms=1.0)
     req = {"model": "m", "system": BASE, "messages": [{"role": "user", "content": "Go."}]}
     end = Steering(2, d, "m").request(req)
-    assert end["system"] == BASE and end["messages"][-1]["content"][-1]["text"] == INJECTION
+    assert end["system"] == BASE and end["messages"][-1]["content"][-1]["text"] == SENT
     system = Steering(2, d, "m", "system").request(req)
-    assert (
-        system["system"][-1] == {"type": "text", "text": INJECTION} and system["messages"] is req["messages"]
-    )
-    assert Steering(2, d, "m").messages(chat_history())[-1] == {"role": "user", "content": INJECTION}
-    assert Steering(2, d, "m", "system").messages(chat_history())[0]["content"][-1]["text"] == INJECTION
+    assert system["system"][-1] == {"type": "text", "text": SENT} and system["messages"] is req["messages"]
+    assert Steering(2, d, "m").messages(chat_history())[-1] == {"role": "user", "content": SENT}
+    assert Steering(2, d, "m", "system").messages(chat_history())[0]["content"][-1]["text"] == SENT
 
 
 def test_a_session_hands_its_placement_to_each_steering_and_refuses_an_unknown_one() -> None:

@@ -14,7 +14,7 @@ from langchain_core.tools import tool
 from examples.scripted_model import Script, ScriptedModel
 from streams.agent.langchain_middleware import STOP_NAME, STOP_PREFIX, SteeringMiddleware
 from streams.agent.session import STOPPED_OUTCOME
-from tests.unit.agent.fake_client import FakeClient, decision, stop
+from tests.unit.agent.fake_client import FakeClient, decision, sent, stop
 
 
 @tool
@@ -166,7 +166,7 @@ def test_the_steering_text_follows_the_last_message_and_the_prompt_before_it_is_
     out = ask(agent)
     calls = [msgs for _, msgs in script.calls]
     steered = calls[2]  # decision 2 steers call 3
-    assert isinstance(steered[-1], HumanMessage) and steered[-1].content == INJECTION
+    assert isinstance(steered[-1], HumanMessage) and steered[-1].content == sent(INJECTION)
     assert isinstance(steered[-2], ToolMessage)  # after the tool result: the last user turn
     # the system prompt is the agent's own on every call, and no other call has the text
     assert all(isinstance(m[0], SystemMessage) and m[0].content == "Be careful." for m in calls)
@@ -188,7 +188,7 @@ def test_system_placement_puts_the_text_after_the_base_system_prompt() -> None:
     assert isinstance(system, SystemMessage)
     assert system.content == [
         {"type": "text", "text": "Be careful.", "cache_control": {"type": "ephemeral"}},
-        {"type": "text", "text": INJECTION},
+        {"type": "text", "text": sent(INJECTION)},
     ]
     assert not isinstance(script.calls[2][1][-1], HumanMessage)
 

@@ -19,7 +19,7 @@ from examples.openai_scripted import ScriptedProvider, reply, say
 from streams.agent.compose import REASONBLOCKS_MARKER
 from streams.agent.openai_agents import WIRING, AgentsSteering, RunStoppedBySteering, response_step
 from streams.agent.session import STOPPED_OUTCOME, RunStopped
-from tests.unit.agent.fake_client import FakeClient, decision, stop
+from tests.unit.agent.fake_client import FakeClient, decision, sent, stop
 
 FAILING = "FAILED tests/test_a.py::test_expiry - KeyError"
 INJECTION = f"{REASONBLOCKS_MARKER}\nYou have run `run_tests` with the same input 3 times."
@@ -244,7 +244,7 @@ def test_a_decision_ends_the_next_calls_input_and_routes_the_next_call() -> None
     # the instructions never change: the steering text is a trailing user message of call 3 only
     assert {c.call.system_instructions for c in calls} == {"Fix the bug."}
     steered = list(calls[2].call.input)
-    assert steered[-1] == {"role": "user", "content": INJECTION}
+    assert steered[-1] == {"role": "user", "content": sent(INJECTION)}
     # the input before it is the SDK's own, in order, and it never enters the conversation:
     # call 4's input starts with call 3's input minus the steering message (the cached prefix)
     assert not any(REASONBLOCKS_MARKER in str(c.call.input) for i, c in enumerate(calls) if i != 2)
@@ -259,7 +259,7 @@ def test_system_placement_appends_to_the_instructions_and_leaves_the_input() -> 
     )
     run(AgentsSteering(client, placement="system"), coder(), provider)  # type: ignore[arg-type]
     calls = provider.calls
-    assert calls[2].call.system_instructions == f"Fix the bug.\n\n{INJECTION}"
+    assert calls[2].call.system_instructions == f"Fix the bug.\n\n{sent(INJECTION)}"
     assert {c.call.system_instructions for i, c in enumerate(calls) if i != 2} == {"Fix the bug."}
     assert not any(REASONBLOCKS_MARKER in str(c.call.input) for c in calls)
 
@@ -374,7 +374,7 @@ def test_the_callers_hooks_and_input_filter_still_run() -> None:
     assert seen == ["llm_end Coder", "tool_end run_tests", "llm_end Coder"]
     # the caller's filter first, the steering message after what it returned
     assert [c.call.system_instructions for c in provider.calls] == ["Trimmed.", "Trimmed."]
-    assert list(provider.calls[1].call.input)[-1] == {"role": "user", "content": INJECTION}
+    assert list(provider.calls[1].call.input)[-1] == {"role": "user", "content": sent(INJECTION)}
     # the tool's result left the model's input, yet the step has it (from on_tool_end)
     assert all(i.get("type") != "function_call_output" for i in provider.calls[1].call.input)
     assert steps(client)[0]["observation"] == FAILING
