@@ -50,6 +50,15 @@ class TaintEntry(TypedDict):
     instr: bool  # that result held instructions addressed to the agent, near the value
 
 
+class SanctionEntry(TypedDict):
+    """A tool result whose values the user's order to follow a named source made the user's
+    (issue 49, `core.sanction`): a reviewer reads why a call that carries them was allowed."""
+
+    step: int  # the step whose result was sanctioned
+    tool: str  # that step's action, cut
+    by: int  # the step whose user message gave the order; 0: the run's task
+
+
 class DecisionRecord(TypedDict):
     """The decision as the worker publishes it (the agent side's `streams.Decision` wraps it)."""
 
@@ -79,3 +88,4 @@ class DecisionRecord(TypedDict):
     routing_reason: NotRequired[str | None]
     # Issue 42: values tool results introduced, for the agent side's pre-call gate (<= 32).
     taint: NotRequired[list[TaintEntry]]
+    sanctioned: NotRequired[list[SanctionEntry]]

@@ -719,9 +719,13 @@ def apply_step(
     if cfg.monitors_enabled and new_state in MONITORED_STATES:
         new = _run_monitors(new, features, decision, sem, policy)
         to_embed = tuple(monitors_to_embed(new.monitors, policy.monitors))
-        taint = provenance.wire(new.monitors.get(data_instruction.KEY))
+        prov = new.monitors.get(data_instruction.KEY)
+        taint = provenance.wire(prov)
         if taint:  # values tool results introduced, for the agent side's pre-call gate
             decision["taint"] = taint
+        sanctioned = provenance.wire_sanctioned(prov)
+        if sanctioned:  # results the user's order to follow a source made the user's
+            decision["sanctioned"] = sanctioned
     _apply_rung(st, new, decision)
     if routed is not None and new.routing is not None:  # the escalation ladder may name another
         home = routing.home_of(cfg.model_routing, cfg.model)

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..taint import TAINT_WIRE_MAX, TOOL_KEPT, scan, value_hash
-from .decision import TaintEntry
+from . import sanction
+from .decision import SanctionEntry, TaintEntry
 from .instructions import RECORD_END, Instructions
 
 USER_MAX = 96
@@ -45,6 +46,14 @@ class Provenance:
     taint: list[list[Any]] = field(default_factory=list)
     flagged: list[list[Any]] = field(default_factory=list)
     hit: list[Any] = field(default_factory=list)
+    # issue 49: the user's order to follow a named source ([by step (0: the task), kinds,
+    # file names, follow], `core.sanction`), and the results it sanctioned ([step, tool, by])
+    order: list[Any] = field(default_factory=list)
+    sanctioned: list[list[Any]] = field(default_factory=list)
+
+    def sanctioned_at(self, step: int) -> bool:
+        """Whether the result of `step` was sanctioned by the user's order."""
+        return bool(self.sanctioned) and self.sanctioned[-1][0] == step
 
 
 def hashes(values: Iterable[tuple[str, str]]) -> list[str]:
@@ -62,7 +71,7 @@ def with_user(p: Provenance, text: str | None) -> Provenance:
     user = [*p.user, *new][-USER_MAX:]
     known = set(new)
     taint = [e for e in p.taint if e[0] not in known]
-    return Provenance(True, user, taint, p.flagged, p.hit)
+    return Provenance(True, user, taint, p.flagged, p.hit, p.order, p.sanctioned)
 
 
 def seeded(p: Provenance, task: str | None) -> Provenance:
@@ -70,7 +79,44 @@ def seeded(p: Provenance, task: str | None) -> Provenance:
     if p.seeded:
         return p
     q = with_user(p, task)
-    return Provenance(True, q.user, q.taint, q.flagged, q.hit)
+    o = sanction.order(task)
+    order = [0, list(o.kinds), list(o.names), o.follow] if o else q.order
+    return Provenance(True, q.user, q.taint, q.flagged, q.hit, order, q.sanctioned)
+
+
+def ordered(p: Provenance, step: int, text: str | None) -> Provenance:
+    """`p` with the order to follow a named source that a user's later message (at `step`)
+    holds, if any: it replaces the task's (the user's latest word on what to follow)."""
+    o = sanction.order(text)
+    if o is None:
+        return p
+    return Provenance(
+        p.seeded,
+        p.user,
+        p.taint,
+        p.flagged,
+        p.hit,
+        [step, list(o.kinds), list(o.names), o.follow],
+        p.sanctioned,
+    )
+
+
+def current_order(p: Provenance) -> sanction.Order | None:
+    """The run's order to follow a named source, while it may still sanction a result."""
+    o = p.order
+    if len(o) != 4 or len(p.sanctioned) >= sanction.SANCTIONED_MAX:
+        return None
+    return sanction.Order(tuple(str(k) for k in o[1]), tuple(str(n) for n in o[2]), o[3] is True)
+
+
+def sanctioned(p: Provenance, step: int, tool: str, text: str) -> Provenance:
+    """`p` after a result the user's order sanctioned: its values are the user's (as if the
+    user had written them), and the result is recorded ([step, tool, the order's step])."""
+    q = with_user(p, text)
+    entry = [step, tool[:TOOL_KEPT], int(p.order[0]) if p.order else 0]
+    return Provenance(
+        True, q.user, q.taint, q.flagged, q.hit, q.order, [*q.sanctioned, entry][-sanction.SANCTIONED_MAX :]
+    )
 
 
 def matches(p: Provenance, call_hashes: Sequence[str]) -> list[list[Any]]:
@@ -188,7 +234,7 @@ def observe(
         flags = [*p.flagged, [step, name]][-FLAGGED_MAX:]
     if not changed and flags is p.flagged:
         return p
-    return Provenance(p.seeded, p.user, taint, flags, p.hit)
+    return Provenance(p.seeded, p.user, taint, flags, p.hit, p.order, p.sanctioned)
 
 
 def wire(p: Provenance | Mapping[str, Any] | None) -> list[TaintEntry]:
@@ -225,3 +271,12 @@ def _ordered(taint: list[list[Any]]) -> list[list[Any]]:
         memo = (taint, marked + plain)
         _ORDERED[0] = memo
     return memo[1]
+
+
+def wire_sanctioned(p: Provenance | Mapping[str, Any] | None) -> list[SanctionEntry]:
+    """The decision's `sanctioned` list: the results whose values the user's order to follow a
+    named source made the user's (`core.sanction`), oldest first."""
+    if p is None:
+        return []
+    got = p.sanctioned if isinstance(p, Provenance) else p.get("sanctioned") or []
+    return [{"step": int(e[0]), "tool": str(e[1]), "by": int(e[2])} for e in got[: sanction.SANCTIONED_MAX]]

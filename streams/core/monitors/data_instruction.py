@@ -10,8 +10,13 @@ from a flagged source). The warning names the tool and the step, never the plant
 Its state is the run's provenance memory (bounded: see `core.provenance`); the engine reads it
 for the decision's `taint` list, which the agent side's gate (`streams.taint.gate`) checks
 before a call runs. A call that acts (sends, pays, deletes) with a value from a plain result is
-scored low (recorded, no warning): the user often asks for exactly that ("pay the bill in this
-file"), and telling those apart needs the user's intent, which provenance cannot see.
+scored low (recorded, no warning): the user often asks for exactly that.
+
+The user's own words and wish (issue 49): the observation of a step that asked the user
+(`respond`, `ask_user`, or `observation_source: "user"`) is the user's reply, never data; and a
+result of the source the user's task told the agent to act on ("do what the e-mail from my
+manager asks", `core.sanction`) is sanctioned: its values are the user's, and the decision's
+`sanctioned` list says so.
 """
 
 from __future__ import annotations
@@ -22,11 +27,11 @@ import orjson
 
 from ...taint import is_acting_tool, scan, values_in_args
 from ...untrusted import scrub
-from .. import instructions, provenance
+from .. import instructions, provenance, sanction
 from ..ladder import EscalationPolicy, escalation_sentence
 from ..provenance import Provenance
 from ..quoting import quoted
-from ..reading.features import StepFeatures
+from ..reading.features import ASKS_USER, StepFeatures
 from .base import NOTHING, Context, Finding, Monitor
 from .semantics import Semantics
 
@@ -37,7 +42,7 @@ TAINTED_CALL = 0.9  # a call carrying a value from a result that held instructio
 ACTING_CALL = 0.4  # an acting call carrying a value from a plain result: recorded, no warning
 NAME_SHOWN = 64
 # Actions that answer the user rather than call a tool (AgentDojo's `respond`, a chat reply).
-REPLIES = frozenset({"respond", "reply_to_user", "message_user", "send_message_to_user", "say", "ask_user"})
+REPLIES = frozenset({"say", *ASKS_USER})
 
 
 def _args(f: StepFeatures) -> object:
@@ -70,10 +75,18 @@ def call_warning(tool: str, step: int, src_tool: str, src_step: int) -> str:
 def evaluate(p: Provenance, f: StepFeatures, ctx: Context, sem: Semantics) -> tuple[Provenance, Finding]:
     p = provenance.seeded(p, ctx.task)
     if f.by_user:  # the user (or its proxy) speaks: what it names is the user's
+        p = provenance.ordered(p, f.step, f.thought)
         return provenance.with_user(provenance.with_user(p, f.thought), f.observation), NOTHING
     if f.message or not f.action:
         # no tool ran: a reply to a message comes from whoever the agent spoke to (the user)
-        return provenance.with_user(p, f.observation) if f.observation else p, NOTHING
+        if not f.observation:
+            return p, NOTHING
+        return provenance.with_user(provenance.ordered(p, f.step, f.observation), f.observation), NOTHING
+    if f.obs_by_user:
+        # the agent asked the user (`respond`, `ask_user`: the call says so, not the reply's
+        # wording): the reply is the user's words, its values the user's, never data
+        p = provenance.ordered(p, f.step, f.observation)
+        return provenance.with_user(p, f.observation), NOTHING
     score, texts, hit, hijacked = 0.0, [], p.hit, False
     tool = f.action_label or f.action
     # only a call that can matter is read: one that may carry a value from a flagged result,
@@ -92,7 +105,7 @@ def evaluate(p: Provenance, f: StepFeatures, ctx: Context, sem: Semantics) -> tu
                 score = ACTING_CALL
                 hit = [f.step, int(e[2]), str(e[3]), False]
     if hit is not p.hit:
-        p = Provenance(p.seeded, p.user, p.taint, p.flagged, hit)
+        p = Provenance(p.seeded, p.user, p.taint, p.flagged, hit, p.order, p.sanctioned)
     obs = f.observation
     if obs and not f.is_error:
         values = scan(obs)
@@ -100,8 +113,18 @@ def evaluate(p: Provenance, f: StepFeatures, ctx: Context, sem: Semantics) -> tu
         found_instr = (
             instructions.read(obs, values) if instructions.may_flag(obs, values) else instructions.NONE
         )
-        p = provenance.observe(p, f.step, tool, obs, values, found_instr)
-        if found_instr.flagged:
+        order = provenance.current_order(p) if p.order else None
+        if (
+            order is not None
+            and values
+            and sanction.sanctionable(order, found_instr, values, obs)
+            and sanction.reads_source(order, tool, f.input)
+        ):
+            # the user told the agent to act on this source: what it says is the user's wish
+            p = provenance.sanctioned(p, f.step, tool, obs)
+        else:
+            p = provenance.observe(p, f.step, tool, obs, values, found_instr)
+        if found_instr.flagged and not p.sanctioned_at(f.step):
             score = max(score, found_instr.score)
             texts.insert(0, result_warning(tool, f.step))
     if not texts:

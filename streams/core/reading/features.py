@@ -395,6 +395,9 @@ class StepFeatures:
     agent: str = ""  # who spoke or acted (multi-agent systems); "" for a single agent
     takes_lead: bool = False  # the step says its agent leads the run from now on (a hand-off)
     by_user: bool = False  # the speaker is the user or its proxy (who set the task): never the lead
+    # the observation is the user's reply (the action asked the user: `ASKS_USER`, or the step's
+    # `observation_source` is "user"), not a tool's result: the user's words, never data
+    obs_by_user: bool = False
     cell: bool = False  # the input is a Python cell (`pycode`)
     note: bool = False  # the speaker's label marks an internal note ("Orchestrator (thought)")
     message: bool = False  # no tool ran: a message to the user or to other agents
@@ -661,6 +664,40 @@ USER_SPEAKER = re.compile(
 )
 
 
+# Actions whose observation is the user's reply: the agent asked the user (tau-bench's `respond`,
+# an `ask_user` tool, a chat reply answered by the user's next turn). The call decides, never the
+# reply's wording: a tool result cannot pass for the user by what it says.
+ASKS_USER = frozenset(
+    {
+        "respond",
+        "reply_to_user",
+        "respond_to_user",
+        "message_user",
+        "send_message_to_user",
+        "ask_user",
+        "ask_human",
+        "ask_the_user",
+        "ask_user_question",
+        "ask_followup_question",
+        "ask_for_clarification",
+        "request_clarification",
+        "request_user_input",
+        "get_user_input",
+        "human_input",
+        "user_input",
+    }
+)
+
+
+def obs_source_is_user(ev: dict[str, Any], action: str | None) -> bool:
+    """Whether a step's observation is the user's words: its `observation_source` says so, or,
+    without one, its action asks the user (`ASKS_USER`)."""
+    src = ev.get("observation_source")
+    if src is not None:
+        return bool(src == "user")
+    return action in ASKS_USER
+
+
 def speaker(label: str) -> tuple[str, str]:
     """(agent, role) of a speaker's label: role "note", "final" or ""."""
     m = QUALIFIED.match(label[: NAME_KEPT * 2]) if label.endswith(")") else None
@@ -787,6 +824,7 @@ def extract(ev: dict[str, Any], max_chars: int) -> StepFeatures:
         agent=agent[:NAME_KEPT],
         takes_lead=bool(agent) and ev.get("lead") is True,
         by_user=bool(USER_SPEAKER.match(agent)),
+        obs_by_user=bool(obs) and obs_source_is_user(ev, action),
         cell=bool(cell),
         note=role == "note",
         message=message,

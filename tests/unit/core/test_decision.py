@@ -11,7 +11,7 @@ SCHEMA = json.loads((Path(streams.__file__).parent / "schemas" / "decision.schem
 
 
 # Optional on the wire (a worker from before the ladder omits them), always set by this one.
-OPTIONAL = {"action", "action_reason", "routing_reason", "taint"}
+OPTIONAL = {"action", "action_reason", "routing_reason", "taint", "sanctioned"}
 
 
 def test_the_typed_decision_has_exactly_the_wire_contracts_fields() -> None:
