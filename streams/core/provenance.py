@@ -156,9 +156,9 @@ def observe(
         values = scan(text, positions=True)
     wins = windows(text, found.spans) if flagged else []
     if flagged:  # what the instruction's own words hide: a value decoded, an account's halves
-        extra = [x for x in decoded_values(text) + parts(text) if _near(x[2], x[0], found.spans, wins)]
-        if extra:
-            values = [*values, *extra]
+        hidden = [x for x in decoded_values(text) + parts(text) if _near(x[2], x[0], found.spans, wins)]
+        if hidden:
+            values = [*values, *hidden]
     user = _user_set(p.user)
     index = _index(p.taint)  # shared: read only
     added: dict[str, int] = {}  # hash -> place of the entries this result adds
