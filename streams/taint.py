@@ -94,6 +94,10 @@ _IBAN_ANY = re.compile(
 )
 _IBAN_HEAD = re.compile(r"[A-Z]{2}\d{2}[ -]").search  # a text without it prints no spaced IBAN
 _IBAN_HEAD_ANY = re.compile(r"[A-Za-z]{2}\d{2}").search
+# Where a printed IBAN may start: the full pattern is tried only there (a text of capitals
+# would otherwise have it tried at every capital).
+_IBAN_HEAD_AT = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}").finditer
+_IBAN_HEAD_ANY_AT = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{2}\d{2}").finditer
 _SEPARATORS = str.maketrans("", "", " -.")
 # Decoding (the call's side: a string, or one of its first words; a flagged result's words
 # when it names the encoding): bounded in length and count, and prechecked by its alphabet.
@@ -459,7 +463,14 @@ def _spaced_ibans(text: str, pattern: re.Pattern[str]) -> list[tuple[int, str]]:
     without them, upper case, when the result is an IBAN with IBAN_DIGITS_MIN digits (at most
     VALUES_MAX; an IBAN already one token is found by the token pass)."""
     out = []
-    for m in pattern.finditer(text):
+    heads = 0
+    for h in (_IBAN_HEAD_AT if pattern is _IBAN_SPACED else _IBAN_HEAD_ANY_AT)(text):
+        heads += 1
+        if heads > VALUES_MAX:  # every head tried is a bounded match: at most this many
+            break
+        m = pattern.match(text, h.start())
+        if m is None:
+            continue
         raw = m.group()
         if " " not in raw and "-" not in raw and raw.isupper():
             continue
