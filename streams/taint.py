@@ -463,14 +463,17 @@ def _spaced_ibans(text: str, pattern: re.Pattern[str]) -> list[tuple[int, str]]:
     without them, upper case, when the result is an IBAN with IBAN_DIGITS_MIN digits (at most
     VALUES_MAX; an IBAN already one token is found by the token pass)."""
     out = []
-    heads = 0
+    heads = end = 0
     for h in (_IBAN_HEAD_AT if pattern is _IBAN_SPACED else _IBAN_HEAD_ANY_AT)(text):
         heads += 1
         if heads > VALUES_MAX:  # every head tried is a bounded match: at most this many
             break
+        if h.start() < end:  # inside the IBAN just read
+            continue
         m = pattern.match(text, h.start())
         if m is None:
             continue
+        end = m.end()
         raw = m.group()
         if " " not in raw and "-" not in raw and raw.isupper():
             continue
