@@ -13,7 +13,8 @@ The contract (the worker computes, the agent side checks):
   `domain` (a URL's host too), `iban`, `number` (long digit strings: accounts, cards),
   `phone`, `path`, `amount` (with a currency mark), `ident` (a quoted identifier-like string).
   Normalised so that the same value written two ways is one value (case, `www.`, a URL's
-  scheme and trailing slash, thousands separators, a phone's punctuation).
+  scheme and trailing slash, thousands separators, a phone's punctuation, an IBAN printed in
+  groups, a `mailto:`/`IBAN:` prefix; a URL without scheme or `www.` is a URL, not a path).
 - `value_hash(v)`: the first 16 lowercase hex digits of sha256 of the normalised value. The
   decision carries hashes, never values.
 - `values_in_args(args)`: the values a call's JSON arguments carry (strings, numbers, lists,
@@ -23,9 +24,14 @@ The contract (the worker computes, the agent side checks):
   result introduced (not the user's task or messages), `step` the step whose result brought it,
   `tool` that step's action (cut to TOOL_KEPT chars), `instr` true when that result held
   instructions addressed to the agent and the value stood near them.
-- `gate(taint, tool, args)`: a `GateVerdict`. Denies a call whose argument values match a
-  taint entry with `instr`, and (`acting_strict=True`) any tainted value in an acting call
-  (`is_acting_tool`). The reason names the tool and the source step, never the value or the
+- `call_values(args)`: what the gate reads in a call: `values_in_args`, and each string also
+  without separators, prefix and case, and decoded once from base64 or hex (bounded).
+  `decoded_values`, `parts`: what a flagged result hides (an encoded value it names, an
+  account's halves), read by `core.provenance` on flagged results only.
+- `gate(taint, tool, args)`: a `GateVerdict`. Denies a call whose argument values (or two
+  tainted parts joined) match a taint entry with `instr` when the call acts on it
+  (`call_acts`: a read is never refused), and (`acting_strict=True`) any tainted value in a
+  call that acts. The reason names the tool and the source step, never the value or the
   planted words, and tells the model to go on with the user's task.
 
 Standard library only, pure, and linear in its input: every text is cut before any work,
@@ -35,10 +41,11 @@ client imports it (tests/unit/agent/test_lean_imports.py).
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
@@ -58,7 +65,7 @@ HASH_HEX = 16
 TAINT_WIRE_MAX = 32  # entries of a decision's taint list
 TOOL_KEPT = 64  # characters of a source tool's name in a taint entry
 
-KINDS = ("email", "url", "domain", "iban", "number", "phone", "path", "amount", "ident")
+KINDS = ("email", "url", "domain", "iban", "number", "phone", "path", "amount", "ident", "part")
 
 _LEAD = "\"'([{<*`"
 _TRAIL = "\"'.,;:!?)]}>*`"
@@ -74,6 +81,37 @@ _CURRENCY_ANY = frozenset(f(w) for w in _CURRENCY_WORDS for f in (str.lower, str
 _PATH = re.compile(r"(?:~|\.{1,2})?/?[\w.@+-]{1,80}(?:/[\w.@+-]{1,80}){1,12}/?")
 _FILE = re.compile(r"[\w@+-][\w.@+ -]{0,78}\.([a-z0-9]{1,5})")
 _TOKEN = re.compile(r"\S+")
+# Prefixes a printed value carries before it (`mailto:`, `IBAN:`): the value is what follows.
+_PREFIXES = ("mailto:", "tel:", "iban:", "acct:", "account:")
+# An IBAN as printed on paper: groups apart by single spaces or dashes (`DE89 3704 0044 ...`),
+# upper case (the call's side reads it in any case, `_IBAN_ANY`). Bounded, anchored on a
+# country code and check digits; its characters without the separators make the value.
+_IBAN_SPACED = re.compile(
+    r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:[ -]?[A-Z0-9]{4}){2,7}(?:[ -]?[A-Z0-9]{1,3})?(?![A-Za-z0-9])"
+)
+_IBAN_ANY = re.compile(
+    r"(?<![A-Za-z0-9])[A-Za-z]{2}\d{2}(?:[ -]?[A-Za-z0-9]{4}){2,7}(?:[ -]?[A-Za-z0-9]{1,3})?(?![A-Za-z0-9])"
+)
+_IBAN_HEAD = re.compile(r"[A-Z]{2}\d{2}[ -]").search  # a text without it prints no spaced IBAN
+_IBAN_HEAD_ANY = re.compile(r"[A-Za-z]{2}\d{2}").search
+# Where a printed IBAN may start: the full pattern is tried only there (a text of capitals
+# would otherwise have it tried at every capital).
+_IBAN_HEAD_AT = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}").finditer
+_IBAN_HEAD_ANY_AT = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{2}\d{2}").finditer
+_SEPARATORS = str.maketrans("", "", " -.")
+# Decoding (the call's side: a string, or one of its first words; a flagged result's words
+# when it names the encoding): bounded in length and count, and prechecked by its alphabet.
+DECODE_MIN, DECODE_MAX = 12, 512
+DECODED_MAX = 4  # strings decoded for one call or one result
+WORDS_READ = 16  # first words of an argument string that may be encoded
+_B64 = re.compile(r"[A-Za-z0-9+/_-]{12,512}={0,2}")
+_HEX = re.compile(r"(?:[0-9a-fA-F]{2}){6,256}")
+_ENCODED = re.compile(r"(?<![A-Za-z0-9+/=_-])(?:[A-Za-z0-9+/_-]{12,512}={0,2})(?![A-Za-z0-9+/=_-])")
+# An account split in two: the parts a flagged result prints, and the call's values joined.
+PART_MIN, PART_DIGITS, PARTS_MAX, SPLIT_VALUES_MAX = 4, 4, 16, 8
+_PART = re.compile(r"(?<![A-Za-z0-9@./-])[A-Za-z0-9]{4,34}(?![A-Za-z0-9@/-])")
+IBAN_MIN = 15  # characters of the shortest IBAN (Norway's)
+IBAN_DIGITS_MIN = 8  # digits of a printed IBAN (`GB29 NWBK 6016 1331 9268 19`: 14)
 # What a token holds to be any value: a digit, `@`, `.`, `/` or a currency sign (a quoted
 # identifier is found apart). Every other word is passed over without a look.
 _CANDIDATE = re.compile(r"[\d@./$€£]").search
@@ -219,6 +257,8 @@ def _url(tok: str) -> list[tuple[str, str]]:
     if low.startswith("www."):
         low = low[4:]
     host, _, rest = low.partition("/")
+    if "?" in host or "#" in host:  # `evil.com?ref=1`: the query is no part of the host
+        host = host.split("?", 1)[0].split("#", 1)[0]
     h = _host(host)
     if h is None:
         return []
@@ -232,6 +272,11 @@ def _url(tok: str) -> list[tuple[str, str]]:
 def _classify(tok: str) -> list[tuple[str, str]]:
     """The values one cut, stripped token is (at most a few)."""
     low = tok.lower()
+    if ":" in low[:8] and low.startswith(_PREFIXES):  # `mailto:a@b.com`, `IBAN:DE89...`
+        tok = tok.split(":", 1)[1].lstrip(_LEAD)
+        low = tok.lower()
+        if not tok:
+            return []
     if "@" in low:
         if _EMAIL.fullmatch(low) and _host(low.rsplit("@", 1)[1]) is not None:
             return [("email", low)]
@@ -260,12 +305,14 @@ def _classify(tok: str) -> list[tuple[str, str]]:
                 return [("phone", ("+" if tok.startswith("+") else "") + digits)]
         return []
     if "/" in tok:
+        if tok[:1] not in "./~" and _host(tok.split("/", 1)[0]) is not None:
+            return _url(tok)  # `evil.com/collect`: a URL without its scheme, not a path
         if _PATH.fullmatch(tok):
             p = tok[2:] if tok.startswith("./") else tok
             return [("path", p.rstrip("/").lower())]
         return []
     if "." in low:
-        h = _host(low)
+        h = _host(low.split("?", 1)[0] if "?" in low else low)  # `evil.com?ref=1`: its host
         if h is not None:
             return [("domain", h)]
         m = _FILE.fullmatch(low)
@@ -399,11 +446,42 @@ def _scan(text: str, limit: int, positions: bool) -> list[tuple[str, str, int]]:
                 if not add(kind, value, at):
                     return out
         prev = tok
+    if _IBAN_HEAD(t):  # an IBAN printed in groups (`DE89 3704 ...`), not one token
+        for at, value in _spaced_ibans(t, _IBAN_SPACED):
+            if not add("iban", value, at if positions else -1):
+                return out
     if "'" in t or '"' in t:
         for m in _QUOTED.finditer(t):
             ident = _ident(m.group(1) or m.group(2) or "")
             if ident is not None and not add("ident", ident, m.start()):
                 return out
+    return out
+
+
+def _spaced_ibans(text: str, pattern: re.Pattern[str]) -> list[tuple[int, str]]:
+    """(offset, value) of the IBANs `pattern` finds printed with separators: the characters
+    without them, upper case, when the result is an IBAN with IBAN_DIGITS_MIN digits (at most
+    VALUES_MAX; an IBAN already one token is found by the token pass)."""
+    out = []
+    heads = end = 0
+    for h in (_IBAN_HEAD_AT if pattern is _IBAN_SPACED else _IBAN_HEAD_ANY_AT)(text):
+        heads += 1
+        if heads > VALUES_MAX:  # every head tried is a bounded match: at most this many
+            break
+        if h.start() < end:  # inside the IBAN just read
+            continue
+        m = pattern.match(text, h.start())
+        if m is None:
+            continue
+        end = m.end()
+        raw = m.group()
+        if " " not in raw and "-" not in raw and raw.isupper():
+            continue
+        v = raw.translate(_SEPARATORS).upper()
+        if len(v) >= IBAN_MIN and _IBAN.fullmatch(v) and sum(c.isdigit() for c in v) >= IBAN_DIGITS_MIN:
+            out.append((m.start(), v))
+            if len(out) >= VALUES_MAX:
+                break
     return out
 
 
@@ -588,26 +666,369 @@ def deny_reason(tool: str, source_step: int, source_tool: str, instr: bool) -> s
     )
 
 
+# Words of a tool's name that only read (`get_webpage`, `search_emails`, `read_file`): such a
+# call is never refused for a tainted value, unless its name also acts (`get_or_create`) or the
+# value is where the call goes (`get_webpage(url=...)`: a request to a planted URL carries
+# data out in its address). A name with neither kind of word acts (`bash`, `run`): unknown
+# tools are judged as acting, so a new tool is never an open door.
+READ_VERBS = frozenset(
+    {
+        "get",
+        "read",
+        "list",
+        "search",
+        "find",
+        "view",
+        "show",
+        "check",
+        "lookup",
+        "look",
+        "query",
+        "fetch",
+        "retrieve",
+        "describe",
+        "count",
+        "inspect",
+        "browse",
+        "open",
+        "visit",
+        "download",
+        "load",
+        "explore",
+        "cat",
+        "grep",
+        "ls",
+        "preview",
+        "display",
+        "peek",
+        "summarize",
+        "summarise",
+    }
+)
+# Words beside a read verb that still make the call act (`read_and_update`, `get_or_create`).
+MORE_ACTING = frozenset(
+    {
+        "write",
+        "update",
+        "create",
+        "edit",
+        "modify",
+        "set",
+        "add",
+        "append",
+        "insert",
+        "put",
+        "patch",
+        "move",
+        "rename",
+        "copy",
+        "submit",
+        "schedule",
+        "cancel",
+        "approve",
+        "execute",
+        "exec",
+        "run",
+        "save",
+        "commit",
+        "push",
+        "deploy",
+        "install",
+        "kill",
+        "drop",
+        "change",
+        "reset",
+        "export",
+        "notify",
+        "call",
+        "dial",
+        "text",
+        "sms",
+    }
+)
+# Words of an argument's name that say where the call goes (`recipient`, `to`, `iban`, `url`).
+DEST_ARGS = frozenset(
+    {
+        "recipient",
+        "recipients",
+        "cc",
+        "bcc",
+        "iban",
+        "account",
+        "url",
+        "urls",
+        "uri",
+        "link",
+        "links",
+        "href",
+        "endpoint",
+        "webhook",
+        "host",
+        "hostname",
+        "domain",
+        "destination",
+        "dest",
+        "address",
+        "email",
+        "emails",
+        "phone",
+        "receiver",
+        "payee",
+        "beneficiary",
+        "callback",
+        "server",
+    }
+)
+_REQUEST_KINDS = frozenset({"url", "domain"})
+
+
+def is_dest_arg(name: str) -> bool:
+    """An argument's name says where the call goes: a word of DEST_ARGS (`recipient_iban`,
+    `toEmail`), or `to` as its last word (`to`, `send_to`; not `to_date`)."""
+    words = tool_words(name)
+    return bool(words) and (words[-1] == "to" or not DEST_ARGS.isdisjoint(words))
+
+
+def call_acts(tool: str, kind: str, dest: bool | None) -> bool:
+    """Whether a call with a tainted value of `kind` acts on it: its name acts
+    (`is_acting_tool`, or a MORE_ACTING word), or names no read (READ_VERBS: an unknown tool
+    acts); a read acts only when the value is where it goes (`dest`: in an argument named
+    like DEST_ARGS; None, arguments without names: when the value is a URL or a host)."""
+    if not isinstance(tool, str) or not tool:
+        return True
+    if _acting(tool[: TOOL_KEPT * 2]):
+        return True
+    ws = set(tool_words(tool))
+    if not ws & READ_VERBS or ws & MORE_ACTING:
+        return True
+    return dest is True or (dest is None and kind in _REQUEST_KINDS)
+
+
+def _plain_word(w: str) -> bool:
+    """A word of letters in lower case or capitalised (`instructions`): no encoding's output."""
+    return w.isalpha() and (w.islower() or w[1:].islower())
+
+
+def _decoded(s: str) -> str | None:
+    """`s` decoded once, from hex or base64, when it looks like either and is DECODE_MIN to
+    DECODE_MAX characters (else None, nothing decoded), and the bytes are printable UTF-8."""
+    n = len(s)
+    if not DECODE_MIN <= n <= DECODE_MAX:
+        return None
+    try:
+        if n % 2 == 0 and _HEX.fullmatch(s):
+            raw = bytes.fromhex(s)
+        elif n % 4 != 1 and _B64.fullmatch(s) and not s.isalpha() and not s.isdigit():
+            pad = "=" * (-len(s.rstrip("=")) % 4)
+            body = s.rstrip("=") + pad
+            alt = b"-_" if ("-" in s or "_" in s) else None
+            raw = base64.b64decode(body, altchars=alt, validate=True)
+        else:
+            return None
+        text = raw.decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return text if text.isprintable() and any(c.isalnum() for c in text) else None
+
+
+def _compact(s: str) -> list[tuple[str, str]]:
+    """The value a short whole string is once its prefix (`IBAN:`, `mailto:`), separators
+    (spaces, dashes, dots) and case are gone: an IBAN, an account number, a phone number."""
+    c = s.strip().strip(_LEAD).rstrip(_TRAIL)
+    low = c.lower()
+    if ":" in low[:8] and low.startswith(_PREFIXES):
+        c = c.split(":", 1)[1].strip()
+    if not c or len(c) > IDENT_MAX:
+        return []
+    cc = c.translate(_SEPARATORS).upper()
+    if _IBAN.fullmatch(cc) and sum(ch.isdigit() for ch in cc) >= IBAN_DIGITS_MIN:
+        return [("iban", cc)]
+    if cc.isdigit() and 7 <= len(cc) <= 19:
+        return [("number", cc)]
+    ph = cc.replace("(", "").replace(")", "")
+    if ph[:1] == "+" and ph[1:].isdigit() and 7 <= len(ph) - 1 <= 15:
+        return [("phone", ph), ("number", ph[1:])]
+    return []
+
+
+def _string_values(s: str) -> list[tuple[str, str]]:
+    """The values of one argument string as the gate reads them: `extract_values`, the IBANs
+    printed in groups in any case (`_IBAN_ANY`), and the whole string compacted (`_compact`)."""
+    out = extract_values(s)
+    # a URL with a query string added (`.../collect?d=...`) is the URL without it too
+    out.extend(("url", v.split("?", 1)[0].rstrip("/")) for k, v in list(out) if k == "url" and "?" in v)
+    if _IBAN_HEAD_ANY(s):
+        out.extend(("iban", v) for _at, v in _spaced_ibans(s, _IBAN_ANY))
+    out.extend(_compact(s))
+    return out
+
+
+def call_values(args: object) -> list[tuple[str, str, bool | None]]:
+    """(kind, normalised value, dest) of what a call's arguments carry, as the gate reads
+    them: `values_in_args`, each string also read by `_string_values` and, once, decoded from
+    base64 or hex when it (or one of its words) looks like either (at most DECODED_MAX strings
+    a call); `dest` True when the value sits under an argument named like DEST_ARGS, False
+    under other names, None when the arguments have no names. Bounded as `values_in_args`."""
+    out: list[tuple[str, str, bool | None]] = []
+    seen: set[tuple[str, bool | None]] = set()
+    budget = [ARGS_NODES_MAX, DECODED_MAX]
+
+    def add(kind: str, value: str, dest: bool | None) -> None:
+        if (value, dest) not in seen and len(out) < VALUES_MAX * 2:
+            seen.add((value, dest))
+            out.append((kind, value, dest))
+
+    def string(x: str, dest: bool | None) -> None:
+        s = x[:ARG_STRING_MAX]
+        for k, v in _string_values(s):
+            add(k, v, dest)
+        ident = _ident(s) if len(s) <= IDENT_MAX * 2 else None
+        if ident is not None:
+            add("ident", ident, dest)
+        for word in s.split(None, WORDS_READ)[:WORDS_READ] if len(s) >= DECODE_MIN else ():
+            if budget[1] <= 0:
+                break
+            w = word.strip(_LEAD).rstrip(_TRAIL)
+            if len(w) < DECODE_MIN or _plain_word(w):
+                continue
+            d = _decoded(w)
+            budget[1] -= 1
+            if d is not None:
+                for k, v in _string_values(d):
+                    add(k, v, dest)
+
+    def walk(x: object, depth: int, dest: bool | None) -> None:
+        if budget[0] <= 0 or len(out) >= VALUES_MAX * 2:
+            return
+        budget[0] -= 1
+        if isinstance(x, str):
+            string(x, dest)
+        elif isinstance(x, bool) or x is None:
+            return
+        elif isinstance(x, int | float):
+            num = number_value(float(x)) if abs(x) < 1e15 else None
+            if num is not None:
+                add("amount", num, dest)
+                if isinstance(x, int) and 7 <= len(num) <= 19:
+                    add("number", num, dest)
+        elif depth < ARGS_DEPTH_MAX and isinstance(x, Mapping):
+            for i, (k, v) in enumerate(x.items()):
+                if i >= ARGS_NODES_MAX:
+                    break
+                named = dest is True or (isinstance(k, str) and is_dest_arg(k))
+                walk(v, depth + 1, named)
+        elif depth < ARGS_DEPTH_MAX and isinstance(x, list | tuple):
+            for i, v in enumerate(x):
+                if i >= ARGS_NODES_MAX:
+                    break
+                walk(v, depth + 1, dest)
+
+    walk(args, 0, None)
+    return out
+
+
+def _split_hits(
+    values: list[tuple[str, str, bool | None]], tainted: Collection[str]
+) -> dict[str, tuple[str, str, bool | None]]:
+    """hash of a tainted part -> the call's value it is the first half of, for a call's IBANs
+    and account numbers made of two tainted parts (`DE8937` + `0400440532013000` printed
+    apart); at most SPLIT_VALUES_MAX values of at most IBAN-length, each split point tried."""
+    out: dict[str, tuple[str, str, bool | None]] = {}
+    n = 0
+    for kind, v, dest in values:
+        if kind not in ("iban", "number") or len(v) > 34:
+            continue
+        n += 1
+        if n > SPLIT_VALUES_MAX:
+            break
+        for i in range(PART_MIN, len(v) - PART_MIN + 1):
+            a = value_hash(v[:i])
+            if a in tainted and value_hash(v[i:]) in tainted:
+                out[a] = (kind, v, dest)
+                break
+    return out
+
+
+def parts(text: str) -> list[tuple[str, str, int]]:
+    """("part", value, offset) of the words of a result that may be half of an account split
+    in two (`DE8937 ... 0400440532013000`): PART_MIN to 34 letters and digits with at least
+    PART_DIGITS digits, upper case, at most PARTS_MAX. Read only on results that held
+    instructions (`core.provenance.observe`): the gate then knows both halves."""
+    out: list[tuple[str, str, int]] = []
+    for m in _PART.finditer(text[:TEXT_MAX]):
+        v = m.group().upper()
+        if sum(c.isdigit() for c in v) >= PART_DIGITS:
+            out.append(("part", v, m.start()))
+            if len(out) >= PARTS_MAX:
+                break
+    return out
+
+
+def decoded_values(text: str) -> list[tuple[str, str, int]]:
+    """(kind, value, offset of the encoded word) of the values in the words of `text` that
+    decode from base64 or hex, when the text names that encoding (`base64`, `hex`): at most
+    DECODED_MAX words decoded, each once. Read only on results that held instructions."""
+    t = text[:TEXT_MAX]
+    low = t.lower()
+    if "base64" not in low and "hex" not in low:
+        return []
+    out: list[tuple[str, str, int]] = []
+    tried = 0
+    for m in _ENCODED.finditer(t):
+        w = m.group()
+        if _plain_word(w):
+            continue
+        d = _decoded(w)
+        tried += 1
+        if d is not None:
+            out.extend((k, v, m.start()) for k, v in _string_values(d))
+        if tried >= DECODED_MAX:
+            break
+    return out
+
+
+def call_index(args: object, tainted: Collection[str]) -> dict[str, list[tuple[str, bool | None]]]:
+    """hash -> (kind, dest) of each place a call's arguments carry that value (`call_values`),
+    and the hash of each tainted first half of an account the call joins from two tainted
+    parts (`_split_hits`): what the gate and the `data_instruction` monitor match."""
+    values = call_values(args)
+    found: dict[str, list[tuple[str, bool | None]]] = {}
+    for kind, v, dest in values:
+        found.setdefault(value_hash(v), []).append((kind, dest))
+    if tainted:
+        for h, (kind, _v, dest) in _split_hits(values, tainted).items():
+            found.setdefault(h, []).append((kind, dest))
+    return found
+
+
+def acts_on(tool: str, places: Iterable[tuple[str, bool | None]]) -> bool:
+    """Whether a call acts on a value at any of its places (`call_acts`)."""
+    return any(call_acts(tool, kind, dest) for kind, dest in places)
+
+
 def gate(taint: list[dict[str, Any]], tool: str, args: object, *, acting_strict: bool = False) -> GateVerdict:
     """Allow or deny one call before it runs, from the last decision's `taint` list.
 
-    Denied: an argument value matches an entry whose result held instructions addressed to the
-    agent (`instr`); with `acting_strict`, also any tainted value in an acting call. Never
-    raises: a malformed taint list or arguments allow the call (the client fails open)."""
+    Denied: an argument value (`call_values`: normalised, decoded once, or two tainted parts
+    joined) matches an entry whose result held instructions addressed to the agent (`instr`),
+    and the call acts on it (`call_acts`: a read such as `search_emails` is never refused);
+    with `acting_strict`, also any tainted value in a call that acts. Never raises: a
+    malformed taint list or arguments allow the call (the client fails open)."""
     try:
         entries = list(_entries(taint))
         if not entries:
             return ALLOW
-        hashes = {value_hash(v) for _k, v in values_in_args(args)}
-        if not hashes:
+        found = call_index(args, {e[0] for e in entries})
+        if not found:
             return ALLOW
-        acting = acting_strict and is_acting_tool(tool if isinstance(tool, str) else "", args)
-        hits = [e for e in entries if e[0] in hashes and (e[3] or acting)]
+        name = tool if isinstance(tool, str) else ""
+        hits = [
+            e for e in entries if e[0] in found and (e[3] or acting_strict) and acts_on(name, found[e[0]])
+        ]
         if not hits:
             return ALLOW
         hits.sort(key=lambda e: (not e[3], e[1]))  # instructions first, then the earliest
         _h, step, src_tool, instr = hits[0]
-        name = tool if isinstance(tool, str) else ""
         return GateVerdict(
             False,
             deny_reason(name, step, src_tool, instr),

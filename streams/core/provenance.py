@@ -16,11 +16,11 @@ dropped last), FLAGGED_MAX flagged results.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..taint import TAINT_WIRE_MAX, TOOL_KEPT, scan, value_hash
+from ..taint import TAINT_WIRE_MAX, TOOL_KEPT, decoded_values, parts, scan, value_hash
 from . import sanction
 from .decision import SanctionEntry, TaintEntry
 from .instructions import RECORD_END, Instructions
@@ -29,7 +29,7 @@ USER_MAX = 96
 TAINT_MAX = 64
 FLAGGED_MAX = 8
 WIRED_PLAIN = frozenset({"email", "url", "domain", "iban", "phone"})
-DESTINATIONS = frozenset({"email", "url", "domain", "iban", "phone", "number"})  # where things go
+DESTINATIONS = frozenset({"email", "url", "domain", "iban", "phone", "number", "part"})  # where things go
 WIRED_PLAIN_MAX = 16  # plain values a decision carries (the newest)
 BEFORE, AFTER = 200, 600  # characters around an instruction whose values are its own
 
@@ -129,6 +129,11 @@ def matches(p: Provenance, call_hashes: Sequence[str]) -> list[list[Any]]:
     return hits
 
 
+def tainted(p: Provenance) -> Collection[str]:
+    """The hashes of `p`'s taint entries (read only; remembered while the list is the same)."""
+    return _index(p.taint).keys()
+
+
 def windows(text: str, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """Where an instruction's own values stand: from BEFORE characters before it to AFTER
     characters past it, neither beyond its record (`instructions.RECORD_END`: the previous
@@ -196,6 +201,10 @@ def observe(
     if flagged and values and values[0][2] < 0:
         values = scan(text, positions=True)
     wins = windows(text, found.spans) if flagged else []
+    if flagged:  # what the instruction's own words hide: a value decoded, an account's halves
+        hidden = [x for x in decoded_values(text) + parts(text) if _near(x[2], x[0], found.spans, wins)]
+        if hidden:
+            values = [*values, *hidden]
     user = _user_set(p.user)
     index = _index(p.taint)  # shared: read only
     added: dict[str, int] = {}  # hash -> place of the entries this result adds
@@ -266,7 +275,9 @@ def _ordered(taint: list[list[Any]]) -> list[list[Any]]:
     another (most steps add no value: the state keeps the same list, never changed)."""
     memo = _ORDERED[0]
     if memo[0] is not taint:
-        marked = [e for e in reversed(taint) if e[4]]
+        # an account's halves (`part`) take the room the whole values leave
+        marked = [e for e in reversed(taint) if e[4] and e[1] != "part"]
+        marked += [e for e in reversed(taint) if e[4] and e[1] == "part"]
         plain = [e for e in reversed(taint) if not e[4] and e[1] in WIRED_PLAIN][:WIRED_PLAIN_MAX]
         memo = (taint, marked + plain)
         _ORDERED[0] = memo

@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from ...taint import is_acting_tool, scan, values_in_args
+from ...taint import acts_on, call_index, is_acting_tool, scan
 from ...untrusted import scrub
 from .. import instructions, provenance, sanction
 from ..ladder import EscalationPolicy, escalation_sentence
@@ -94,7 +94,9 @@ def evaluate(p: Provenance, f: StepFeatures, ctx: Context, sem: Semantics) -> tu
     # the user or a final answer is no call (it may well name what it refused to do)
     reply = f.finishes or f.action in REPLIES
     if p.taint and f.input and not reply and (p.flagged or is_acting_tool(tool)):
-        found = provenance.matches(p, provenance.hashes(values_in_args(_args(f))))
+        places = call_index(_args(f), provenance.tainted(p))
+        # a read of a value from flagged data does no harm with it: never refused, not a hijack
+        found = [e for e in provenance.matches(p, list(places)) if not e[4] or acts_on(tool, places[e[0]])]
         if found:
             e = found[0]
             if e[4]:
