@@ -792,8 +792,9 @@ def is_dest_arg(name: str) -> bool:
 def call_acts(tool: str, kind: str, dest: bool | None) -> bool:
     """Whether a call with a tainted value of `kind` acts on it: its name acts
     (`is_acting_tool`, or a MORE_ACTING word), or names no read (READ_VERBS: an unknown tool
-    acts); a read acts only when the value is where it goes (`dest`: in an argument named
-    like DEST_ARGS; None, arguments without names: when the value is a URL or a host)."""
+    acts); a read acts only when it sends a request to the value: a URL or a host where the
+    call goes (`dest`: in an argument named like DEST_ARGS, or None: arguments without names).
+    A read filtered by an account or an address (`get_balance(iban=...)`) moves nothing."""
     if not isinstance(tool, str) or not tool:
         return True
     if _acting(tool[: TOOL_KEPT * 2]):
@@ -801,7 +802,7 @@ def call_acts(tool: str, kind: str, dest: bool | None) -> bool:
     ws = set(tool_words(tool))
     if not ws & READ_VERBS or ws & MORE_ACTING:
         return True
-    return dest is True or (dest is None and kind in _REQUEST_KINDS)
+    return kind in _REQUEST_KINDS and dest is not False
 
 
 def _plain_word(w: str) -> bool:
