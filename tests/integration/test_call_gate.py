@@ -55,7 +55,9 @@ def call(i: int, name: str, **args: Any) -> dict[str, Any]:
 
 def steering_text(messages: list[Any]) -> str:
     last = messages[-1]
-    if isinstance(last, HumanMessage) and str(last.content).startswith(REASONBLOCKS_MARKER):
+    if isinstance(last, HumanMessage) and str(last.content).startswith(
+        REASONBLOCKS_MARKER[:-1]
+    ):  # tagged: "[REASONBLOCKS <tag>]"
         return str(last.content)
     return ""
 

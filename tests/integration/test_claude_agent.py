@@ -119,7 +119,9 @@ def test_a_looping_session_gets_the_warning_with_its_next_tool_result(cc_worker:
     texts = [context_of(o) for o in outs]
     assert texts[:2] == [None, None], texts  # two runs of a failing test are not a loop yet
     nudge = texts[2]
-    assert nudge is not None and nudge.startswith(REASONBLOCKS_MARKER), texts
+    assert nudge is not None and nudge.startswith(REASONBLOCKS_MARKER[:-1] + " "), (
+        texts
+    )  # "[REASONBLOCKS <tag>]"
     assert "`Bash`" in nudge  # the warning names the call that repeats
     assert outs[2]["hookSpecificOutput"]["hookEventName"] == "PostToolUseFailure"
     assert run_id is not None and run_summary(cc_worker, run_id)["outcome"] == "success"

@@ -20,6 +20,7 @@ from streams.local.worker_process import WorkerProcess
 from tests.integration.kafka_io import read_all
 
 pytestmark = pytest.mark.integration
+HEADER = MARKER[:-1]  # the block's header, tagged by the composer: "[REASONBLOCKS <tag>]"
 BASE = "You are a careful coding agent."
 FAILING = "FAILED tests/test_a.py::test_expiry - KeyError: 'expires_at'\n1 failed, 3 passed"
 
@@ -62,7 +63,7 @@ def agent_for(client: SyncSteeringClient, script: Script, tools: list[Any]) -> t
 def steering_text(msgs: list[Any]) -> str | None:
     """The steering text a call got: its trailing HumanMessage when that starts with the marker."""
     last = msgs[-1]
-    if isinstance(last, HumanMessage) and isinstance(last.content, str) and last.content.startswith(MARKER):
+    if isinstance(last, HumanMessage) and isinstance(last.content, str) and last.content.startswith(HEADER):
         return last.content
     return None
 
@@ -101,7 +102,7 @@ def test_a_looping_agent_gets_a_loop_injection_in_its_next_system_message(lc_wor
     # the history is the agent's own: no injected text ever enters it, nothing is rewritten, and
     # each call's prompt up to its steering message is the start of the next call's prompt
     history = out["messages"]
-    assert not any(MARKER in str(m.content) for m in history)
+    assert not any(HEADER in str(m.content) for m in history)
     for _, msgs in script.calls:
         seen = own_messages(msgs)[1:]
         assert [m.id for m in seen] == [m.id for m in history[: len(seen)]]
