@@ -185,7 +185,18 @@ class ProcessEmbedder:
         for proc in list(processes.values()):
             with contextlib.suppress(Exception):
                 proc.kill()
+        manager = getattr(pool, "_executor_manager_thread", None)  # CPython's; shutdown drops it
         pool.shutdown(wait=False, cancel_futures=True)
+        _join_manager(manager)
+
+
+def _join_manager(manager: object, timeout_s: float = 5.0) -> None:
+    """Wait (bounded) for the pool's manager thread to end. Left running, it closes its wakeup
+    pipe while the interpreter's exit hook writes to it: a race in CPython 3.11's
+    concurrent.futures that printed `OSError: Bad file descriptor` and a traceback in the log of
+    a worker that had stopped cleanly."""
+    if isinstance(manager, threading.Thread) and manager is not threading.current_thread():
+        manager.join(timeout_s)
 
 
 _LIVE: weakref.WeakSet[ProcessEmbedder] = weakref.WeakSet()

@@ -71,6 +71,18 @@ def test_a_dead_child_fails_one_call_and_is_replaced(minilm: MiniLMEmbedder, emb
         child.close()
 
 
+def test_a_killed_child_leaves_no_pool_thread_for_the_exit_hook_to_race(minilm: MiniLMEmbedder) -> None:
+    """`kill` (every worker's last step) returns only once the pool's manager thread has ended:
+    left running at interpreter exit, it closed its wakeup pipe while CPython's exit hook wrote
+    to it, and a cleanly stopped worker logged `OSError: Bad file descriptor` with a traceback."""
+    child = ProcessEmbedder(minilm.model_dir, name=minilm.name, dim=minilm.dim)
+    child.start()
+    manager = child._pool._executor_manager_thread  # type: ignore[union-attr]
+    assert manager is not None and manager.is_alive()
+    child.kill()
+    assert not manager.is_alive()
+
+
 def test_a_single_string_is_refused(minilm: MiniLMEmbedder) -> None:
     child = ProcessEmbedder(minilm.model_dir, name=minilm.name, dim=minilm.dim)
     with pytest.raises(TypeError):
