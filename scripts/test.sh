@@ -13,41 +13,66 @@ export HF_HUB_OFFLINE=1
 port="${RB_TEST_KAFKA_PORT:-19092}"
 kdir="$PWD/.local/test-kafka-$port"
 klog="$PWD/.local/test-kafka-$port.start.log"
-broker_pid=""
+broker_pid="" started_broker=""
 stop_broker() {
-  [ -n "$broker_pid" ] || return 0
-  wait "$broker_pid" 2>/dev/null || true
+  [ -n "$started_broker" ] || return 0
+  [ -z "$broker_pid" ] || wait "$broker_pid" 2>/dev/null || true
   [ -n "${RB_TEST_KEEP_BROKER:-}" ] || RB_KAFKA_PORT="$port" RB_KAFKA_DIR="$kdir" bash deploy/kafka/kafka.sh stop || true
 }
 if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
   rm -rf "$kdir"
   mkdir -p "$(dirname "$klog")"
   RB_KAFKA_PORT="$port" RB_KAFKA_DIR="$kdir" bash deploy/kafka/kafka.sh start >"$klog" 2>&1 &
-  broker_pid=$!
+  broker_pid=$! started_broker=1
   trap stop_broker EXIT
 fi
 
-echo "== ruff"; .venv/bin/ruff check streams tests bench && .venv/bin/ruff format --check streams tests bench
-echo "== mypy"; .venv/bin/mypy
-if [ -n "$broker_pid" ]; then
+wait_broker() {
+  [ -n "$broker_pid" ] || return 0
   if ! wait "$broker_pid"; then echo "the tests' broker did not start:"; cat "$klog"; exit 1; fi
   cat "$klog"
-fi
-echo "== pytest"
+  broker_pid=""
+}
+
 t0=$(date +%s)
 if [ "$#" -gt 0 ]; then
+  echo "== ruff"; .venv/bin/ruff check streams tests bench && .venv/bin/ruff format --check streams tests bench
+  echo "== mypy"; .venv/bin/mypy
+  wait_broker
+  echo "== pytest"
   .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 "$@"
-else
-  # Two tiers. The unit tier is CPU-bound and shares nothing: two processes (pytest-xdist),
-  # one per core. The integration tier shares one broker and session workers, and its
-  # latency bounds want the cores to themselves: one process, after the units.
-  # Both tiers run whatever the first gives; the script fails if either did.
-  unit_rc=0 integration_rc=0
-  .venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 -n 2 tests/unit || unit_rc=$?
-  echo "unit tier took $(( $(date +%s) - t0 ))s"
-  .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 tests/integration || integration_rc=$?
   echo "test suite took $(( $(date +%s) - t0 ))s"
-  if [ "$unit_rc" -ne 0 ] || [ "$integration_rc" -ne 0 ]; then exit 1; fi
   exit 0
 fi
+
+# ruff and mypy (one core, ~1 min) run niced beside the unit tier instead of before it; their
+# output is shown, and a failure stops the script, before the integration tier.
+lint_log="$PWD/.local/lint.log"
+mkdir -p .local
+( nice -n 10 .venv/bin/ruff check streams tests bench && nice -n 10 .venv/bin/ruff format --check streams tests bench \
+  && nice -n 10 .venv/bin/mypy ) >"$lint_log" 2>&1 &
+lint_pid=$!
+
+# Two tiers, each on two processes (pytest-xdist), one after the other: neither tier's timing
+# bounds ever share the cores with the other tier's tests. The unit tier is CPU-bound and shares
+# nothing. The integration tier spends most of its time waiting (on the broker, on workers
+# starting, rebalancing, timing out), so two of its tests overlap well; tests that share a
+# costly session fixture run in one process (tests/integration/conftest.py, --dist loadgroup).
+# Both tiers run whatever the first gives; the script fails if either did.
+unit_rc=0 integration_rc=0
+echo "== unit tier"
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 -n 2 tests/unit || unit_rc=$?
+echo "unit tier took $(( $(date +%s) - t0 ))s"
+lint_rc=0
+wait "$lint_pid" || lint_rc=$?
+echo "== ruff, mypy"; cat "$lint_log"
+if [ "$lint_rc" -ne 0 ]; then echo "lint failed (exit $lint_rc)"; exit 1; fi
+wait_broker
+echo "== integration tier"
+t1=$(date +%s)
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 -n 2 --dist loadgroup tests/integration \
+  || integration_rc=$?
+echo "integration tier took $(( $(date +%s) - t1 ))s"
 echo "test suite took $(( $(date +%s) - t0 ))s"
+if [ "$unit_rc" -ne 0 ] || [ "$integration_rc" -ne 0 ]; then exit 1; fi
+exit 0
