@@ -507,13 +507,15 @@ def _experiment_arg(args: argparse.Namespace) -> dict[str, Any] | None:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from .local.demo import main as demo_main
+    from .local.respond import RESPONSIVE
 
     try:
         experiment = _experiment_arg(args)
     except ValueError as exc:
         return _fail(str(exc), 2)
+    default_runs = len(RESPONSIVE) if experiment is not None else 7
     return demo_main(
-        runs=args.runs,
+        runs=args.runs or default_runs,
         steps=args.steps,
         port=args.port,
         keep_broker=args.keep_broker,
@@ -532,7 +534,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     s = _settings(args)
     if (why := unreachable(s)) is not None:
         return _fail(why, 1)
-    return simulate(s, args.runs, args.steps, args.forever, experiment, args.rounds)
+    from .local.respond import RESPONSIVE
+
+    runs = args.runs if args.runs is not None else len(RESPONSIVE) if experiment is not None else 7
+    return simulate(s, runs, args.steps, args.forever, experiment, args.rounds)
 
 
 def _add_experiment_flags(p: argparse.ArgumentParser, rounds: int) -> None:
@@ -815,7 +820,12 @@ def build_parser() -> argparse.ArgumentParser:
         _add_settings_flags(sp, _STORE_FLAGS)
 
     d = sub.add_parser("demo", help="local broker + worker + simulated agents, live view")
-    d.add_argument("--runs", type=_positive_int, default=7, help="simulated agents, one run each (default 7)")
+    d.add_argument(
+        "--runs",
+        type=_positive_int,
+        default=None,
+        help="simulated agents, one run each (default 7; with --experiment 8, one per responsive behaviour)",
+    )
     d.add_argument("--steps", type=_positive_int, default=30, help="steps per run (default 30)")
     d.add_argument(
         "--port",
@@ -828,7 +838,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_demo)
 
     sim = sub.add_parser("simulate", help="publish simulated agent runs to the configured broker")
-    sim.add_argument("--runs", type=int, default=7, help="concurrent agents")
+    sim.add_argument(
+        "--runs", type=int, default=None, help="concurrent agents (default 7; with --experiment 8)"
+    )
     sim.add_argument("--steps", type=int, default=30, help="steps per run")
     sim.add_argument("--forever", action="store_true", help="each agent starts a new run when one ends")
     _add_experiment_flags(sim, rounds=1)

@@ -322,7 +322,7 @@ async def fleet(
 
 
 def experiment_config(holdout: float, seed: str) -> dict[str, Any]:
-    """The run_start `experiment` of the demo's runs (issue 50: name, holdout, seed)."""
+    """The run_start `experiment` of the demo's runs: its name, holdout and seed."""
     if not 0.0 <= holdout <= 0.5:
         raise ValueError(f"--holdout must be from 0 to 0.5, got {holdout}")
     if len(seed) > 64:

@@ -68,7 +68,7 @@ REQUIRED_PANELS = {
     "Internal errors by stage": {"rb_internal_errors_total"},
     "Cache entries (fill of each bound)": {"rb_cache_entries", "rb_cache_capacity"},
     "Worker memory by owner (RocksDB, C heap)": {"rb_rocksdb_memory_bytes", "rb_malloc_bytes"},
-    # the Experiment row (issue 50, docs/experiments.md)
+    # the Experiment row (docs/experiments.md)
     "Success rate by arm, with 95% Wilson interval": {"rb_runs_finished_total"},
     "Runs finished by arm and outcome": {"rb_runs_finished_total"},
     "Cost per successful run and per run, by arm": {"rb_run_cost_usd_sum", "rb_runs_finished_total"},
