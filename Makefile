@@ -1,7 +1,10 @@
-.PHONY: demo test bench unit integration lint bootstrap kafka-start kafka-stop clean
+.PHONY: demo demo-experiment test bench unit integration lint bootstrap kafka-start kafka-stop clean
 
 demo:            ## bootstrap, start broker + worker + simulated agents
 	bash scripts/demo.sh
+
+demo-experiment: ## the demo with a held-out arm: agents that respond to steering (synthetic), outcomes, the report
+	bash scripts/demo.sh --experiment
 
 test:            ## bootstrap, lint, mypy, unit + integration tests (starts its own broker)
 	bash scripts/test.sh

@@ -493,19 +493,73 @@ def cmd_patterns_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _experiment_arg(args: argparse.Namespace) -> dict[str, Any] | None:
+    """`--experiment` (with `--holdout`, `--seed`): the runs' run_start `experiment`, or None.
+    ValueError (said in one line by the caller) for a bad value or a build without them."""
+    from .local.demo import experiment_config, experiment_unsupported
+
+    if not args.experiment:
+        return None
+    if (why := experiment_unsupported()) is not None:
+        raise ValueError(why)
+    return experiment_config(args.holdout, args.seed)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .local.demo import main as demo_main
+    from .local.respond import RESPONSIVE
 
-    return demo_main(runs=args.runs, steps=args.steps, port=args.port, keep_broker=args.keep_broker)
+    try:
+        experiment = _experiment_arg(args)
+    except ValueError as exc:
+        return _fail(str(exc), 2)
+    default_runs = len(RESPONSIVE) if experiment is not None else 7
+    return demo_main(
+        runs=args.runs or default_runs,
+        steps=args.steps,
+        port=args.port,
+        keep_broker=args.keep_broker,
+        experiment=experiment,
+        rounds=args.rounds,
+    )
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     from .local.demo import simulate
 
+    try:
+        experiment = _experiment_arg(args)
+    except ValueError as exc:
+        return _fail(str(exc), 2)
     s = _settings(args)
     if (why := unreachable(s)) is not None:
         return _fail(why, 1)
-    return simulate(s, args.runs, args.steps, args.forever)
+    from .local.respond import RESPONSIVE
+
+    runs = args.runs if args.runs is not None else len(RESPONSIVE) if experiment is not None else 7
+    return simulate(s, runs, args.steps, args.forever, experiment, args.rounds)
+
+
+def _add_experiment_flags(p: argparse.ArgumentParser, rounds: int) -> None:
+    p.add_argument(
+        "--experiment",
+        action="store_true",
+        help="agents that respond to steering (synthetic response model), in runs of experiment "
+        "'demo' (a held-out control arm), then their outcomes and the report",
+    )
+    p.add_argument(
+        "--holdout",
+        type=float,
+        default=0.5,
+        help="with --experiment: share of runs in control (0-0.5; default 0.5)",
+    )
+    p.add_argument("--seed", default="0", help="with --experiment: the experiment's seed (default 0)")
+    p.add_argument(
+        "--rounds",
+        type=_positive_int,
+        default=rounds,
+        help=f"with --experiment: runs per agent, one after another (default {rounds})",
+    )
 
 
 def cmd_config(args: argparse.Namespace) -> int:
@@ -766,7 +820,12 @@ def build_parser() -> argparse.ArgumentParser:
         _add_settings_flags(sp, _STORE_FLAGS)
 
     d = sub.add_parser("demo", help="local broker + worker + simulated agents, live view")
-    d.add_argument("--runs", type=_positive_int, default=7, help="simulated agents, one run each (default 7)")
+    d.add_argument(
+        "--runs",
+        type=_positive_int,
+        default=None,
+        help="simulated agents, one run each (default 7; with --experiment 8, one per responsive behaviour)",
+    )
     d.add_argument("--steps", type=_positive_int, default=30, help="steps per run (default 30)")
     d.add_argument(
         "--port",
@@ -775,12 +834,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="the local broker's port: used if running, else started (default 9092)",
     )
     d.add_argument("--keep-broker", action="store_true", help="leave a broker the demo started running")
+    _add_experiment_flags(d, rounds=5)
     d.set_defaults(func=cmd_demo)
 
     sim = sub.add_parser("simulate", help="publish simulated agent runs to the configured broker")
-    sim.add_argument("--runs", type=int, default=7, help="concurrent agents")
+    sim.add_argument(
+        "--runs", type=int, default=None, help="concurrent agents (default 7; with --experiment 8)"
+    )
     sim.add_argument("--steps", type=int, default=30, help="steps per run")
     sim.add_argument("--forever", action="store_true", help="each agent starts a new run when one ends")
+    _add_experiment_flags(sim, rounds=1)
     _add_settings_flags(sim)
     sim.set_defaults(func=cmd_simulate)
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Coroutine, Sequence
@@ -18,11 +20,13 @@ from typing import Any, TypeVar
 
 from ..agent.client import Decision, SteeringClient, StepLogEntry
 from ..agent.compose import anthropic_request
+from ..agent.validation import RUN_FIELDS
 from ..core.cost import run_cost
 from ..core.prices import PRIOR_STATE_RATIO, PRIOR_UNIT, PriceTable
 from ..etraces.patterns import starter_library
 from ..settings import Settings, default_app_id
 from .broker import kafka, reachable
+from .respond import RESPONSIVE, ResponsiveRun, told_by
 from .simulate import BEHAVIOURS, trajectory
 from .worker_process import WorkerProcess, free_port, signed
 
@@ -30,6 +34,9 @@ ROUTING = {"FAST": "claude-haiku-4-5", "SLOW": "claude-opus-4-5", "SKIP": "claud
 DEFAULT_MODEL = "claude-sonnet-4-5"  # the agents' own model: a call not routed elsewhere uses it
 EXAMPLE_PRICES = Path(__file__).resolve().parents[2] / "deploy" / "prices.example.toml"
 WORKER_CHECK_S = 0.5  # how often the demo checks that its worker is still running
+EXPERIMENT_NAME = "demo"
+REPORT_GRACE_S = 3.0  # the worker publishes a run's outcome after its run_finish: let it land
+REPORT_TIMEOUT_S = 120.0
 T = TypeVar("T")
 
 
@@ -52,6 +59,12 @@ class AgentSummary:
     steps: list[dict[str, Any]] = field(default_factory=list)  # the step payloads it sent
     routed: list[str] = field(default_factory=list)  # call k+1's model (decision k's, or its own)
     texts: list[str | None] = field(default_factory=list)  # call k+1's steering text
+    # an experiment's run (`--experiment`): its arm (decisions' `arm`), outcome and response
+    arm: str | None = None
+    outcome: str = "success"
+    told: Counter[str] = field(default_factory=Counter)  # monitor -> texts the agent weighed
+    complied: Counter[str] = field(default_factory=Counter)  # monitor -> of those, followed
+    refused: int = 0  # calls the pre-call gate refused
 
 
 def summarize(agent: str, run_id: str, log: Sequence[StepLogEntry], default_model: str) -> AgentSummary:
@@ -164,19 +177,20 @@ def summary_table(rows: Sequence[AgentSummary]) -> str:
 
 
 async def agent(
-    client: SteeringClient, behaviour: str, steps: int, seed: int, show: Callable[[str], None]
+    client: SteeringClient,
+    behaviour: str,
+    steps: int,
+    seed: int,
+    show: Callable[[str], None],
+    experiment: dict[str, Any] | None = None,
 ) -> AgentSummary:
+    """One run of a scripted agent; with `experiment`, an agent that responds to steering
+    (`respond.ResponsiveRun`) in a run of that experiment, which reports its outcome."""
+    if experiment is not None:
+        return await responsive_agent(client, behaviour, steps, seed, show, experiment)
     run_id = f"demo-{behaviour}-{uuid.uuid4().hex[:4]}"
     task, script = trajectory(behaviour, steps, seed)
-    d = await client.start_run(
-        run_id,
-        task=task,
-        model=DEFAULT_MODEL,
-        model_routing=ROUTING,
-        agent_name=f"{behaviour}-agent",
-        org_id="acme",
-        token_budget=200_000,
-    )
+    d = await client.start_run(run_id, **_start_fields(behaviour, task))
     show(_line(run_id, 0, d))
     sent: list[dict[str, Any]] = []
     routed: list[str] = []
@@ -192,6 +206,58 @@ async def agent(
     summary = summarize(f"{behaviour}-agent", run_id, client.step_log(run_id), DEFAULT_MODEL)
     summary.task, summary.steps, summary.routed, summary.texts = task, sent, routed, texts
     client.forget(run_id)  # a --forever fleet keeps the client's memory flat
+    return summary
+
+
+def _start_fields(behaviour: str, task: str) -> dict[str, Any]:
+    return {
+        "task": task,
+        "model": DEFAULT_MODEL,
+        "model_routing": ROUTING,
+        "agent_name": f"{behaviour}-agent",
+        "org_id": "acme",
+        "token_budget": 200_000,
+    }
+
+
+async def responsive_agent(
+    client: SteeringClient,
+    behaviour: str,
+    steps: int,
+    seed: int,
+    show: Callable[[str], None],
+    experiment: dict[str, Any],
+) -> AgentSummary:
+    """`agent` in an experiment: each call's step comes from what the decision before it told
+    the agent (`told_by`), a tool call passes the client's pre-call gate first, and run_finish
+    reports the outcome the response model gives."""
+    run = ResponsiveRun(behaviour, steps, seed)
+    run_id = f"demo-{behaviour}-{uuid.uuid4().hex[:6]}"
+    d = await client.start_run(run_id, **_start_fields(behaviour, run.task), experiment=experiment)
+    show(_line(run_id, 0, d))
+    arm = d.data.get("arm") if d is not None else None
+    sent: list[dict[str, Any]] = []
+    routed: list[str] = []
+    texts: list[str | None] = []
+
+    def allow(tool: str, args: Any) -> bool:
+        return client.check_call(run_id, tool, args).allow
+
+    while (payload := run.next_step(told_by(d.data if d is not None else None), allow)) is not None:
+        routed.append((d.model if d is not None else None) or DEFAULT_MODEL)
+        texts.append(d.injection_text if d is not None else None)
+        await asyncio.sleep(random.uniform(0.05, 0.2))  # the "model call"
+        d = await client.step(run_id, run.k, **payload)
+        sent.append(payload)
+        show(_line(run_id, run.k, d))
+        if arm is None and d is not None:
+            arm = d.data.get("arm")
+    await client.finish_run(run_id, run.outcome())
+    summary = summarize(f"{behaviour}-agent", run_id, client.step_log(run_id), DEFAULT_MODEL)
+    summary.task, summary.steps, summary.routed, summary.texts = run.task, sent, routed, texts
+    summary.arm, summary.outcome = arm if isinstance(arm, str) else None, run.outcome()
+    summary.told, summary.complied, summary.refused = run.told, run.complied, int(run.refused)
+    client.forget(run_id)
     return summary
 
 
@@ -224,29 +290,131 @@ def _line(run_id: str, step: int, d: Decision | None) -> str:
 
 
 async def fleet(
-    settings: Settings, runs: int, steps: int, forever: bool = False, deadline_ms: int | None = None
+    settings: Settings,
+    runs: int,
+    steps: int,
+    forever: bool = False,
+    deadline_ms: int | None = None,
+    experiment: dict[str, Any] | None = None,
+    rounds: int = 1,
 ) -> list[AgentSummary]:
     """`runs` concurrent agents, one behaviour each; with `forever`, each starts a new run
     when its run finishes (the compose stack's demo-agent). Each agent's summary, in order.
     `deadline_ms` None: the client's default (`RB_CLIENT_DEADLINE_MS`, 250 ms), what an agent
-    gets, so the demo shows the latency and late decisions an agent would see."""
+    gets, so the demo shows the latency and late decisions an agent would see. With
+    `experiment`, agents that respond to steering (`RESPONSIVE` behaviours), `rounds` runs each
+    one after another, every run's summary in order."""
+    kinds = RESPONSIVE if experiment is not None else BEHAVIOURS
 
-    async def one(client: SteeringClient, i: int) -> AgentSummary:
+    async def one(client: SteeringClient, i: int) -> list[AgentSummary]:
         seed = i
+        done: list[AgentSummary] = []
         while True:
-            summary = await agent(client, BEHAVIOURS[i % len(BEHAVIOURS)], steps, seed, print)
-            if not forever:
-                return summary
+            done.append(await agent(client, kinds[i % len(kinds)], steps, seed, print, experiment))
+            if not forever and len(done) >= rounds:
+                return done
+            done = done[-1:]  # a --forever fleet keeps its memory flat
             seed += runs
 
     async with SteeringClient(settings, deadline_ms=deadline_ms) as client:
-        return list(await asyncio.gather(*(one(client, i) for i in range(runs))))
+        per_agent = await asyncio.gather(*(one(client, i) for i in range(runs)))
+    return [s for rows in per_agent for s in rows]
 
 
-def simulate(settings: Settings, runs: int, steps: int, forever: bool) -> int:
-    """`rb-streams simulate`: the demo's agents against a configured broker and worker."""
+def experiment_config(holdout: float, seed: str) -> dict[str, Any]:
+    """The run_start `experiment` of the demo's runs: its name, holdout and seed."""
+    if not 0.0 <= holdout <= 0.5:
+        raise ValueError(f"--holdout must be from 0 to 0.5, got {holdout}")
+    if len(seed) > 64:
+        raise ValueError("--seed: at most 64 characters")
+    return {"name": EXPERIMENT_NAME, "holdout": holdout, "seed": seed}
+
+
+def experiment_unsupported() -> str | None:
+    """Why this build cannot run an experiment (its run_start has no `experiment`), or None."""
+    if "experiment" not in RUN_FIELDS:
+        return "this build's run_start has no `experiment` field: --experiment needs a build with experiments"
+    return None
+
+
+def _rate(wins: int, n: int) -> str:
+    return f"{wins}/{n} ({100 * wins / n:.0f}%)" if n else "0/0"
+
+
+def experiment_table(rows: Sequence[AgentSummary]) -> str:
+    """What the agents themselves saw, per arm: runs, successes, the texts that reached them
+    and how many they followed (the response model's draws), calls the gate refused. The
+    figures of record are the worker's outcome records (the report below)."""
+    arms = sorted({r.arm or "(no arm)" for r in rows})
+    lines = ["per arm, as the simulated agents saw it (synthetic: the response model's effect):"]
+    for a in arms:
+        rs = [r for r in rows if (r.arm or "(no arm)") == a]
+        wins = sum(r.outcome == "success" for r in rs)
+        told: Counter[str] = Counter()
+        complied: Counter[str] = Counter()
+        for r in rs:
+            told.update(r.told)
+            complied.update(r.complied)
+        followed = ", ".join(f"{m} {complied[m]}/{n}" for m, n in sorted(told.items())) or "none"
+        refused = sum(r.refused for r in rs)
+        lines.append(
+            f"  {a:<10} runs {len(rs):>3}  success {_rate(wins, len(rs)):<14} texts followed: {followed}"
+            f"; calls refused by the gate {refused}"
+        )
+    fails = Counter(r.outcome for r in rows if r.outcome != "success")
+    if fails:
+        lines.append(f"  failures: {_counts(fails)}")
+    return "\n".join(lines)
+
+
+def report(settings: Settings) -> tuple[int, str]:
+    """`rb-streams experiment report` on the worker's outcomes topic: (exit code, its output
+    or why there is none). A build without the subcommand says so instead."""
+    env = dict(os.environ)
+    env.update({Settings.env_name(k): str(v) for k, v in settings.as_dict().items()})
+    try:
+        p = subprocess.run(
+            [sys.executable, "-m", "streams", "experiment", "report"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=REPORT_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        return 1, f"rb-streams experiment report did not finish within {REPORT_TIMEOUT_S:.0f} s"
+    if p.returncode == 2 and "invalid choice" in p.stderr:
+        return 2, "(this build has no `rb-streams experiment report`: the report is not shown)"
+    return p.returncode, (p.stdout + p.stderr).rstrip()
+
+
+def show_experiment(settings: Settings, rows: Sequence[AgentSummary]) -> int:
+    """The experiment's end: the agents' own table, then the report from the outcome records."""
+    print(f"\n{experiment_table(rows)}")
+    time.sleep(REPORT_GRACE_S)
+    rc, text = report(settings)
+    print(f"\nrb-streams experiment report (the worker's outcome records):\n\n{text}")
+    print(
+        "\nThe effect above is synthetic: the simulated agents follow a text with the "
+        "probabilities of their response model (docs/experiments.md). The point is the "
+        "instrument: arms, outcomes, compliance and the report, on your own fleet."
+    )
+    return 0 if rc in (0, 2) else rc
+
+
+def simulate(
+    settings: Settings,
+    runs: int,
+    steps: int,
+    forever: bool,
+    experiment: dict[str, Any] | None = None,
+    rounds: int = 1,
+) -> int:
+    """`rb-streams simulate`: the demo's agents against a configured broker and worker; with
+    `experiment`, agents that respond to steering in runs of that experiment, then the report."""
     with contextlib.suppress(KeyboardInterrupt):
-        summaries = asyncio.run(fleet(settings, runs, steps, forever))
+        summaries = asyncio.run(fleet(settings, runs, steps, forever, experiment=experiment, rounds=rounds))
+        if experiment is not None:
+            return show_experiment(settings, summaries)
         print(f"\nwhat each agent got from steering:\n\n{summary_table(summaries)}")
         print(latency_line(summaries, settings.client_deadline_ms))
         print(cost_line(summaries))
@@ -278,13 +446,23 @@ def dead_worker(worker: WorkerProcess, lines: int = 15) -> str:
     )
 
 
-def run_fleet(settings: Settings, worker: WorkerProcess, runs: int, steps: int) -> int:
+def run_fleet(
+    settings: Settings,
+    worker: WorkerProcess,
+    runs: int,
+    steps: int,
+    experiment: dict[str, Any] | None = None,
+    rounds: int = 1,
+) -> int:
     """The demo's agents against `worker`, then their summary; 1 (and why, on stderr) if the
     worker died meanwhile, which the agents alone would not notice."""
-    summaries = asyncio.run(while_alive(fleet(settings, runs, steps), worker.proc))
+    work = fleet(settings, runs, steps, experiment=experiment, rounds=rounds)
+    summaries = asyncio.run(while_alive(work, worker.proc))
     if summaries is None or worker.proc.poll() is not None:
         print(f"\n{dead_worker(worker)}", file=sys.stderr, flush=True)
         return 1
+    if experiment is not None:
+        return show_experiment(settings, summaries)
     print(f"\nwhat each agent got from steering:\n\n{summary_table(summaries)}")
     print(f"\n{latency_line(summaries, settings.client_deadline_ms)}")
     print(f"\n{cost_line(summaries)}")
@@ -315,7 +493,17 @@ def demo_settings(port: int, data_dir: str) -> Settings:
     )
 
 
-def main(runs: int = 7, steps: int = 30, port: int = 9092, keep_broker: bool = False) -> int:
+def main(
+    runs: int = 7,
+    steps: int = 30,
+    port: int = 9092,
+    keep_broker: bool = False,
+    experiment: dict[str, Any] | None = None,
+    rounds: int = 1,
+) -> int:
+    if experiment is not None and (why := experiment_unsupported()) is not None:
+        print(f"rb-streams demo: {why}", file=sys.stderr)
+        return 2
     started_broker = False
     if not reachable("127.0.0.1", port):
         print(f"starting the local Kafka broker on 127.0.0.1:{port} ...", flush=True)
@@ -327,9 +515,13 @@ def main(runs: int = 7, steps: int = 30, port: int = 9092, keep_broker: bool = F
     try:
         print("starting a worker ...", flush=True)
         worker = WorkerProcess.start(settings, Path(tmp) / "worker.log")
-        kinds = "/".join(BEHAVIOURS[: min(runs, len(BEHAVIOURS))])
-        print(f"worker ready; {runs} synthetic coding agents, {steps} steps each ({kinds}):\n", flush=True)
-        return run_fleet(settings, worker, runs, steps)
+        pool = RESPONSIVE if experiment is not None else BEHAVIOURS
+        kinds = "/".join(pool[: min(runs, len(pool))])
+        what = f"{steps} steps each ({kinds})"
+        if experiment is not None:
+            what += f", {rounds} runs each in experiment {experiment}"
+        print(f"worker ready; {runs} synthetic coding agents, {what}:\n", flush=True)
+        return run_fleet(settings, worker, runs, steps, experiment, rounds)
     finally:
         if worker is not None:
             worker.stop()

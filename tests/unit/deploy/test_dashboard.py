@@ -10,7 +10,15 @@ from typing import Any
 
 import pytest
 
-from ._support import GRAFANA_DIR, exported_metric_names, load_rules, load_yaml, promtool, series_names
+from ._support import (
+    GRAFANA_DIR,
+    PENDING_METRICS,
+    exported_metric_names,
+    load_rules,
+    load_yaml,
+    promtool,
+    series_names,
+)
 
 DASHBOARD = GRAFANA_DIR / "dashboards" / "rb-streams.json"
 
@@ -32,6 +40,7 @@ REQUIRED_ALERTS = {
     "RbManyRunsInSkip": "15m",
     "RbWorkerStalled": "1m",
     "RbRunsStoppedShareHigh": "15m",
+    "RbGuardSteeringOff": "1m",
 }
 
 # What each required panel must read (a metric of each group appears in the panel's queries).
@@ -59,6 +68,13 @@ REQUIRED_PANELS = {
     "Internal errors by stage": {"rb_internal_errors_total"},
     "Cache entries (fill of each bound)": {"rb_cache_entries", "rb_cache_capacity"},
     "Worker memory by owner (RocksDB, C heap)": {"rb_rocksdb_memory_bytes", "rb_malloc_bytes"},
+    # the Experiment row (docs/experiments.md)
+    "Success rate by arm, with 95% Wilson interval": {"rb_runs_finished_total"},
+    "Runs finished by arm and outcome": {"rb_runs_finished_total"},
+    "Cost per successful run and per run, by arm": {"rb_run_cost_usd_sum", "rb_runs_finished_total"},
+    "Steps and cost per run by arm (median)": {"rb_run_steps_bucket", "rb_run_cost_usd_bucket"},
+    "Compliance by monitor and arm (share complied)": {"rb_compliance_total"},
+    "Guard: steering switched to observe-only": {"rb_guard_observe_only", "rb_guard_switches_total"},
 }
 
 
@@ -97,6 +113,35 @@ def test_exported_names_are_series_names(exported: set[str]) -> None:
     assert "rb_steps_processed" not in exported  # counters are exposed with _total only
 
 
+def test_pending_metrics_are_not_exported_yet(exported: set[str]) -> None:
+    """The allowance for issue 50's metrics from other branches ends once they are merged."""
+    merged = PENDING_METRICS & exported
+    assert not merged, f"the worker exports {sorted(merged)} now: remove them from _support.PENDING_METRICS"
+
+
+def test_the_experiment_rows_wilson_bounds_are_the_wilson_interval(dashboard: dict[str, Any]) -> None:
+    """The PromQL bounds (no Wilson function in PromQL: the formula on the counts) give the
+    textbook interval: 30 of 100 -> [0.2189, 0.3958]."""
+    import math
+
+    (panel,) = [
+        p for p in _panels(dashboard) if p["title"] == "Success rate by arm, with 95% Wilson interval"
+    ]
+    s, n = 30.0, 100.0
+    for ref, want in (("B", 0.2189), ("C", 0.3958)):
+        (expr,) = [t["expr"] for t in panel["targets"] if t["refId"] == ref]
+        succ = re.escape(
+            'sum by (org, experiment, arm) (increase(rb_runs_finished_total{job=~"$job", instance=~"$instance", outcome="success"}[$__range]))'
+        )
+        fin = re.escape(
+            'sum by (org, experiment, arm) (increase(rb_runs_finished_total{job=~"$job", instance=~"$instance", outcome!="abandoned"}[$__range]))'
+        )
+        arith = re.sub(fin, "N", re.sub(succ, "S", expr))
+        assert set(arith) <= set("SN0123456789.+-*/() sqrt"), arith
+        got = eval(arith, {"sqrt": math.sqrt, "S": s, "N": n})  # only digits, S, N and sqrt (checked above)
+        assert abs(got - want) < 1e-4, (ref, got)
+
+
 def test_dashboard_shape(dashboard: dict[str, Any]) -> None:
     assert dashboard["uid"] == "rb-streams"
     assert 36 <= dashboard["schemaVersion"] <= 41
@@ -131,7 +176,7 @@ def test_dashboard_queries_use_exported_metrics(dashboard: dict[str, Any], expor
     for where, expr in _exprs(dashboard):
         names = series_names(expr)
         assert names, f"{where}: no metric in {expr!r}"
-        unknown = names - exported - {"up"}
+        unknown = names - exported - {"up"} - PENDING_METRICS
         assert not unknown, f"{where}: {sorted(unknown)} not exported by streams.worker.metrics: {expr!r}"
         seen |= names
     # Everything the worker exports is on the dashboard somewhere (_sum/_created aside).
@@ -194,7 +239,7 @@ def test_alerts_use_exported_metrics_or_recording_rules(exported: set[str]) -> N
         name = rule.get("record") or rule["alert"]
         names = series_names(rule["expr"])
         assert names, f"{name}: no metric in {rule['expr']!r}"
-        unknown = {n for n in names if ":" not in n} - exported - {"up"}
+        unknown = {n for n in names if ":" not in n} - exported - {"up"} - PENDING_METRICS
         assert not unknown, f"{name}: {sorted(unknown)} not exported by streams.worker.metrics"
         # Rules of a group run in order: a recording rule must come before its users.
         undefined = {n for n in names if ":" in n} - recorded
