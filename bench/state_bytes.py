@@ -47,6 +47,7 @@ CLOCK = 1_767_225_600.0
 
 def replay(path: Path) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
     """(run key, state bytes) and decision bytes of every step event of `path`."""
+    from streams.core.engine import Sealed
     from streams.embeddings.models import load_models
     from streams.replay import Replayer
 
@@ -58,7 +59,7 @@ def replay(path: Path) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
             if not line.strip():
                 continue
             s = rp.pipeline.run(line.rstrip(b"\r\n"), CLOCK, rp.retriever.answer_now)
-            if getattr(s, "event_type", None) != "step":
+            if not isinstance(s, Sealed) or s.event_type != "step":
                 continue
             if s.state_bytes is not None and s.run_id is not None:
                 states.append((s.run_id.encode(), s.state_bytes))
