@@ -52,6 +52,10 @@ from .core.prices import NO_PRICES, PriceTable
 from .core.retention import DEFAULT_MAX_RUNS, DEFAULT_MAX_RUNS_PER_ORG
 
 Guarantee = Literal["at_least_once", "exactly_once"]
+# The worker's producer codec (Kafka's compression.type setting; aiokafka's codecs come with cramjam,
+# a base dependency: every client must read compressed decisions). zstd: the smallest and the
+# cheapest on the dev runs' states (bench/state_bytes.py, BENCHMARKS.md).
+Compression = Literal["none", "gzip", "lz4", "zstd"]
 # Kafka's topic names have at most 249 characters; an app id leaves room for the topics named
 # after it (`<app id>-runs-changelog`, `<app id>-owner-<prefix>`).
 MAX_APP_ID_CHARS = 120
@@ -125,6 +129,8 @@ class Settings(ClientSettings):
     # without a token the worker refuses a web host other than loopback, unless this is true
     web_allow_anonymous: bool = False
     processing_guarantee: Guarantee = "at_least_once"
+    # what the worker produces (changelog, decisions, dead letters, evictions) is compressed
+    producer_compression: Compression = "zstd"
     session_timeout_s: float = Field(10.0, gt=0)
     heartbeat_interval_s: float = Field(1.0, gt=0)
     finished_retention_s: float = Field(3600.0, ge=0)  # a finished run's state is kept this long (0: forever)

@@ -506,8 +506,16 @@ def _decision(
 LOG_SCORE_DIGITS = 4  # the step log's monitor scores: for a person reading /runs/{id}/steps
 
 
-def log_entry(d: DecisionRecord) -> list[Any]:
-    """A decision as the run's step log keeps it (positional: a run keeps 20 of these)."""
+def log_entry(d: DecisionRecord, names: Sequence[str] = ()) -> list[Any]:
+    """A decision as the run's step log keeps it (positional: a run keeps 20 of these). The
+    monitor scores are a list of values when they are the run's `log_score_names`, in that
+    order (20 entries of seven named scores were a fifth of the state); else a dict."""
+    scores = d["monitors"]["scores"]
+    kept: list[float] | dict[str, float]
+    if len(scores) == len(names) and all(a == b for a, b in zip(scores, names, strict=True)):
+        kept = [round(v, LOG_SCORE_DIGITS) for v in scores.values()]
+    else:
+        kept = {k: round(v, LOG_SCORE_DIGITS) for k, v in scores.items()}
     return [
         d["step"],
         d["fsm_state"],
@@ -517,14 +525,20 @@ def log_entry(d: DecisionRecord) -> list[Any]:
         list(d["monitors"]["fired"]),
         d["suppressed"],
         d["processed_ts"],
-        {k: round(v, LOG_SCORE_DIGITS) for k, v in d["monitors"]["scores"].items()},
+        kept,
         d["skipped_reason"],
     ]
 
 
 def _with_log(st: TraceState, decision: DecisionRecord, kept: int) -> TraceState:
+    if kept <= 0:
+        return st.evolve(step_log=[])
     tail = st.step_log[-(kept - 1) :] if kept > 1 else []
-    return st.evolve(step_log=[*tail, log_entry(decision)] if kept > 0 else [])
+    names = st.log_score_names
+    if not names:  # the run's first entry (or a state written before): its names are the run's
+        names = list(decision["monitors"]["scores"])
+        return st.evolve(step_log=[*tail, log_entry(decision, names)], log_score_names=names)
+    return st.evolve(step_log=[*tail, log_entry(decision, names)])
 
 
 def run_config(ev: dict[str, Any], policy: Policy) -> RunConfig:
@@ -821,7 +835,7 @@ def _complete(out: Decided, answers: Sequence[etraces.Answer], outcomes: dict[st
     if st.e1_calls >= etraces.CALLS_PER_RUN and st.e2_calls >= etraces.CALLS_PER_RUN:
         st = st.evolve(recent_thoughts=[])
     if st.step_log and st.step_log[-1][0] == d["step"]:
-        st = st.evolve(step_log=[*st.step_log[:-1], log_entry(d)])
+        st = st.evolve(step_log=[*st.step_log[:-1], log_entry(d, st.log_score_names)])
     return replace(out, state=st, decision=d, effects=replace(out.effects, answer_now=None))
 
 

@@ -125,6 +125,10 @@ class TraceState:
     duplicates: int = 0
     # Last few decisions, compact: [step, state, difficulty, model, sources, fired, suppressed, ts]
     step_log: list[list[Any]] = field(default_factory=list)
+    # The monitor names of the step log's scores, once: an entry keeps its scores as a list of
+    # values in this order (a dict when a decision's names differ; every entry written before
+    # this field, which decodes as []).
+    log_score_names: list[str] = field(default_factory=list)
     finished: bool = False
     outcome: str | None = None
     started_ts: float | None = None
@@ -184,11 +188,15 @@ class TraceState:
 
     def step_log_entries(self) -> list[dict[str, Any]]:
         """The step log as the HTTP view shows it. An entry stored before `scores` and
-        `skipped_reason` were kept has them as null."""
-        return [
-            dict(zip(STEP_LOG_KEYS, [*e, *[None] * (len(STEP_LOG_KEYS) - len(e))], strict=True))
-            for e in self.step_log
-        ]
+        `skipped_reason` were kept has them as null; scores kept as a list are named again."""
+        out = []
+        for e in self.step_log:
+            entry = dict(zip(STEP_LOG_KEYS, [*e, *[None] * (len(STEP_LOG_KEYS) - len(e))], strict=True))
+            scores = entry["scores"]
+            if type(scores) is list:
+                entry["scores"] = dict(zip(self.log_score_names, scores, strict=False))
+            out.append(entry)
+        return out
 
     def summary(self) -> dict[str, Any]:
         """What operators and the HTTP view want to see of a run."""

@@ -34,8 +34,9 @@ WORKER_MODULES = (
     "jsonschema",
 )
 # ... and what it has: the package and its base dependencies (fastjsonschema: the client
-# checks a run_start against the wire schema before sending it).
-AGENT_MODULES = ("streams", "aiokafka", "orjson", "pydantic_settings", "fastjsonschema")
+# checks a run_start against the wire schema before sending it; cramjam: aiokafka's codecs, the
+# worker's decisions come zstd-compressed, RB_PRODUCER_COMPRESSION).
+AGENT_MODULES = ("streams", "aiokafka", "orjson", "pydantic_settings", "fastjsonschema", "cramjam")
 
 AGENT = textwrap.dedent(
     """

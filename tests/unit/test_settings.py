@@ -25,6 +25,7 @@ def test_flags_override_env():
         ({"RB_PARTITIONS": "many"}, "RB_PARTITIONS"),
         ({"RB_PARTITIONS": "0"}, "RB_PARTITIONS"),
         ({"RB_PROCESSING_GUARANTEE": "maybe_once"}, "RB_PROCESSING_GUARANTEE"),
+        ({"RB_PRODUCER_COMPRESSION": "snappy"}, "RB_PRODUCER_COMPRESSION"),
         ({"RB_STORE": "redis://"}, "RB_STORE"),
         ({"RB_TOPIC_PREFIX": "has space"}, "RB_TOPIC_PREFIX"),
         ({"RB_LOG_LEVEL": "loud"}, "RB_LOG_LEVEL"),
@@ -33,6 +34,11 @@ def test_flags_override_env():
 def test_invalid_configuration_fails_fast_naming_the_variable(env, var):
     with pytest.raises(SettingsError, match=var):
         Settings.from_env(env)
+
+
+def test_the_worker_compresses_with_zstd_unless_told_otherwise():
+    assert Settings.from_env({}).producer_compression == "zstd"
+    assert Settings.from_env({"RB_PRODUCER_COMPRESSION": "none"}).producer_compression == "none"
 
 
 def test_broker_forms_are_normalised():
