@@ -32,6 +32,7 @@ from .core.engine import (
     failed,
 )
 from .core.events import Rejected, deadletter_record
+from .core.outcome import outcome_record
 from .core.retention import (
     BAD_SIGNATURE,
     NOT_KEYED,
@@ -107,6 +108,8 @@ class Evicted:
     rejection: Rejected | None = None
     deadletter: dict[str, Any] | None = None
     foreign: bool = False  # on another tenant's topic than the run's: ignored, said as for no run
+    # an unfinished run removed: its outcome record ("abandoned"), for the outcomes topic
+    outcome: dict[str, Any] | None = None
 
     @property
     def forged(self) -> bool:
@@ -135,6 +138,17 @@ def wrong_partition(run_id: str, partition: int | None, held: RunsHeld) -> str |
         f"read from partition {partition} of {held.partitions}, but its run_id hashes to partition "
         f"{owner}: produce keyed by run_id with Kafka's default partitioner (never a chosen partition)"
     )
+
+
+def outcome_of(sealed: Sealed) -> dict[str, Any] | None:
+    """The outcome record a sealed input sends: on a run_finish applied, and again on every
+    copy of it the finished run reads (a restart may read it again after the state was stored
+    but before the record reached the broker: the copy re-sends the same record, never a
+    different one: the record is a function of the final state alone)."""
+    st = sealed.state
+    if sealed.event_type != "run_finish" or st is None or not st.finished or sealed.rejection is not None:
+        return None
+    return outcome_record(st, "run_finish")
 
 
 class Pipeline:
@@ -279,8 +293,9 @@ class Pipeline:
                 )
                 return self._refuse(req, why, raw, now, source)
             reason = expired or reason  # a signed record was signed for this state once expired
+        record = None if st.finished else outcome_record(st, "evicted")  # a finished run's went out
         self.runs.delete(req.run_id.encode("utf-8"), st)
-        return Evicted(req.run_id, applied=reason)
+        return Evicted(req.run_id, applied=reason, outcome=record)
 
     def _refuse(
         self,
