@@ -10,13 +10,13 @@ from .core.decision import DecisionRecord
 from .core.engine import NO_KEY, Engine, Raw
 from .core.events import Limits, deadletter_bytes
 from .core.monitors import Semantics
+from .core.outcome import encode as encode_outcome
+from .core.outcome import outcome_record
 from .core.policy import Policy
 from .core.retention import DEFAULT_MAX_RUNS, DEFAULT_MAX_RUNS_PER_ORG, RunsHeld
 from .core.state import TraceState
 from .etraces.retrieval import Retriever
 from .kafka import wire
-from .core.outcome import encode as encode_outcome
-from .core.outcome import outcome_record
 from .pipeline import Evicted, EvictionRule, MemoryRuns, Pipeline, outcome_of
 
 DEFAULT_PARTITIONS = 8  # RB_PARTITIONS' default: the per-partition run cap needs the count
