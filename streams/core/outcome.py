@@ -164,7 +164,7 @@ def outcome_label(outcome: str) -> str:
 
 
 def _compliance(st: Any) -> dict[str, dict[str, int]]:
-    """The run's compliance summary (`core.compliance`), {} for a state that keeps none."""
+    """The run's compliance summary (the compliance module's `summary`), {} for a state that keeps none."""
     if getattr(st, "compliance", None) is None:
         return {}
     try:
