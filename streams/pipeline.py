@@ -110,6 +110,8 @@ class Evicted:
     foreign: bool = False  # on another tenant's topic than the run's: ignored, said as for no run
     # an unfinished run removed: its outcome record ("abandoned"), for the outcomes topic
     outcome: dict[str, Any] | None = None
+    # the run whose removal waits for `Pipeline.remove` (a pipeline with `defer_removal`)
+    pending: TraceState | None = None
 
     @property
     def forged(self) -> bool:
@@ -154,10 +156,26 @@ def outcome_of(sealed: Sealed) -> dict[str, Any] | None:
 class Pipeline:
     """The rules around the engine, in order, over a run store; the same live and offline."""
 
-    def __init__(self, engine: Engine, runs: RunStore, evictions: EvictionRule | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        runs: RunStore,
+        evictions: EvictionRule | None = None,
+        *,
+        defer_removal: bool = False,
+    ) -> None:
+        """`defer_removal`: an unfinished run's eviction leaves the run in the store until the
+        adapter calls `remove` (the worker: once its outcome record is on the broker; removed
+        first, a kill -9 before the record left the producer would lose it with the state)."""
         self.engine = engine
         self.runs = runs
         self.evictions = evictions or EvictionRule()
+        self.defer_removal = defer_removal
+
+    def remove(self, ev: Evicted) -> None:
+        """Remove the run an eviction left pending (see `defer_removal`); else a no-op."""
+        if ev.pending is not None:
+            self.runs.delete(ev.run_id.encode("utf-8"), ev.pending)
 
     def take(
         self,
@@ -294,6 +312,8 @@ class Pipeline:
                 return self._refuse(req, why, raw, now, source)
             reason = expired or reason  # a signed record was signed for this state once expired
         record = None if st.finished else outcome_record(st, "evicted")  # a finished run's went out
+        if record is not None and self.defer_removal:
+            return Evicted(req.run_id, applied=reason, outcome=record, pending=st)
         self.runs.delete(req.run_id.encode("utf-8"), st)
         return Evicted(req.run_id, applied=reason, outcome=record)
 

@@ -57,9 +57,10 @@ class SendDeadletter(Protocol):
 
 
 class SendOutcome(Protocol):
-    """Publish a run's outcome record (key: its run_id) to the outcomes topic."""
+    """Publish a run's outcome record (key: its run_id) to the outcomes topic; `delivered`:
+    return only once the broker has it."""
 
-    def __call__(self, key: bytes, value: bytes) -> Awaitable[object]: ...
+    def __call__(self, key: bytes, value: bytes, *, delivered: bool = False) -> Awaitable[object]: ...
 
 
 def no_tenant(_topic: str) -> str | None:
@@ -140,6 +141,7 @@ class Processor:
             Engine(policy, semantics, limits),
             runs,
             retention.rule,
+            defer_removal=send_outcome is not None,
         )
         self.metrics = metrics
         self._send_decision = send_decision
@@ -249,7 +251,10 @@ class Processor:
             self.metrics.evictions.labels(ev.applied).inc()
             log.info("evicted run %s (%s)", safe_for_log(ev.run_id), ev.applied)
         if ev.outcome is not None:
-            await self._publish_outcome(job, ev.outcome, count=True)
+            # on the broker before the run's state goes: nothing else would send it again
+            await self._publish_outcome(job, ev.outcome, count=True, delivered=True)
+            job.stage = "evict"
+            self.pipeline.remove(ev)
         if ev.rejection is not None and ev.deadletter is not None:
             if ev.rejection.reason == "internal_error":
                 self._internal(job, "evict", None)
@@ -322,14 +327,17 @@ class Processor:
             except Exception as exc:  # the event was answered: only count it
                 self._internal(job, "metrics", exc)
 
-    async def _publish_outcome(self, job: _Job, record: dict[str, Any], *, count: bool) -> None:
+    async def _publish_outcome(
+        self, job: _Job, record: dict[str, Any], *, count: bool, delivered: bool = False
+    ) -> None:
         """Send a run's outcome record (the same bytes for the same final state, so a copy sent
         again after a restart replaces the first on the compacted topic), then count it (not a
         copy's: a run_finish read twice by one worker is one finished run)."""
         if self._send_outcome is not None:
             job.stage = "outcome"
             try:
-                await self._send_outcome(record["run_id"].encode("utf-8"), encode_outcome(record))
+                key = record["run_id"].encode("utf-8")
+                await self._send_outcome(key, encode_outcome(record), delivered=delivered)
             except Exception as exc:
                 await self._fail(job, exc)
         if count:

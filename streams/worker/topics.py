@@ -74,9 +74,14 @@ class Topics:
         topic = self.deadletter if tenant is None else self._deadletter_by_tenant[tenant]
         await topic.send(key=key, value=value)
 
-    async def send_outcome(self, key: bytes, value: bytes) -> None:
-        """Every tenant's outcome records go to the one outcomes topic, by run_id."""
-        await self.outcomes.send(key=key, value=value)
+    async def send_outcome(self, key: bytes, value: bytes, *, delivered: bool = False) -> None:
+        """Every tenant's outcome records go to the one outcomes topic, by run_id. `delivered`:
+        sent now (not with the event's ack) and waited for until the broker has it."""
+        if not delivered:
+            await self.outcomes.send(key=key, value=value)
+            return
+        fut = await self.outcomes.send(key=key, value=value, force=True)
+        await fut
 
     def eviction_sender(self, lookup: Callable[[str], TraceState | None]) -> SendStep:
         """Sends an eviction request into the steps topic its run's events come from: in

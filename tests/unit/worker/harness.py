@@ -173,7 +173,8 @@ def rig(
 
     outcomes: list[tuple[bytes, bytes]] = []
 
-    async def send_outcome(key: bytes, value: bytes) -> None:
+    async def send_outcome(key: bytes, value: bytes, *, delivered: bool = False) -> None:
+        assert delivered or orjson.loads(value)["ended_by"] == "run_finish"  # an eviction's waits
         outcomes.append((key, value))
 
     processor = Processor(

@@ -192,3 +192,27 @@ def test_a_copy_of_a_run_finish_re_sends_the_same_outcome_bytes_and_counts_once(
         assert 'outcome="failure"} 1.0' in body and "rb_run_steps_count" in body
 
     asyncio.run(go())
+
+
+def test_an_idle_run_stays_stored_until_its_abandoned_record_is_on_the_broker(sem: Semantics) -> None:
+    """Removed first, a kill -9 before the record left the producer would lose both the record
+    and the state that makes it: the eviction waits for the record's delivery."""
+
+    async def go() -> None:
+        r = rig(sem, GatedStore(), idle_s=60.0)
+        seen: list[tuple[bool, bool]] = []
+
+        async def send_outcome(key: bytes, value: bytes, *, delivered: bool = False) -> None:
+            seen.append((delivered, r.runs.lookup(key.decode()) is not None))
+
+        r.processor._send_outcome = send_outcome
+        await r.feed(run_start("idle"))
+        await r.drain()
+        r.now[0] += 61
+        assert await r.retention.sweep(r.now[0]) == 1
+        key, value, _ = r.steps_sent[0]
+        await r.feed(value, key=key)
+        assert seen == [(True, True)]  # waited for, with the state still there
+        assert r.runs.lookup("idle") is None and b"idle" not in r.table
+
+    asyncio.run(go())
