@@ -6,6 +6,7 @@ whatever the processing clock), valid against its schema, and bounded however ho
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -24,7 +25,7 @@ from streams.core.outcome import (
 )
 from streams.core.policy import Policy
 from streams.core.prices import ModelPrice, PriceTable
-from streams.core.state import TraceState
+from streams.core.state import RunConfig, TraceState
 from tests.driving import sealed
 from tests.factories import b, run_finish, run_start, step
 from tests.models import semantics
@@ -217,3 +218,27 @@ def test_outcome_labels_are_the_four_the_metrics_use() -> None:
 def test_ended_by_is_checked() -> None:
     with pytest.raises(ValueError, match="ended_by"):
         outcome_record(Run().state, "crashed")
+
+
+@dataclass(frozen=True)
+class _ArmConfig(RunConfig):
+    """A run config with the experiment fields (RunConfig's own once arms are in)."""
+
+    experiment: str | None = None
+    arm: str | None = None
+
+
+def test_a_control_runs_calls_count_on_its_own_model_and_the_record_names_its_arm() -> None:
+    run = Run(model="home-model")
+    st = run.state.evolve(config=_ArmConfig(model="home-model", experiment="pilot", arm="control"))
+    st = st.evolve(next_model="big-model")  # what the unmasked decision named; the agent got its own
+    st = st.evolve(**count_call(st, step("r", 1), PriceTable()))
+    assert st.model_calls == {"home-model": 1}
+    rec = outcome_record(st, "evicted")
+    assert (rec["experiment"], rec["arm"]) == ("pilot", "control")
+    CHECK.validate(rec)
+    treated = st.evolve(config=_ArmConfig(model="home-model", experiment="pilot", arm="treatment"))
+    assert treated.evolve(**count_call(treated, step("r", 2), PriceTable())).model_calls == {
+        "home-model": 1,
+        "big-model": 1,
+    }
