@@ -489,7 +489,7 @@ class Metrics:
 
     def render_org(self, org: str, now: float | None = None) -> tuple[bytes, str]:
         """The exposition a tenant reads: only the series labelled with its org (the rb_cost_*
-        families), never another org's series, and none of the worker-wide ones (they count
+        and rb_run* families), never another org's series, and none of the worker-wide ones (they count
         every tenant's events together: the operator's). Rendered at most once per
         RENDER_MAX_AGE_S per org (one entry per tenant with a token: bounded by RB_TENANTS)."""
         now = time.monotonic() if now is None else now
