@@ -214,6 +214,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             sys.stdout.buffer if args.output in (None, "-") else stack.enter_context(open(args.output, "wb"))
         )
         dl = stack.enter_context(open(args.deadletter, "wb")) if args.deadletter else None
+        oc = stack.enter_context(open(args.outcomes, "wb")) if args.outcomes else None
         models = load_models()  # once: the monitors and the pattern store share them
         retriever = _replay_retriever(args, s, models.full)
         if retriever is not None:
@@ -233,6 +234,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             control_key=s.control_key.get_secret_value(),
             tenant=args.tenant,
             on_deadletter=None if args.json else _DeadLetterLines(args.file),
+            outcomes=oc,
         )
     summary = {"decisions": n_dec, "deadletters": n_dl}
     if args.json:
@@ -760,6 +762,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("file", help="input JSONL, one wire event per line ('-' for stdin)")
     r.add_argument("-o", "--output", help="output JSONL (default stdout)")
     r.add_argument("--deadletter", help="write dead-letter records here (JSONL)")
+    r.add_argument(
+        "--outcomes",
+        help="write the runs' outcome records here (JSONL), as the worker sends them to <prefix>.outcomes",
+    )
     r.add_argument("--strict", action="store_true", help="exit 1 when any event was dead-lettered")
     r.add_argument("--json", action="store_true", help="print the summary as JSON (on stderr)")
     r.add_argument(

@@ -458,6 +458,11 @@ class KafkaSettings(_Base):
     def deadletter_topic(self) -> str:
         return f"{self.topic_prefix}.deadletter"
 
+    @property
+    def outcomes_topic(self) -> str:
+        """One outcome record per run (compacted, keyed by run_id; every tenant's: the operator's)."""
+        return f"{self.topic_prefix}.outcomes"
+
     def tenant_topic(self, tenant: str, kind: TopicKind) -> str:
         """A tenant's own topic in multi-tenant mode: `<prefix>.<tenant>.steps|steering|deadletter`
         (docs/production.md: the tenant's principal may use these and nothing else)."""

@@ -32,6 +32,7 @@ from .core.engine import (
     failed,
 )
 from .core.events import Rejected, deadletter_record
+from .core.outcome import outcome_record
 from .core.retention import (
     BAD_SIGNATURE,
     NOT_KEYED,
@@ -107,6 +108,10 @@ class Evicted:
     rejection: Rejected | None = None
     deadletter: dict[str, Any] | None = None
     foreign: bool = False  # on another tenant's topic than the run's: ignored, said as for no run
+    # an unfinished run removed: its outcome record ("abandoned"), for the outcomes topic
+    outcome: dict[str, Any] | None = None
+    # the run whose removal waits for `Pipeline.remove` (a pipeline with `defer_removal`)
+    pending: TraceState | None = None
 
     @property
     def forged(self) -> bool:
@@ -137,13 +142,40 @@ def wrong_partition(run_id: str, partition: int | None, held: RunsHeld) -> str |
     )
 
 
+def outcome_of(sealed: Sealed) -> dict[str, Any] | None:
+    """The outcome record a sealed input sends: on a run_finish applied, and again on every
+    copy of it the finished run reads (a restart may read it again after the state was stored
+    but before the record reached the broker: the copy re-sends the same record, never a
+    different one: the record is a function of the final state alone)."""
+    st = sealed.state
+    if sealed.event_type != "run_finish" or st is None or not st.finished or sealed.rejection is not None:
+        return None
+    return outcome_record(st, "run_finish")
+
+
 class Pipeline:
     """The rules around the engine, in order, over a run store; the same live and offline."""
 
-    def __init__(self, engine: Engine, runs: RunStore, evictions: EvictionRule | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        runs: RunStore,
+        evictions: EvictionRule | None = None,
+        *,
+        defer_removal: bool = False,
+    ) -> None:
+        """`defer_removal`: an unfinished run's eviction leaves the run in the store until the
+        adapter calls `remove` (the worker: once its outcome record is on the broker; removed
+        first, a kill -9 before the record left the producer would lose it with the state)."""
         self.engine = engine
         self.runs = runs
         self.evictions = evictions or EvictionRule()
+        self.defer_removal = defer_removal
+
+    def remove(self, ev: Evicted) -> None:
+        """Remove the run an eviction left pending (see `defer_removal`); else a no-op."""
+        if ev.pending is not None:
+            self.runs.delete(ev.run_id.encode("utf-8"), ev.pending)
 
     def take(
         self,
@@ -279,8 +311,11 @@ class Pipeline:
                 )
                 return self._refuse(req, why, raw, now, source)
             reason = expired or reason  # a signed record was signed for this state once expired
+        record = None if st.finished else outcome_record(st, "evicted")  # a finished run's went out
+        if record is not None and self.defer_removal:
+            return Evicted(req.run_id, applied=reason, outcome=record, pending=st)
         self.runs.delete(req.run_id.encode("utf-8"), st)
-        return Evicted(req.run_id, applied=reason)
+        return Evicted(req.run_id, applied=reason, outcome=record)
 
     def _refuse(
         self,

@@ -10,12 +10,14 @@ from .core.decision import DecisionRecord
 from .core.engine import NO_KEY, Engine, Raw
 from .core.events import Limits, deadletter_bytes
 from .core.monitors import Semantics
+from .core.outcome import encode as encode_outcome
+from .core.outcome import outcome_record
 from .core.policy import Policy
 from .core.retention import DEFAULT_MAX_RUNS, DEFAULT_MAX_RUNS_PER_ORG, RunsHeld
 from .core.state import TraceState
 from .etraces.retrieval import Retriever
 from .kafka import wire
-from .pipeline import Evicted, EvictionRule, MemoryRuns, Pipeline
+from .pipeline import Evicted, EvictionRule, MemoryRuns, Pipeline, outcome_of
 
 DEFAULT_PARTITIONS = 8  # RB_PARTITIONS' default: the per-partition run cap needs the count
 
@@ -66,12 +68,27 @@ class Replayer:
         `partition`: the partition it was read from, when known (checked as the worker checks
         it: `wrong_partition`); a file's lines have none, and are taken as the client produces
         them, on their key's partition."""
+        decision, dl, _ = self.take(raw, key, tenant, partition)
+        return decision, dl
+
+    def take(
+        self, raw: Raw, key: object = NO_KEY, tenant: str | None = None, partition: int | None = None
+    ) -> tuple[DecisionRecord | None, dict[str, Any] | None, dict[str, Any] | None]:
+        """`feed`, and the outcome record the input sends, as the worker sends it (a run_finish
+        applied or read again, an unfinished run evicted), or None."""
         out = self.pipeline.run(
             raw, self.clock(), self.retriever.answer_now, key=key, tenant=tenant, partition=partition
         )
         if isinstance(out, Evicted):
-            return None, out.deadletter
-        return out.decision, out.deadletter
+            return None, out.deadletter, out.outcome
+        return out.decision, out.deadletter, outcome_of(out)
+
+    def unfinished(self) -> Iterator[dict[str, Any]]:
+        """The outcome records of the runs still held unfinished (in the order they started):
+        what the worker sends when it evicts them as idle ("abandoned")."""
+        for st in list(self.runs.states.values()):
+            if not st.finished:
+                yield outcome_record(st, "evicted")
 
     def run(
         self, lines: Iterable[bytes], tenant: str | None = None
@@ -97,10 +114,13 @@ def replay_file(
     max_runs: int = DEFAULT_MAX_RUNS,
     tenant: str | None = None,
     on_deadletter: Callable[[int, dict[str, Any]], None] | None = None,
+    outcomes: BinaryIO | None = None,
 ) -> tuple[int, int]:
     """Write one decision per line; return (decisions, dead-letters). `tenant`: every line came
     from that tenant's steps topic (multi-tenant mode). `on_deadletter(line_number, record)`
-    hears of each refused line (1-based, blank lines counted), so a user can find it."""
+    hears of each refused line (1-based, blank lines counted), so a user can find it.
+    `outcomes`: where the runs' outcome records go, one per line, as the worker sends them
+    (a run the file leaves unfinished gets the "abandoned" record its idle eviction sends)."""
     n_dec = n_dl = 0
     rp = Replayer(
         limits,
@@ -115,7 +135,9 @@ def replay_file(
     for lineno, line in enumerate(src, 1):
         if not line.strip():
             continue
-        decision, dl = rp.feed(line.rstrip(b"\r\n"), tenant=tenant)
+        decision, dl, record = rp.take(line.rstrip(b"\r\n"), tenant=tenant)
+        if record is not None and outcomes is not None:
+            outcomes.write(encode_outcome(record) + b"\n")
         if dl is not None and on_deadletter is not None:
             on_deadletter(lineno, dl)
         if decision is not None:
@@ -125,4 +147,7 @@ def replay_file(
             n_dl += 1
             if deadletters is not None:
                 deadletters.write(deadletter_bytes(dl) + b"\n")
+    if outcomes is not None:
+        for record in rp.unfinished():
+            outcomes.write(encode_outcome(record) + b"\n")
     return n_dec, n_dl

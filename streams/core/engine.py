@@ -38,6 +38,7 @@ from .monitors import Semantics, clean_weights, data_instruction, hold_back
 from .monitors import evaluate as evaluate_monitors
 from .monitors import to_embed as monitors_to_embed
 from .monitors.suite import LEAD
+from .outcome import count_call, count_decision
 from .policy import Policy
 from .reading.features import StepFeatures, extract
 from .reading.shell import could_not_run
@@ -657,6 +658,7 @@ def start_run(inc: Incoming, now: float, limits: Limits, policy: Policy) -> Deci
     routed = None if mem is None else routing.Routed(None, "none", routing.INIT_REASON)
     decision = _decision(st, 0, None, None, None, ts, now, None, routed)
     plan = etraces.plan_first_call(st.e3_calls, cfg.e_traces_enabled, etraces.model_family(cfg.model))
+    st = st.evolve(**count_decision(None, st, decision))
     return Decided(
         inc, None, _with_log(st, decision, limits.step_log_kept), decision, now, Effects(plan or None)
     )
@@ -708,6 +710,7 @@ def apply_step(
         last_event_ts=ts if ts is not None else st.last_event_ts,
         etraces_pending=[],
         updated_ts=now,
+        **count_call(st, ev, policy.prices),
     )
     skipped = None
     if new_state is FSMState.END:
@@ -757,6 +760,7 @@ def apply_step(
     answer_now = None
     if pending and new_state is not FSMState.END:
         answer_now = etraces.Plan(tuple(pending), etraces.model_family(decision["model"] or cfg.model))
+    new = new.evolve(**count_decision(st, new, decision))
     return Decided(
         inc,
         st,

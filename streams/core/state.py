@@ -140,6 +140,21 @@ class TraceState:
     # buffer at a crash, and a restart on the same store would otherwise answer nothing.
     # Bounded by the decision cap. States written before this field decode with None.
     last_decision: str | None = None
+    # Issue 50: what the run's outcome record reports (`core.outcome`), counted from its
+    # decisions before a control run's are masked. Bounded: at most outcome.MODELS_KEPT models
+    # and KEYS_KEPT monitors. States written before these fields decode with nothing counted.
+    model_calls: dict[str, int] = field(default_factory=dict)  # model calls by model
+    # [input not read from the cache, output, read from the cache, context estimate, its part
+    # the last call read] (tokens; `outcome.count_call`)
+    usage: list[int] = field(default_factory=list)
+    cost_usd: float = 0.0
+    cost_estimated: bool = False
+    interventions: dict[str, int] = field(default_factory=dict)  # delivered, by monitor
+    escalations: int = 0  # climbs to the escalate rung
+    stops: int = 0  # climbs to the stop rung
+    first_fire: dict[str, int] = field(default_factory=dict)  # monitor -> step of its first fire
+    next_model: str | None = None  # the model the last decision named (None: the run's own)
+    first_ts: float | None = None  # the first event ts, when the run_start had none
 
     def evolve(self, **changes: Any) -> TraceState:
         """This state with `changes` (`core.evolve`: ~1 us, not `dataclasses.replace`'s ~20 us)."""
@@ -234,8 +249,10 @@ _COUNTS = (
     "ignored",
     "quiet",
     "duplicates",
+    "escalations",
+    "stops",
 )
-_TIMES = ("started_ts", "last_event_ts", "updated_ts")
+_TIMES = ("started_ts", "last_event_ts", "updated_ts", "first_ts")
 _COUNT_MAX = routing.COUNT_MAX
 
 
@@ -257,6 +274,12 @@ def _repair_numbers(d: dict[str, Any]) -> None:
         v = d.get(k)
         if v is not None and type(v) is not int and not (type(v) is float and v - v == 0):
             d[k] = None
+    v = d.get("cost_usd", 0.0)
+    if not _number(v) or not 0 <= v <= routing.COST_MAX:
+        d["cost_usd"] = 0.0
+    u = d.get("usage")
+    if u is not None and (type(u) is not list or not all(type(x) is int and 0 <= x <= _COUNT_MAX for x in u)):
+        d["usage"] = []
     v = d.get("last_monitor_injection_step")
     if v is not None and type(v) is not int:
         d["last_monitor_injection_step"] = None

@@ -91,6 +91,8 @@ def worker_acls(settings: Settings, principal: str) -> list[Acl]:
     app = settings.app_id
     shared = [settings.steps_topic, settings.steering_topic, settings.deadletter_topic]
     acls = [Acl(principal, TOPIC, t, LITERAL, op) for t in shared for op in (CREATE, DESCRIBE)]
+    # every tenant's outcome records go to the shared outcomes topic (the operator's to read)
+    acls += [Acl(principal, TOPIC, settings.outcomes_topic, LITERAL, op) for op in (CREATE, DESCRIBE, WRITE)]
     acls += [Acl(principal, TOPIC, f"{app}-", PREFIXED, op) for op in (CREATE, DESCRIBE, READ, WRITE)]
     acls += [
         Acl(principal, TOPIC, f"{app}-", PREFIXED, DESCRIBE_CONFIGS),

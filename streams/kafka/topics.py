@@ -19,10 +19,15 @@ log = logging.getLogger(__name__)
 async def ensure_topics(
     settings: Settings, timeout_s: float = 30.0, *, claim: bool = False
 ) -> dict[str, int]:
-    """Create steps/steering/deadletter if missing (and every served tenant's three, in
-    multi-tenant mode); return each topic's partition count. With `claim` (a worker's start),
+    """Create steps/steering/deadletter/outcomes if missing (and every served tenant's three,
+    in multi-tenant mode); return each topic's partition count. With `claim` (a worker's start),
     first claim the app id for the topic prefix, or refuse it (streams.kafka.ownership)."""
-    names = [settings.steps_topic, settings.steering_topic, settings.deadletter_topic]
+    names = [
+        settings.steps_topic,
+        settings.steering_topic,
+        settings.deadletter_topic,
+        settings.outcomes_topic,
+    ]
     for tenant in settings.tenant_names:
         names += [settings.tenant_topic(tenant, k) for k in TOPIC_KINDS]
     deadline = asyncio.get_running_loop().time() + timeout_s
@@ -58,11 +63,25 @@ async def ensure_topics(
         await admin.close()
 
 
+# Topics keyed by run_id whose last record per run is all that matters: compacted, so the
+# outcomes topic keeps one record per run however long it runs (and a re-send replaces its copy).
+COMPACTED = {"cleanup.policy": "compact"}
+
+
 async def create_missing(admin: AIOKafkaAdminClient, settings: Settings, names: list[str]) -> list[str]:
-    """Create those of `names` that do not exist (RB_PARTITIONS, RB_REPLICATION_FACTOR); the
-    names created. Another creator winning the race is fine."""
+    """Create those of `names` that do not exist (RB_PARTITIONS, RB_REPLICATION_FACTOR; the
+    outcomes topic compacted); the names created. Another creator winning the race is fine."""
     existing = set(await admin.list_topics())
-    new = [NewTopic(n, settings.partitions, settings.replication_factor) for n in names if n not in existing]
+    new = [
+        NewTopic(
+            n,
+            settings.partitions,
+            settings.replication_factor,
+            topic_configs=COMPACTED if n == settings.outcomes_topic else None,
+        )
+        for n in names
+        if n not in existing
+    ]
     if new:
         with contextlib.suppress(TopicAlreadyExistsError):
             await admin.create_topics(new)

@@ -191,6 +191,7 @@ class Worker:
             steering_partition=topics.steering_partition,
             prefetch_embeddings=prefetch_embeddings,
             tenant_of=topics.tenant_of,
+            send_outcome=topics.send_outcome,
         )
         # One agent per tenant (multi-tenant mode): each has its own stream buffer, paused on
         # its own when full, and the agents take turns event by event, so a tenant's backlog

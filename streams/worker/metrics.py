@@ -23,6 +23,7 @@ from ..core.events import load_schema
 from ..core.fsm import FSMState
 from ..core.ladder import RUNGS
 from ..core.monitors import MONITORS
+from ..core.outcome import outcome_label
 
 # A decision takes ~0.1-5 ms of worker time; buckets resolve that range and the tail.
 PROCESSING_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
@@ -36,6 +37,11 @@ SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 LAG_AHEAD_MAX_S = 60.0
 LAG_MAX_S = 86_400.0
 LABELS_CAP = 200  # distinct orgs (and routed models) the rb_cost_* metrics label; then OTHER
+# A finished run's steps and cost (rb_run_steps, rb_run_cost_usd): runs of 1 to 1,000+ calls,
+# costing cents to tens of dollars.
+RUN_STEPS_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+RUN_COST_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 100.0)
+NO_ARM = "none"  # the arm (and experiment) label of a run in no experiment
 OTHER = "other"
 
 STATES = tuple(s.value for s in FSMState)
@@ -57,6 +63,7 @@ STAGES = (
     "encode",  # the decision and state encoders (Engine.seal)
     "state_size",  # a state or decision over its cap (Engine.seal; the run keeps its state)
     "send",  # the decision to the steering topic
+    "outcome",  # a run's outcome record to the outcomes topic
     "deadletter",  # a dead-letter record to its topic
     "store",  # the run's state to the table
     "changelog",  # a table record the producer refused (worker.producer_guard; never a crash)
@@ -120,7 +127,42 @@ class Metrics:
             ["org", "kind"],
             registry=r,
         )
-        self._label_values: dict[str, set[str]] = {"org": set(), "model": set()}
+        self._label_values: dict[str, set[str]] = {
+            "org": set(),
+            "model": set(),
+            "experiment": set(),
+            "monitor": set(),
+        }
+        # Issue 50: how runs end, by org, experiment and arm (core.outcome; outcome record).
+        self.runs_finished = Counter(
+            "rb_runs_finished",
+            "Runs ended (one outcome record each), by org, experiment, arm and outcome (success, "
+            "failure, stopped_by_steering, abandoned: evicted without a run_finish)",
+            ["org", "experiment", "arm", "outcome"],
+            registry=r,
+        )
+        self.run_steps = Histogram(
+            "rb_run_steps",
+            "Steps of each ended run, by org, experiment and arm",
+            ["org", "experiment", "arm"],
+            buckets=RUN_STEPS_BUCKETS,
+            registry=r,
+        )
+        self.run_cost = Histogram(
+            "rb_run_cost_usd",
+            "Cost of each ended run's model calls (reported usage or the estimate, at the price "
+            "table's prices), by org, experiment and arm",
+            ["org", "experiment", "arm"],
+            buckets=RUN_COST_BUCKETS,
+            registry=r,
+        )
+        self.compliance = Counter(
+            "rb_compliance",
+            "Interventions of ended runs judged complied or ignored (control: would-be ones), by "
+            "monitor, the run's most-called model and arm",
+            ["monitor", "model", "arm", "verdict"],
+            registry=r,
+        )
         self.duplicates = Counter(
             "rb_duplicate_events", "Replayed events ignored idempotently", ["type"], registry=r
         )
@@ -368,6 +410,28 @@ class Metrics:
         for tier, outcome in result.etrace_outcomes.items():
             child(self.lookups, tier, outcome).inc()
 
+    def outcome(self, record: dict[str, Any]) -> None:
+        """Count one ended run from its outcome record (called once per run by one worker)."""
+        child = self._child
+        org = self._bounded("org", str(record["org_id"]))
+        experiment = self._bounded("experiment", str(record["experiment"] or NO_ARM)[:64])
+        arm = record["arm"] if record["arm"] in ("treatment", "control") else NO_ARM
+        child(self.runs_finished, org, experiment, arm, outcome_label(record["outcome"])).inc()
+        child(self.run_steps, org, experiment, arm).observe(record["steps"])
+        child(self.run_cost, org, experiment, arm).observe(record["cost_usd"])
+        compliance = record.get("compliance") or {}
+        if not compliance:
+            return
+        calls = record["model_calls"]
+        top = min(calls, key=lambda m: (-calls[m], m)) if calls else "unknown"
+        model = self._bounded("model", str(top)[:100])
+        for name, verdicts in compliance.items():
+            monitor = self._bounded("monitor", str(name)[:64])
+            for verdict in ("complied", "ignored"):
+                n = verdicts.get(verdict, 0)
+                if n:
+                    child(self.compliance, monitor, model, arm, verdict).inc(n)
+
     def _bounded(self, kind: str, value: str) -> str:
         """`value` as a label, or "other" once LABELS_CAP values of `kind` have been seen."""
         seen = self._label_values[kind]
@@ -425,7 +489,7 @@ class Metrics:
 
     def render_org(self, org: str, now: float | None = None) -> tuple[bytes, str]:
         """The exposition a tenant reads: only the series labelled with its org (the rb_cost_*
-        families), never another org's series, and none of the worker-wide ones (they count
+        and rb_run* families), never another org's series, and none of the worker-wide ones (they count
         every tenant's events together: the operator's). Rendered at most once per
         RENDER_MAX_AGE_S per org (one entry per tenant with a token: bounded by RB_TENANTS)."""
         now = time.monotonic() if now is None else now

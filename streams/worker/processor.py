@@ -20,11 +20,12 @@ from typing import Any, Protocol
 from ..core.engine import Decided, Engine, Outcome, Sealed, describe
 from ..core.events import Limits, Rejected, deadletter_bytes, deadletter_record
 from ..core.monitors import Semantics
+from ..core.outcome import encode as encode_outcome
 from ..core.policy import Policy
 from ..core.retention import parse_evict
 from ..etraces.retrieval import Retriever
 from ..logsafe import safe_for_log, safe_traceback
-from ..pipeline import Evicted, Pipeline
+from ..pipeline import Evicted, Pipeline, outcome_of
 from .ack_order import AckOrder
 from .chains import RunChains
 from .deadlettered import RecentDeadletters
@@ -53,6 +54,13 @@ class SendDeadletter(Protocol):
     """Publish a dead-letter record to the dead-letter topic of `tenant` (None: the shared one)."""
 
     def __call__(self, key: bytes | None, value: bytes, *, tenant: str | None) -> Awaitable[object]: ...
+
+
+class SendOutcome(Protocol):
+    """Publish a run's outcome record (key: its run_id) to the outcomes topic; `delivered`:
+    return only once the broker has it."""
+
+    def __call__(self, key: bytes, value: bytes, *, delivered: bool = False) -> Awaitable[object]: ...
 
 
 def no_tenant(_topic: str) -> str | None:
@@ -120,6 +128,7 @@ class Processor:
         prefetch_embeddings: Callable[[Sequence[str]], None] | None = None,
         tenant_of: Callable[[str], str | None] = no_tenant,
         policy: Policy | None = None,
+        send_outcome: SendOutcome | None = None,
     ) -> None:
         """`tenant_of`: the tenant a steps topic belongs to (multi-tenant mode; Kafka's ACLs
         prove it): the core takes the run's org from it, and the event's answers go to that
@@ -132,10 +141,12 @@ class Processor:
             Engine(policy, semantics, limits),
             runs,
             retention.rule,
+            defer_removal=send_outcome is not None,
         )
         self.metrics = metrics
         self._send_decision = send_decision
         self._send_deadletter = send_deadletter
+        self._send_outcome = send_outcome
         self._steering_partition = steering_partition
         self.chains = chains or RunChains()
         self.ack_order: AckOrder[Any] = ack_order or AckOrder()
@@ -239,6 +250,11 @@ class Processor:
         if ev.applied is not None:
             self.metrics.evictions.labels(ev.applied).inc()
             log.info("evicted run %s (%s)", safe_for_log(ev.run_id), ev.applied)
+        if ev.outcome is not None:
+            # on the broker before the run's state goes: nothing else would send it again
+            await self._publish_outcome(job, ev.outcome, count=True, delivered=True)
+            job.stage = "evict"
+            self.pipeline.remove(ev)
         if ev.rejection is not None and ev.deadletter is not None:
             if ev.rejection.reason == "internal_error":
                 self._internal(job, "evict", None)
@@ -299,6 +315,9 @@ class Processor:
                 await self._fail(job, exc)
         if sealed.rejection is not None and sealed.deadletter is not None:
             await self._send_record(job, sealed.rejection, sealed.deadletter)
+        record = outcome_of(sealed)
+        if record is not None:  # before the store, like the decision: a copy re-sends it
+            await self._publish_outcome(job, record, count=not sealed.duplicate)
         job.stage = "store"
         self.pipeline.store(sealed)
         if sealed.rejection is None:
@@ -306,6 +325,25 @@ class Processor:
             try:
                 self.metrics.observe(sealed, time.perf_counter() - job.t0, job.now)
             except Exception as exc:  # the event was answered: only count it
+                self._internal(job, "metrics", exc)
+
+    async def _publish_outcome(
+        self, job: _Job, record: dict[str, Any], *, count: bool, delivered: bool = False
+    ) -> None:
+        """Send a run's outcome record (the same bytes for the same final state, so a copy sent
+        again after a restart replaces the first on the compacted topic), then count it (not a
+        copy's: a run_finish read twice by one worker is one finished run)."""
+        if self._send_outcome is not None:
+            job.stage = "outcome"
+            try:
+                key = record["run_id"].encode("utf-8")
+                await self._send_outcome(key, encode_outcome(record), delivered=delivered)
+            except Exception as exc:
+                await self._fail(job, exc)
+        if count:
+            try:
+                self.metrics.outcome(record)
+            except Exception as exc:  # the record is out: only count it
                 self._internal(job, "metrics", exc)
 
     async def _fail(self, job: _Job, exc: BaseException) -> None:

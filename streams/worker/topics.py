@@ -42,6 +42,7 @@ class Topics:
         self.steering = topic(s.steering_topic)
         self._decision_key = s.decision_key.get_secret_value()
         self.deadletter = topic(s.deadletter_topic)
+        self.outcomes = topic(s.outcomes_topic)
 
     def sources(self) -> list[tuple[str | None, str, Any]]:
         """What the worker's agents read, (tenant, agent name, topic): the steps topic, or one
@@ -72,6 +73,15 @@ class Topics:
     async def send_deadletter(self, key: bytes | None, value: bytes, *, tenant: str | None) -> None:
         topic = self.deadletter if tenant is None else self._deadletter_by_tenant[tenant]
         await topic.send(key=key, value=value)
+
+    async def send_outcome(self, key: bytes, value: bytes, *, delivered: bool = False) -> None:
+        """Every tenant's outcome records go to the one outcomes topic, by run_id. `delivered`:
+        sent now (not with the event's ack) and waited for until the broker has it."""
+        if not delivered:
+            await self.outcomes.send(key=key, value=value)
+            return
+        fut = await self.outcomes.send(key=key, value=value, force=True)
+        await fut
 
     def eviction_sender(self, lookup: Callable[[str], TraceState | None]) -> SendStep:
         """Sends an eviction request into the steps topic its run's events come from: in

@@ -12,6 +12,7 @@ import pytest
 from streams.agent.client import SteeringClient
 from streams.core.fsm import DifficultyFSM, FSMState
 from streams.core.monitors import MONITORS
+from streams.core.outcome import encode, outcome_record
 from streams.etraces.pattern_store import QdrantPatternStore
 from streams.etraces.patterns import read_file
 from streams.etraces.retrieval import Retriever
@@ -173,11 +174,8 @@ def _replay_matches_worker(worker, tmp_path):
     src.write_bytes(b"\n".join(b(e) for e in mixed) + b"\n")
     store = QdrantPatternStore(models().full)
     store.upsert(read_file(STARTER)[0])
-    offline = [
-        d
-        for d, _ in Replayer(sem=semantics(), retriever=Retriever(store)).run(src.read_bytes().splitlines())
-        if d
-    ]
+    rp = Replayer(sem=semantics(), retriever=Retriever(store))
+    offline = [d for d, _ in rp.run(src.read_bytes().splitlines()) if d]
 
     def norm(ds):
         return sorted(
@@ -189,6 +187,16 @@ def _replay_matches_worker(worker, tmp_path):
         )
 
     assert norm(live) == norm(offline)
+    # Each finished run's outcome record is on the outcomes topic, keyed by run_id: the
+    # very bytes replay makes from its final state (issue 50).
+    records = [
+        r
+        for r in asyncio.run(read_all(s.bootstrap_servers, s.outcomes_topic, expect=12))
+        if r["run_id"].startswith("rp-")
+    ]
+    assert sorted(r["key"] for r in records) == sorted(f"rp-{i}".encode() for i in range(12))
+    got = {r["run_id"]: encode(_without_place(r)) for r in records}
+    assert got == {rid: encode(outcome_record(st, "run_finish")) for rid, st in rp.states.items()}
     fired = {m for d in live if d.get("monitors") for m in d["monitors"]["fired"]}
     # the simulated behaviours plant no instructions in results: data_instruction is proven
     # through a worker by tests/integration/test_call_gate.py
@@ -260,6 +268,10 @@ def test_bad_input_is_dead_lettered_and_valid_runs_continue(worker):
     ]
     assert [d["step"] for d in decisions] == [0, 1, 1, 2]
     assert {**decisions[1], "offset": 0} == {**decisions[2], "offset": 0}  # processed_ts too
+
+
+def _without_place(r: dict) -> dict:
+    return {k: v for k, v in r.items() if k not in ("key", "partition", "offset")}
 
 
 def test_simulate_command_drives_agents_against_the_configured_worker(worker):

@@ -26,10 +26,12 @@ import orjson
 import pytest
 
 from streams.agent.client import SteeringClient
+from streams.core.outcome import encode, outcome_record
 from streams.local.simulate import BEHAVIOURS, trajectory
 from streams.local.worker_process import WorkerProcess
 from tests.integration.conftest import make_settings
 from tests.integration.exactness import WIRE_ONLY, check_against_replay, check_states, read_back
+from tests.integration.kafka_io import read_all
 
 pytestmark = pytest.mark.integration
 
@@ -40,6 +42,29 @@ ROUTING = {"FAST": "fast-model", "SLOW": "slow-model", "SKIP": "slow-model"}
 def exact(d: dict[str, Any]) -> bytes:
     """A decision as sent (processed_ts included), without its place on the topic."""
     return orjson.dumps({k: v for k, v in d.items() if k not in WIRE_ONLY})
+
+
+def check_outcomes(s: Any, rp: Any, runs: list[str]) -> None:
+    """Every finished run has its outcome record on the outcomes topic (0 missing); a run's
+    copies (re-sent by a restarted worker) are byte-identical, and equal replay's record."""
+    records = [
+        r
+        for r in asyncio.run(read_all(s.bootstrap_servers, s.outcomes_topic, expect=len(runs)))
+        if r["run_id"].startswith("rs-")
+    ]
+    copies: dict[str, set[bytes]] = {}
+    for r in records:
+        assert r["key"] == r["run_id"].encode()
+        copies.setdefault(r["run_id"], set()).add(encode({k: v for k, v in r.items() if k not in WIRE_ONLY}))
+    missing = sorted(set(runs) - set(copies))
+    assert not missing, f"{len(missing)} finished runs without an outcome record, e.g. {missing[:5]}"
+    differing = sorted(rid for rid, v in copies.items() if len(v) > 1)
+    assert not differing, f"outcome records re-sent different: {differing[:5]}"
+    want = {rid: encode(outcome_record(rp.states[rid], "run_finish")) for rid in runs}
+    assert {rid: next(iter(v)) for rid, v in copies.items()} == want
+    print(
+        f"outcome records: {len(records)} for {len(copies)} runs, {len(records) - len(copies)} identical re-sends"
+    )
 
 
 @pytest.mark.timeout(420)
@@ -111,5 +136,6 @@ def test_a_worker_killed_and_restarted_on_its_own_data_directory_loses_no_decisi
         resent = sum(len(set(v)) == 1 for v in twice)
         print(f"steps answered more than once: {len(twice)}, of them re-sent byte for byte: {resent}")
         check_states(worker, rp, sorted(runs)[:: max(1, len(runs) // 24)])  # a sample: HTTP is slow
+        check_outcomes(base, rp, runs)
     finally:
         worker.stop()

@@ -72,6 +72,14 @@ def test_finished_and_idle_runs_are_evicted_for_good_and_active_runs_are_kept(br
 
     dead = asyncio.run(read_all(s.bootstrap_servers, s.deadletter_topic, expect=1))
     assert [(d["reason"], d["run_id"]) for d in dead] == [("unknown_run", "done")]
+    # Each run that ended has its outcome record: "quiet" evicted idle without a run_finish
+    # (sent, and on the broker, before its state went), "done" on its run_finish (issue 50).
+    ended = {
+        r["run_id"]: (r["outcome"], r["ended_by"])
+        for r in asyncio.run(read_all(s.bootstrap_servers, s.outcomes_topic, expect=2))
+    }
+    assert ended["done"] == ("success", "run_finish") and ended["quiet"] == ("abandoned", "evicted")
+    assert "busy" not in ended
 
     # A replacement with an empty data dir recovers the table from the changelog: the
     # tombstones keep the evicted runs out, the active one is back (eviction off this time).

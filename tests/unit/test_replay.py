@@ -159,3 +159,30 @@ def test_replay_dead_letters_a_run_start_with_misspelt_fields_as_the_worker_does
     assert n_dec == 0 and n_dl == 3
     assert first["reason"] == "invalid_run_start"
     assert first["detail"] == "unknown field 'modle_routing'; did you mean 'model_routing'?"
+
+
+def test_replay_outcomes_writes_one_record_per_run_as_the_worker_sends_it(tmp_path):
+    from jsonschema import Draft202012Validator
+
+    from streams.core.events import load_schema
+
+    evs = [*events(), run_finish("b", "failure: Boom"), run_start("c"), step("c", 1)]  # b's finish twice
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"\n".join(b(e) for e in evs) + b"\n")
+    out, oc = tmp_path / "out.jsonl", tmp_path / "outcomes.jsonl"
+    assert main(["replay", str(src), "-o", str(out), "--outcomes", str(oc)]) == 0
+    lines = oc.read_bytes().splitlines()
+    recs = [orjson.loads(x) for x in lines]
+    check = Draft202012Validator(load_schema("outcome"))
+    for r in recs:
+        check.validate(r)
+    assert [(r["run_id"], r["outcome"], r["ended_by"]) for r in recs] == [
+        ("a", "success", "run_finish"),
+        ("b", "failure: Boom", "run_finish"),
+        ("b", "failure: Boom", "run_finish"),  # the copy re-sends the same record
+        ("c", "abandoned", "evicted"),  # left unfinished: what its idle eviction sends
+    ]
+    assert lines[1] == lines[2]
+    assert recs[0]["steps"] == 8 and recs[0]["model_calls"] and recs[3]["steps"] == 1
+    # sorted keys, so a record is always the same bytes
+    assert lines[0] == orjson.dumps(recs[0], option=orjson.OPT_SORT_KEYS)

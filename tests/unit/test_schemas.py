@@ -10,7 +10,7 @@ from streams.core.events import load_schema
 from tests.factories import run_finish, run_start, step
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "streams" / "schemas"
-NAMES = ["run_start", "step", "run_finish", "decision", "deadletter"]
+NAMES = ["run_start", "step", "run_finish", "decision", "deadletter", "outcome"]
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -22,3 +22,28 @@ def test_existing_topics_with_another_count_fail_naming_the_setting_and_the_fix(
 def test_steps_and_steering_must_match():
     with pytest.raises(SettingsError, match="must match"):
         check_partitions(S, {S.steps_topic: 8, S.steering_topic: 4})
+
+
+def test_the_outcomes_topic_is_created_compacted_and_the_others_are_not():
+    import asyncio
+    from typing import Any
+
+    from streams.kafka.topics import create_missing
+
+    class Admin:
+        def __init__(self) -> None:
+            self.created: list[Any] = []
+
+        async def list_topics(self) -> list[str]:
+            return [S.steps_topic]
+
+        async def create_topics(self, topics: list[Any]) -> None:
+            self.created += topics
+
+    admin = Admin()
+    names = [S.steps_topic, S.steering_topic, S.outcomes_topic]
+    assert asyncio.run(create_missing(admin, S, names)) == [S.steering_topic, S.outcomes_topic]  # type: ignore[arg-type]
+    configs = {t.name: t.topic_configs for t in admin.created}
+    assert S.outcomes_topic == "rb.outcomes"
+    assert configs == {S.steering_topic: {}, S.outcomes_topic: {"cleanup.policy": "compact"}}
+    assert all(t.num_partitions == 8 for t in admin.created)

@@ -92,6 +92,7 @@ class Rig:
     decisions: list[dict[str, Any]] = field(default_factory=list)
     deadletters: list[dict[str, Any]] = field(default_factory=list)
     steps_sent: list[tuple[bytes, bytes, int]] = field(default_factory=list)
+    outcomes: list[tuple[bytes, bytes]] = field(default_factory=list)  # (key, value) as sent
     offset: int = 0
     partitions: int = PARTITIONS
 
@@ -170,7 +171,14 @@ def rig(
     async def send_deadletter(key: bytes | None, value: bytes, *, tenant: str | None) -> None:
         deadletters.append(orjson.loads(value))
 
+    outcomes: list[tuple[bytes, bytes]] = []
+
+    async def send_outcome(key: bytes, value: bytes, *, delivered: bool = False) -> None:
+        assert delivered or orjson.loads(value)["ended_by"] == "run_finish"  # an eviction's waits
+        outcomes.append((key, value))
+
     processor = Processor(
+        send_outcome=send_outcome,
         runs=runs,
         retention=retention,
         retriever=Retriever(store, timeout_s=10.0, concurrency=2),
@@ -196,5 +204,6 @@ def rig(
         decisions,
         deadletters,
         sent,
+        outcomes,
         partitions=partitions,
     )

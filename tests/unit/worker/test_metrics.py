@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from streams.worker.metrics import RENDER_MAX_AGE_S, STAGES, Metrics
 
 
@@ -135,3 +137,45 @@ def test_a_rung_that_comes_down_on_progress_is_not_counted_as_an_escalation(sem)
     get = m.registry.get_sample_value
     assert get("rb_escalations_total", {"action": "escalate", "monitor": "semantic_loop"}) == 1
     assert get("rb_escalations_total", {"action": "stop", "monitor": "semantic_loop"}) == 1
+
+
+def _outcome(org: str, **kw: Any) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "org_id": org,
+        "experiment": "pilot",
+        "arm": "control",
+        "outcome": "failure: stopped_by_steering",
+        "steps": 12,
+        "cost_usd": 0.3,
+        "model_calls": {"small": 3, "big": 9},
+        "compliance": {},
+    }
+    return {**rec, **kw}
+
+
+def test_ended_runs_are_counted_by_org_experiment_arm_and_outcome_with_bounded_labels() -> None:
+    from streams.worker.metrics import LABELS_CAP
+
+    m = Metrics(process=False)
+    m.outcome(_outcome("acme", compliance={"semantic_loop": {"complied": 2, "ignored": 1, "pending": 4}}))
+    m.outcome(_outcome("acme", experiment=None, arm=None, outcome="success", compliance={}))
+    for i in range(LABELS_CAP + 5):
+        m.outcome(_outcome(f"org-{i}", experiment=f"exp-{i}"))
+    body = m.render()[0].decode()
+    assert (
+        'rb_runs_finished_total{arm="control",experiment="pilot",org="acme",outcome="stopped_by_steering"} 1.0'
+        in body
+    )
+    assert 'rb_runs_finished_total{arm="none",experiment="none",org="acme",outcome="success"} 1.0' in body
+    assert (
+        'rb_compliance_total{arm="control",model="big",monitor="semantic_loop",verdict="complied"} 2.0'
+        in body
+    )
+    assert 'verdict="ignored"} 1.0' in body and 'verdict="pending"' not in body
+    assert 'rb_run_cost_usd_bucket{arm="control",experiment="pilot",le="0.5",org="acme"} 1.0' in body
+    orgs = {
+        line.split('org="')[1].split('"')[0]
+        for line in body.splitlines()
+        if "rb_runs_finished_total{" in line
+    }
+    assert len(orgs) <= LABELS_CAP + 1 and "other" in orgs

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import orjson
+
 from streams.core.etraces import Plan, Query
 from streams.core.monitors import Semantics
 from streams.core.retention import OTHER_RUN, evict_request, parse_evict, version
@@ -128,5 +130,89 @@ def test_a_request_whose_run_left_another_way_is_forgotten(sem: Semantics) -> No
         r.runs.recount({})  # a rebalance took the run's partition: the request is not ours
         await r.retention.sweep(r.now[0])
         assert r.retention.asked == 0
+
+    asyncio.run(go())
+
+
+def test_an_idle_run_evicted_without_run_finish_sends_one_abandoned_outcome(sem: Semantics) -> None:
+    async def go() -> None:
+        r = rig(sem, GatedStore(), idle_s=60.0)
+        for ev in (
+            run_start("idle"),
+            step("idle", 1),
+            run_start("done"),
+            step("done", 1),
+            run_finish("done"),
+        ):
+            await r.feed(ev)
+            await r.drain()
+        assert [k for k, _ in r.outcomes] == [b"done"]  # the finished run's, on its run_finish
+        r.now[0] += 61
+        assert await r.retention.sweep(r.now[0]) == 1  # the finished one is kept longer
+        for key, value, _ in r.steps_sent:
+            await r.feed(value, key=key)
+        assert r.runs.lookup("idle") is None
+        (key, value) = r.outcomes[1]
+        rec = orjson.loads(value)
+        assert key == b"idle" and (rec["outcome"], rec["ended_by"], rec["steps"]) == (
+            "abandoned",
+            "evicted",
+            1,
+        )
+        assert len(r.outcomes) == 2
+        body = r.metrics.render()[0].decode()
+        assert (
+            'rb_runs_finished_total{arm="none",experiment="none",org="default",outcome="abandoned"} 1.0'
+            in body
+        )
+        assert (
+            'rb_runs_finished_total{arm="none",experiment="none",org="default",outcome="success"} 1.0' in body
+        )
+
+    asyncio.run(go())
+
+
+def test_a_copy_of_a_run_finish_re_sends_the_same_outcome_bytes_and_counts_once(sem: Semantics) -> None:
+    """A worker killed after storing the finished state, before the record reached the broker,
+    reads the run_finish again on restart: it must send the record then, and the same one."""
+
+    async def go() -> None:
+        r = rig(sem, GatedStore())
+        for ev in (
+            run_start("r"),
+            step("r", 1),
+            run_finish("r", "failure: boom"),
+            run_finish("r", "success"),
+        ):
+            await r.feed(ev)
+            await r.drain()
+        assert len(r.outcomes) == 2 and r.outcomes[0] == r.outcomes[1]
+        assert orjson.loads(r.outcomes[0][1])["outcome"] == "failure: boom"  # the first finish holds
+        body = r.metrics.render()[0].decode()
+        assert 'outcome="failure"} 1.0' in body and "rb_run_steps_count" in body
+
+    asyncio.run(go())
+
+
+def test_an_idle_run_stays_stored_until_its_abandoned_record_is_on_the_broker(sem: Semantics) -> None:
+    """Removed first, a kill -9 before the record left the producer would lose both the record
+    and the state that makes it: the eviction waits for the record's delivery."""
+
+    async def go() -> None:
+        r = rig(sem, GatedStore(), idle_s=60.0)
+        seen: list[tuple[bool, bool]] = []
+
+        async def send_outcome(key: bytes, value: bytes, *, delivered: bool = False) -> None:
+            seen.append((delivered, r.runs.lookup(key.decode()) is not None))
+
+        r.processor._send_outcome = send_outcome
+        await r.feed(run_start("idle"))
+        await r.drain()
+        r.now[0] += 61
+        assert await r.retention.sweep(r.now[0]) == 1
+        key, value, _ = r.steps_sent[0]
+        await r.feed(value, key=key)
+        assert seen == [(True, True)]  # waited for, with the state still there
+        assert r.runs.lookup("idle") is None and b"idle" not in r.table
 
     asyncio.run(go())
