@@ -239,14 +239,14 @@ def view(text: str) -> str:
 
 
 def values(text: str) -> list[tuple[str, str, int]]:
-    """`streams.taint.scan` of the text and of its `view` (a value inside a cell, a tag or a CJK
-    sentence that the raw text hides), each value once."""
+    """`streams.taint.scan` of the text, and the destinations of its `view` (an address, a link
+    or an account inside a cell, a tag or a CJK sentence that the raw text hides), each value once."""
     got = scan(text)
     v = view(text)
     if v == text[:TEXT_MAX]:
         return got
     seen = {x[1] for x in got}
-    return got + [x for x in scan(v) if x[1] not in seen]
+    return got + [x for x in scan(v) if x[0] in DESTINATIONS and x[1] not in seen]
 
 
 def may_ask(t: str, words: frozenset[bytes]) -> bool:
