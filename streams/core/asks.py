@@ -53,6 +53,20 @@ WIDE = re.compile(r"[\u2e80-\u9fff\u3000-\u303f\uac00-\ud7af\uf900-\ufaff\uff00-
 # a bar, a tag's bracket, a quote, a wide stop
 BOUND = re.compile(r"[.!?;:](?=\s|$)|\n(?![ \t]{2,}[^\s\-*])|[|<>{}\"\u3002\uff01\uff1f\uff1b\uff1a]")
 _WORDS = re.compile(r"[^\W\d_]+")
+# an inline tag (a link, bold, a span): no bound of the clause it stands in
+INLINE_TAG = re.compile(
+    r"<[ \t]{0,3}/?[ \t]{0,3}(?:a|b|i|u|s|em|strong|span|font|code|mark|small|sup|sub)\b[^<>]{0,200}>"
+)
+# what hides an element from a human reader
+HIDING = (
+    "display:none",
+    "display: none",
+    "visibility:hidden",
+    "visibility: hidden",
+    "font-size:0",
+    "hidden>",
+)
+_LEAD = frozenset(" \t\n!-*\u2022'\"(")
 
 # --- the lexicon: (cue, language); a cue is one word, a phrase (looked for as a substring of
 # the sentence when its first word is among the sentence's words) or wide characters
@@ -62,7 +76,9 @@ _REQUEST = {
         "is to be|are to be|is to go|are to go|must|should|shall|needs to|need to be|has to be|have to be|"
         "appreciate|appreciated|grateful|would be great|would be good|i'd like|we'd like|would like|"
         "we want|i want|wants|want you|need you|expects|is expected|are expected|remember to|"
-        "don't forget|do not forget|is required to|preference is|prefers|would prefer|it is requested|requested that"
+        "don't forget|do not forget|is required to|preference is|prefers|would prefer|it is requested|requested that|"
+        "to be sent|to be forwarded|to be transferred|to be paid|to be wired|to be shared|to be moved|to be e-mailed|"
+        "to be emailed|to be delivered|to be posted|to be uploaded"
     ),
     "de": (
         "bitte|überweisen sie|überweise|senden sie|sende|schicken sie|schicke|leiten sie|leite|"
@@ -275,13 +291,27 @@ def _clause(t: str, i: int, j: int) -> tuple[int, int]:
     return start, end
 
 
+def _inline_blank(t: str) -> str:
+    """`t` with its inline tags blanked (same length)."""
+    if "<" not in t:
+        return t
+    return INLINE_TAG.sub(lambda m: " " * (m.end() - m.start()), t)
+
+
 def asks(
-    t: str, vals: list[tuple[str, str, int]], ordered: list[tuple[int, int]]
+    t: str,
+    vals: list[tuple[str, str, int]],
+    ordered: list[tuple[int, int]],
+    head: re.Pattern[str] | None = None,
 ) -> dict[str, list[tuple[int, int]]]:
     """The signals of the clauses of the lower-cased text `t` that name a destination of `vals`
     (`values` of the text) and ask for something to go there (spans in `t`). `ordered`: the
     spans of `instructions`' orders (sentences that open with an order verb): a clause there
-    asks already, its context signals count, its `request` does not again."""
+    asks already, its context signals count, its `request` does not again. `head`: the order
+    verbs' pattern (`instructions.ORDER_HEAD`), tried where a clause starts (a sentence inside
+    a comment or a cell opens no sentence of `instructions`)."""
+    raw = t
+    t = _inline_blank(t)
     out: dict[str, list[tuple[int, int]]] = {}
     looked = 0
     done: list[tuple[int, int]] = []
@@ -316,6 +346,12 @@ def asks(
         ):
             lang = "en"  # complete only then, a standing wish: a request in other words
         opened = any(x <= i < y or x <= a < y for x, y in ordered)
+        if lang is None and not opened and head is not None:
+            k = a
+            while k < i and t[k] in _LEAD:
+                k += 1
+            if head.match(t, k) is not None:
+                lang = "en"  # an order opening a clause that no sentence opens
         if lang is None and not opened:
             continue
         span = (a, b)
@@ -328,8 +364,11 @@ def asks(
                 continue
             if _has(lex, words, s) or ((wide or name == "money") and any(c in s for c in cues)):
                 out.setdefault(name, []).append(span)
-        before = t[max(0, a - 2_000) : a]
-        if before.rfind("<!--") > before.rfind("-->") or before.rfind("<") > before.rfind(">"):
+        before = raw[max(0, a - 2_000) : a]
+        tag = before.rfind("<")
+        if before.rfind("<!--") > before.rfind("-->") or (
+            tag >= 0 and any(h in before[tag:] for h in HIDING)
+        ):
             out.setdefault("hidden", []).append(span)
         else:
             line = t[t.rfind("\n", 0, i) + 1 : i]

@@ -516,7 +516,7 @@ def read(text: str, values: list[tuple[str, str, int]] | None = None) -> Instruc
     if order:
         found["order"] = order
     if values:
-        for name, spans in asks.asks(t, values, order).items():
+        for name, spans in asks.asks(t, values, order, ORDER_HEAD).items():
             found.setdefault(name, spans)
     if not found:
         return NONE
