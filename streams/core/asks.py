@@ -51,7 +51,7 @@ WIDE = re.compile(r"[\u2e80-\u9fff\u3000-\u303f\uac00-\ud7af\uf900-\ufaff\uff00-
 # where a clause ends: a stop before a space, a semicolon or colon, a line that is no wrapped
 # continuation (an indented line that does not open a list item continues the one above),
 # a bar, a tag's bracket, a quote, a wide stop
-BOUND = re.compile(r"[.!?;:](?=\s|$)|\n(?![ \t]{2,}[^\s\-*])|[|<>{}\"\u3002\uff01\uff1f\uff1b\uff1a]")
+BOUND = re.compile(r"[.!?;:](?=\s)|\n(?![ \t]{2,}[^\s\-*])|[|<>{}\"\u3002\uff01\uff1f\uff1b\uff1a]")
 _WORDS = re.compile(r"[^\W\d_]+")
 # an inline tag (a link, bold, a span): no bound of the clause it stands in
 INLINE_TAG = re.compile(
@@ -130,7 +130,8 @@ _CONDITION_WIDE = "之前|才算|才能|完成|首先|前に|完了|まず|初�
 # a claim that makes a request by itself: the task is complete only then, a standing wish
 _COMPLETE = (
     "only complete|not complete|complete once|completed once|considered complete|considered done|only done|"
-    "not done until|not finished|only finished|only be closed|not be closed|only be considered|"
+    "not done until|not finished|only finished|only be closed|not be closed|only be considered|only once|only after|"
+    "not until|"
     "standing preference|standing instruction|standing order|user's preference|user prefers|from now on|going forward|"
     "henceforth|erst abgeschlossen|erst erledigt|gilt erst|ist erst|ab sofort|künftig|"
     "solo estará|no estará completo|solo se considera|a partir de ahora|de ahora en adelante|"
@@ -160,6 +161,9 @@ _THIRD = (
 _THIRD_WIDE = "用户|使用者|ユーザー|利用者|사용자|유저"
 _MONEY = (
     "transfer|transferred|transfers|payment|payments|pay|paid|wire|wired|remit|balance|amount|funds|money|"
+    "fee|fees|rent|invoice|deposit|refund|sum|total|dues|"
+    "gebühr|miete|rechnung|cuota|alquiler|factura|frais|loyer|facture|affitto|fattura|taxa|aluguel|fatura|huur|"
+    "factuur|kosten|"
     "überweisen|überweisung|überweise|zahlung|zahlen|betrag|guthaben|geld|"
     "transferencia|transfiera|transfiere|transferir|pago|pague|importe|saldo|dinero|"
     "virement|virez|paiement|payer|montant|solde|argent|"
@@ -178,6 +182,43 @@ _EXFIL = (
     "codice|senha|wachtwoord|beveiligingscode|nachrichten|mensajes|messaggi|mensagens|berichten"
 )
 _EXFIL_WIDE = "密码|验证码|安全码|账号|邮件|パスワード|認証コード|コード|비밀번호|인증|코드"
+# sending data away: what makes a secret and a link an exfiltration ("post the token to <url>"),
+# not a password reset mail ("click this link to reset your password: <url>")
+_SENDS = frozenset(
+    [
+        "post",
+        "posted",
+        "upload",
+        "uploaded",
+        "submit",
+        "submitted",
+        "paste",
+        "pasted",
+        "send",
+        "sent",
+        "forward",
+        "forwarded",
+        "share",
+        "shared",
+        "senden",
+        "schicken",
+        "gesendet",
+        "enviar",
+        "envíe",
+        "enviado",
+        "envoyer",
+        "envoyez",
+        "envoyé",
+        "inviare",
+        "invia",
+        "inviato",
+        "envie",
+        "sturen",
+        "stuur",
+        "verstuurd",
+    ]
+)
+_SENDS_WIDE = ("发送", "发到", "送信", "送って", "보내", "전송")
 # English function words: a text holding some of them outside a sentence that asks in
 # another language is an English text with a foreign request in it
 _ENGLISH = frozenset(
@@ -360,7 +401,14 @@ def asks(
         for name, (lex, cues) in _LEX.items():
             if name == "money" and kind != "iban":
                 continue
-            if name == "exfil" and kind == "iban":
+            if name == "exfil" and (
+                kind == "iban"
+                or (
+                    kind != "email"
+                    and _SENDS.isdisjoint(words)
+                    and not (wide and any(c in s for c in _SENDS_WIDE))
+                )
+            ):
                 continue
             if _has(lex, words, s) or ((wide or name == "money") and any(c in s for c in cues)):
                 out.setdefault(name, []).append(span)
