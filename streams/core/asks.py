@@ -18,7 +18,9 @@ destination, and that is read here, sentence by sentence, for each destination t
   "ab sofort", "今後");
 - `third`: it speaks of the user in the third person (data written for the user says "you";
   text written for the agent says "the user");
-- `money`: it asks for money to go to an account (a payment word and an account number);
+- `money`: it asks for money to go to an account (a payment word and an account number) in
+  other words than a bill's own order ("Pay 98.70 EUR to <IBAN>" is what every bill says; "the
+  remaining balance is to be transferred to <IBAN>" is how an attacker avoids the order verb);
 - `exfil`: it asks for a secret or the user's data (a password, a code, the messages) to go to
   an address or a site;
 - `hidden`: it sits where a human reader does not look (an HTML comment, a tag's attribute) or
@@ -387,20 +389,22 @@ def asks(
         ):
             lang = "en"  # complete only then, a standing wish: a request in other words
         opened = any(x <= i < y or x <= a < y for x, y in ordered)
-        if lang is None and not opened and head is not None:
+        imperative = opened
+        if not opened and head is not None:
             k = a
             while k < i and t[k] in _LEAD:
                 k += 1
             if head.match(t, k) is not None:
-                lang = "en"  # an order opening a clause that no sentence opens
+                imperative = True  # an order opening a clause that no sentence opens
+                lang = lang or "en"
         if lang is None and not opened:
             continue
         span = (a, b)
         if lang is not None and not opened:
             out.setdefault("request", []).append(span)
         for name, (lex, cues) in _LEX.items():
-            if name == "money" and kind != "iban":
-                continue
+            if name == "money" and (kind != "iban" or imperative):
+                continue  # "Pay 98.70 EUR to <IBAN>" is what every bill says
             if name == "exfil" and (
                 kind == "iban"
                 or (
