@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 from .. import untrusted
 from ..taint import scan
+from . import asks
 
 TEXT_MAX = 16_000  # characters of a result read (as streams.taint reads it)
 SENTENCES_MAX = 400  # sentences looked at for `order`
@@ -59,6 +60,9 @@ WEIGHTS = {
     "urgency": 0.3,
     "command": 0.45,
     "channel": 0.8,
+    # a request of any wording (`core.asks`): one group with `order`, counted once
+    "request": 0.45,
+    **dict.fromkeys(("condition", "standing", "third", "money", "exfil", "hidden", "foreign"), asks.WEIGHT),
 }
 # the channel readers' patterns (`streams.untrusted`), named here so the core's regex cost test
 # measures them with the detector's own
@@ -76,9 +80,16 @@ OVERRIDE = re.compile(
     r"(?:[a-z]{0,4}struct[a-z]{0,6}|directions?|directives?|rules|prompts?|guidelines|guidance|"
     r"commands|orders|task|tasks|context|constraints|everything (?:above|before|else))\b"
 )
+# "before you can solve ...", or "before you <verb> the task": a guide's "Before you start,
+# read ..." or "before you submit a pull request" is no condition on the reader's task
+_TASK_VERBS = (
+    r"solve|solving|do|doing|complete|completing|finish|finishing|start|continue|answer|answering|proceed|"
+    r"perform|handle|work on|respond"
+)
 TASK_BEFORE = re.compile(
-    r"before (?:you|u) (?:can |could |do |start |begin |go on to )?(?:solve|solving|do|doing|complete|"
-    r"completing|finish|finishing|start|continue|answer|answering|proceed|perform|handle|work on|respond)\b"
+    r"before (?:you|u) (?:can|could) (?:start |begin |go on to )?(?:" + _TASK_VERBS + r")\b|"
+    r"before (?:you|u) (?:" + _TASK_VERBS + r")(?: with| on)? (?:the|this|that|your|my|any) "
+    r"(?:task|request|question|assignment|query|job|instructions?)\b"
 )
 TASK_AFTER = re.compile(
     r"(?:after|once) you(?:'ve| have)? (?:do|done|did|complete|completed|finish|finished) (?:that|this|it)\b"
@@ -91,7 +102,7 @@ TASK_ADHERE = re.compile(r"(?:adhere|stick|conform) to (?:the|these|this|my) (?:
 TASK_SECRET = re.compile(
     r"without (?:asking|telling|informing|notifying|consulting|confirming with) (?:me|the user|anyone|them|"
     r"for (?:permission|confirmation))\b|"
-    r"(?:not|n't|never) (?:tell|inform|notify|alert|ask) (?:the user|anyone|me|them)\b"
+    r"(?:not|n't|never) (?:tell|inform|notify|alert|ask) (?:the user|me)\b"
 )
 TASK_INSTEAD = re.compile(r"instead of (?:doing|solving|completing|following|answering) (?:the|your|what)\b")
 # Addressed to a model: a model's name or kind, after a greeting or "you are" (looked at in the
@@ -103,6 +114,11 @@ ADDRESS_TO = re.compile(
 ADDRESS_BEFORE = re.compile(
     r"(?:\b(?:to|for|dear|hey|hi|hello|attention|attn)\W{1,3}(?:the |an? |you,? )?|"
     r"\b(?:you are|you're|if you are|as) (?:an? |the )?)$"
+)
+# what follows a model addressed: a stop, a comma, "you" ("as an AI assistant you must"), a
+# clause about it; not a noun it qualifies ("related to AI regulation", "for AI research")
+ADDRESS_AFTER = re.compile(
+    r"[ \t]{0,2}(?:[,:;!.?)\n]|$|(?:you|reading|that|who|which|processing|handling|agent|assistant|model)\b)"
 )
 MARKER_TAG = re.compile(
     r"<\s{0,3}/?\s{0,3}(?:information|instructions?|system|sys|assistant|im_start|im_end|important|admin|"
@@ -327,6 +343,7 @@ _ASKED = frozenset(
         b"you",
         *(w.encode() for w in _ROLES),
         *(w for need, _sub in _WORDS_OF.values() for w in need),
+        *asks.KEYS,
     }
 )
 
@@ -419,6 +436,8 @@ def _may_flag(text: str, dest: bool) -> bool:
         b"you" in words and "to you" in t and "message from" in t
     ):
         weak.add("address")
+    if dest and asks.may_ask(t, words):
+        return True  # a request of any wording to a destination: `read` decides
     if "note" in weak or dest:
         weak.add("order")
     # `command` alone cannot flag: looked for only beside one other weak signal
@@ -459,18 +478,25 @@ def read(text: str, values: list[tuple[str, str, int]] | None = None) -> Instruc
             if i and t[i - 1].isalnum():
                 continue
             m = ADDRESS_TO.match(t, i)
-            if m is not None and ADDRESS_BEFORE.search(t[max(0, i - 24) : i]):
+            if (
+                m is not None
+                and ADDRESS_BEFORE.search(t[max(0, i - 24) : i])
+                and ADDRESS_AFTER.match(t, m.end()) is not None
+            ):
                 hit("address", max(0, i - 24), m.end())
     if b"you" in words and "to you" in t:
         for i in _places(t, "to you"):
             if "message from" in t[max(0, i - 80) : i]:
                 hit("address", max(0, i - 80), i + 6)
+    transcript = "\nuser:" in t or t.startswith("user:") or "\ncustomer:" in t
     for word in _ROLES:
         if word.encode() not in words:
             continue
+        if word != "system" and transcript:
+            continue  # a chat's `Assistant:` lines beside its `User:` lines: a transcript
         for i in _places(t, word):
             m = MARKER_ROLE.match(t, i)
-            if m is not None and LINE_START.search(t[max(0, i - 16) : i]):
+            if m is not None and LINE_START.search(t[max(0, i - 16) : i]) and _role_asks(t, m.end()):
                 hit("marker", i, m.end())
     for a, b in _commands(t):
         hit("command", a, b)
@@ -478,6 +504,8 @@ def read(text: str, values: list[tuple[str, str, int]] | None = None) -> Instruc
     for a, b, _kind in untrusted.channel_copies(cut)[:4]:
         hit("channel", a, b)
     orig = cut if len(cut) == len(t) else t
+    if values is None:
+        values = asks.values(orig)
     order = _orders(t, orig, values)
     for a, _b in found.get("note", ()):
         # a to-do that names a destination in its record is an order too, wherever its
@@ -487,13 +515,36 @@ def read(text: str, values: list[tuple[str, str, int]] | None = None) -> Instruc
             order.append((a, min(a + SENTENCE_MAX, len(t))))
     if order:
         found["order"] = order
+    if values:
+        for name, spans in asks.asks(t, values, order, ORDER_HEAD).items():
+            found.setdefault(name, spans)
     if not found:
         return NONE
     rest = 1.0
     for name in found:
+        if name == "request" and "order" in found:
+            continue  # one request, however worded
         rest *= 1.0 - WEIGHTS[name]
     spans = sorted(s for name in found if name != "urgency" for s in found[name])[:SPANS_MAX]
     return Instructions(round(1.0 - rest, 4), tuple(sorted(found)), tuple(spans))
+
+
+_VERB_SET = frozenset(_VERBS.replace("[sz]", "s").split("|")) | {"summarize"}
+ROLE_LINE_MAX = 200  # characters of a role line read
+
+
+def _role_asks(t: str, at: int) -> bool:
+    """Whether the role line whose colon ends at `at` speaks as a prompt does: prose (three
+    words at least, after a space) that holds an order verb or a request. `system:node`,
+    `system: Linux`, an `inxi` heading (`System:` and a line end) and a chat's plain turns do not."""
+    if at >= len(t) or t[at] not in " \t":
+        return False
+    end = t.find("\n", at, at + ROLE_LINE_MAX)
+    line = t[at : end if end >= 0 else at + ROLE_LINE_MAX]
+    words = line.split()
+    if len(words) < 3:
+        return False
+    return not _VERB_SET.isdisjoint(w.strip(",.;:!?'\"") for w in words) or "please" in line
 
 
 def _orders(t: str, orig: str, values: list[tuple[str, str, int]] | None) -> list[tuple[int, int]]:

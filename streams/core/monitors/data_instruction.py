@@ -25,9 +25,9 @@ from typing import Any
 
 import orjson
 
-from ...taint import acts_on, call_index, is_acting_tool, scan
+from ...taint import acts_on, call_index, is_acting_tool
 from ...untrusted import scrub
-from .. import instructions, provenance, sanction
+from .. import asks, instructions, provenance, sanction
 from ..ladder import EscalationPolicy, escalation_sentence
 from ..provenance import Provenance
 from ..quoting import quoted
@@ -110,7 +110,8 @@ def evaluate(p: Provenance, f: StepFeatures, ctx: Context, sem: Semantics) -> tu
         p = Provenance(p.seeded, p.user, p.taint, p.flagged, hit, p.order, p.sanctioned)
     obs = f.observation
     if obs and not f.is_error:
-        values = scan(obs)
+        # destinations inside markup, table cells and CJK sentences too (`asks.view`)
+        values = asks.values(obs)
         # only a result that may hold instructions is read for them (`may_flag`: C searches)
         found_instr = (
             instructions.read(obs, values) if instructions.may_flag(obs, values) else instructions.NONE
@@ -125,7 +126,7 @@ def evaluate(p: Provenance, f: StepFeatures, ctx: Context, sem: Semantics) -> tu
             # the user told the agent to act on this source: what it says is the user's wish
             p = provenance.sanctioned(p, f.step, tool, obs)
         else:
-            p = provenance.observe(p, f.step, tool, obs, values, found_instr)
+            p = provenance.observe(p, f.step, tool, asks.view(obs), values, found_instr)
         if found_instr.flagged and not p.sanctioned_at(f.step):
             score = max(score, found_instr.score)
             texts.insert(0, result_warning(tool, f.step))

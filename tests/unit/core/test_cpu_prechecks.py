@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams import taint, untrusted
-from streams.core import instructions
+from streams.core import asks, instructions
 from streams.core.monitors import contradiction, waiting
 from streams.taint import scan
 from tests.fixtures.golden_decisions import REAL_DEV
@@ -215,7 +215,10 @@ def _may_flag_before(text: str, values: list[tuple[str, str, int]]) -> bool:
         b"you" in words and "to you" in t and "message from" in t
     ):
         weak.add("address")
-    if "note" in weak or any(kind in instructions.DESTINATIONS for kind, _v, _at in values):
+    dest = any(kind in instructions.DESTINATIONS for kind, _v, _at in values)
+    if dest and asks.may_ask(t, words):  # a request of any wording (issue 49): `read` decides
+        return True
+    if "note" in weak or dest:
         weak.add("order")
     return len(weak) >= 2
 
