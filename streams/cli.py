@@ -1,5 +1,5 @@
 """The `rb-streams` command: worker, replay, cost, patterns, demo, simulate, config, plugins,
-tenants, deadletters, kafka, models.
+tenants, deadletters, experiment, kafka, models.
 
 A user's mistake gets one line on stderr and an exit code, never a traceback: 2 for a usage or
 configuration error, 1 for a failure (a missing file, an unreachable broker, invalid records).
@@ -619,6 +619,58 @@ def cmd_deadletters(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_experiment_report(args: argparse.Namespace) -> int:
+    """Per arm and per monitor: success with intervals, cost, compliance, the sequential verdict."""
+    from .core.guard import GuardSettings
+    from .experiments import report as er
+
+    guard = GuardSettings(enabled=True, alpha=args.alpha, min_runs=args.min_runs)
+    if args.files:
+        try:
+            records = list(er.read_jsonl(args.files))
+        except er.ReportError as exc:
+            raise UserError(str(exc)) from None
+        bad = 0
+    else:
+        from aiokafka.errors import KafkaError
+
+        from .experiments import topic as et
+
+        s = _settings(args)
+        if (why := unreachable(s)) is not None:
+            return _fail(why, 1)
+        name = et.outcomes_topic(s)
+        try:
+            records, bad = asyncio.run(et.read_outcomes(s, name))
+        except et.TopicMissing:
+            raise UserError(
+                f"topic {name} does not exist on {s.broker}: no worker has written outcomes with this "
+                "RB_TOPIC_PREFIX there (or name OUTCOMES.jsonl files)"
+            ) from None
+        except KafkaError as exc:
+            raise UserError(f"could not read {name} on {s.broker}: {type(exc).__name__}: {exc}") from None
+    rep = er.build(records, experiment=args.experiment, alpha=args.alpha, guard=guard)
+    rep["ignored"]["not_json"] = bad
+    if args.json:
+        _print_json(rep)
+    else:
+        print(er.text(rep))
+    if args.plot:
+        why = er.plot(args.plot, rep)
+        print(f"rb-streams: {why}" if why else f"experiment: plot written to {args.plot}", file=sys.stderr)
+    return 0
+
+
+def _alpha(raw: str) -> float:
+    try:
+        x = float(raw)
+    except ValueError:
+        x = 0.0
+    if not 0 < x < 1:
+        raise argparse.ArgumentTypeError(f"expected a level between 0 and 1, got {raw!r}")
+    return x
+
+
 def _non_negative_int(raw: str) -> int:
     try:
         n = int(raw)
@@ -841,6 +893,30 @@ def build_parser() -> argparse.ArgumentParser:
         (*KAFKA_FLAGS[:6], "tenant"),  # how to reach the broker, and whose topic to read
     )
     dlp.set_defaults(func=cmd_deadletters)
+
+    ex = sub.add_parser("experiment", help="experiments: the report over outcome records")
+    exsub = ex.add_subparsers(dest="experiment_command", required=True, metavar="action")
+    er = exsub.add_parser(
+        "report",
+        help="per arm and monitor: success with 95%% intervals, cost, compliance, an anytime-valid verdict",
+    )
+    er.add_argument(
+        "files", nargs="*", metavar="OUTCOMES.jsonl", help="outcome records (default: the outcomes topic)"
+    )
+    er.add_argument("--experiment", default=None, help="only this experiment (others are counted, left out)")
+    er.add_argument("--alpha", type=_alpha, default=0.05, help="the sequential test's level (default 0.05)")
+    er.add_argument(
+        "--min-runs",
+        type=_positive_int,
+        default=50,
+        help="the guard's runs per arm before a switch (default 50)",
+    )
+    er.add_argument("--json", action="store_true", help="the report as one JSON object")
+    er.add_argument(
+        "--plot", default=None, metavar="FILE.png", help="success per arm with intervals, cost per success"
+    )
+    _add_settings_flags(er, (*KAFKA_FLAGS[:6],))
+    er.set_defaults(func=cmd_experiment_report)
 
     k = sub.add_parser("kafka", help="start/stop/status of the local Maven-resolved broker")
     k.add_argument("action", choices=["install", "start", "stop", "restart", "status"])

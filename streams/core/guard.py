@@ -196,7 +196,9 @@ def mask(decision: DecisionRecord, switched: frozenset[str], own_model: str | No
     fired = d["monitors"]["fired"]
     if everything:
         d["injections"] = []
-    elif any(name in switched for name in fired) or (reason is not None and reason.get("monitor") in switched):
+    elif any(name in switched for name in fired) or (
+        reason is not None and reason.get("monitor") in switched
+    ):
         d["injections"] = [i for i in d["injections"] if i["source"] != "monitor"]
     if everything or TAINT_MONITOR in switched:
         d.pop("taint", None)
@@ -207,4 +209,3 @@ def mask(decision: DecisionRecord, switched: frozenset[str], own_model: str | No
         if d["action"] == "nudge" and not any(i["source"] == "monitor" for i in d["injections"]):
             d["action"] = "continue"
     return d
-

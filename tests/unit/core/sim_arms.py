@@ -45,7 +45,11 @@ def log_e_per_run(
 
 
 def first_rejection(
-    le: npt.NDArray[np.float64], n_t: npt.NDArray[np.int64], n_c: npt.NDArray[np.int64], alpha: float, min_runs: int
+    le: npt.NDArray[np.float64],
+    n_t: npt.NDArray[np.int64],
+    n_c: npt.NDArray[np.int64],
+    alpha: float,
+    min_runs: int,
 ) -> npt.NDArray[np.int64]:
     """The 1-based run at which the test first rejects (with min_runs per arm), 0: never."""
     hit = (le >= threshold(alpha)) & (n_t >= min_runs) & (n_c >= min_runs)

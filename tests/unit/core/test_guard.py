@@ -150,7 +150,12 @@ def decision(**kw: Any) -> DecisionRecord:
             {"source": "monitor", "text": "you repeated search", "pattern_id": None, "similarity": None},
             {"source": "e1", "text": "a past run", "pattern_id": "p1", "similarity": 0.9},
         ],
-        "monitors": {"scores": {"loop": 0.9}, "fired": ["loop"], "composite": 0.9, "failure_type": "loop.repeat"},
+        "monitors": {
+            "scores": {"loop": 0.9},
+            "fired": ["loop"],
+            "composite": 0.9,
+            "failure_type": "loop.repeat",
+        },
         "action": "nudge",
         "action_reason": None,
         "taint": [{"h": "ab", "kind": "url", "step": 2, "tool": "fetch", "instr": True}],
