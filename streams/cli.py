@@ -208,6 +208,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     s = _settings(args)
     policy = load_policy(s)  # the worker's plugins and profiles: the worker's decisions
+    guard = None
+    if args.replay_guard:
+        from .core.guard import Guard, GuardSettings
+
+        guard = Guard(GuardSettings(enabled=True, alpha=s.guard_alpha, min_runs=s.guard_min_runs))
     with contextlib.ExitStack() as stack:
         src = sys.stdin.buffer if args.file == "-" else stack.enter_context(open(args.file, "rb"))
         out = (
@@ -233,8 +238,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
             control_key=s.control_key.get_secret_value(),
             tenant=args.tenant,
             on_deadletter=None if args.json else _DeadLetterLines(args.file),
+            guard=guard,
         )
-    summary = {"decisions": n_dec, "deadletters": n_dl}
+    summary: dict[str, Any] = {"decisions": n_dec, "deadletters": n_dl}
+    if guard is not None:
+        summary["guard_switches"] = [sw.why for sw in guard.switches]
+        if not args.json:
+            for sw in guard.switches:
+                print(f"replay: {sw.why}", file=sys.stderr)
     if args.json:
         from .kafka import wire
 
@@ -759,6 +770,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("-o", "--output", help="output JSONL (default stdout)")
     r.add_argument("--deadletter", help="write dead-letter records here (JSONL)")
     r.add_argument("--strict", action="store_true", help="exit 1 when any event was dead-lettered")
+    r.add_argument(
+        "--guard",
+        dest="replay_guard",
+        action="store_true",
+        help="run the do-no-harm guard (RB_GUARD_ALPHA, RB_GUARD_MIN_RUNS) on the outcome records replay "
+        "produces, in order, and mask treatment runs as the worker would; its switches on stderr",
+    )
     r.add_argument("--json", action="store_true", help="print the summary as JSON (on stderr)")
     r.add_argument(
         "--tenant",

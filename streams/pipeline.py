@@ -46,6 +46,8 @@ from .core.state import TraceState
 
 # Synchronous E-trace answers for a plan (replay: the store is asked inline).
 AnswerNow = Callable[[etraces.Plan], Sequence[etraces.Answer]]
+# The steering switched off for (org, experiment): core.guard.Guard.observe_only.
+ObserveOnly = Callable[[str, str | None], frozenset[str]]
 
 
 class RunStore(Protocol):
@@ -140,10 +142,19 @@ def wrong_partition(run_id: str, partition: int | None, held: RunsHeld) -> str |
 class Pipeline:
     """The rules around the engine, in order, over a run store; the same live and offline."""
 
-    def __init__(self, engine: Engine, runs: RunStore, evictions: EvictionRule | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        runs: RunStore,
+        evictions: EvictionRule | None = None,
+        observe_only: ObserveOnly | None = None,
+    ) -> None:
+        """`observe_only`: the guard's current verdict, asked per event (`core.guard.Guard.
+        observe_only`); None: no guard, nothing is ever switched off."""
         self.engine = engine
         self.runs = runs
         self.evictions = evictions or EvictionRule()
+        self.observe_only = observe_only
 
     def take(
         self,
@@ -188,7 +199,11 @@ class Pipeline:
         self, outcome: Outcome, answers: Sequence[etraces.Answer] = (), source: dict[str, Any] | None = None
     ) -> Sealed:
         """The engine's seal, and the run uncounted if its run_start failed after all."""
-        sealed = self.engine.seal(outcome, answers, source)
+        off: frozenset[str] = frozenset()
+        if self.observe_only is not None and isinstance(outcome, Decided):
+            cfg = outcome.state.config
+            off = self.observe_only(cfg.org_id, getattr(cfg, "experiment", None))
+        sealed = self.engine.seal(outcome, answers, source, off)
         if isinstance(outcome, Decided) and outcome.prior is None and not sealed.opens_run:
             self.runs.held.remove(outcome.incoming.run_id)
         return sealed

@@ -186,7 +186,7 @@ def mask(decision: DecisionRecord, switched: frozenset[str], own_model: str | No
     untouched (the caller masks what is sent only), so observe-only runs evolve as steered."""
     if not switched:
         return decision
-    d: DecisionRecord = {**decision}  # type: ignore[typeddict-item]
+    d: DecisionRecord = {**decision}
     everything = ALL in switched
     reason = d.get("action_reason")
     if everything or (reason is not None and reason.get("monitor") in switched):

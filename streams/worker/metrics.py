@@ -120,7 +120,12 @@ class Metrics:
             ["org", "kind"],
             registry=r,
         )
-        self._label_values: dict[str, set[str]] = {"org": set(), "model": set()}
+        self._label_values: dict[str, set[str]] = {
+            "org": set(),
+            "model": set(),
+            "experiment": set(),
+            "guard_monitor": set(),
+        }
         self.duplicates = Counter(
             "rb_duplicate_events", "Replayed events ignored idempotently", ["type"], registry=r
         )
@@ -280,6 +285,21 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        # The guard (core.guard, RB_GUARD): steering switched to observe-only ("*": all of an
+        # org's experiment), and the switches (the alert rule watches these).
+        self.guard_observe_only = Gauge(
+            "rb_guard_observe_only",
+            "1 when the guard has switched this steering of an org's experiment to observe-only "
+            "(monitor '*': all of it): its treatment runs were doing worse than control",
+            ["org", "experiment", "monitor"],
+            registry=r,
+        )
+        self.guard_switches = Counter(
+            "rb_guard_switches",
+            "Guard switches to observe-only, by org, experiment and monitor ('*': all steering)",
+            ["org", "experiment", "monitor"],
+            registry=r,
+        )
         self._body = b""
         self._rendered = -RENDER_MAX_AGE_S
         # The metrics labelled by org: all a tenant's token reads of /metrics (`render_org`).
@@ -367,6 +387,16 @@ class Metrics:
             child(self.transitions, *result.transition).inc()
         for tier, outcome in result.etrace_outcomes.items():
             child(self.lookups, tier, outcome).inc()
+
+    def guard_switched(self, org: str, experiment: str, monitor: str) -> None:
+        """The guard switched `monitor` ('*': everything) of the org's experiment off."""
+        labels = (
+            self._bounded("org", org),
+            self._bounded("experiment", experiment[:64]),
+            self._bounded("guard_monitor", monitor[:64]),
+        )
+        self._child(self.guard_observe_only, *labels).set(1)
+        self._child(self.guard_switches, *labels).inc()
 
     def _bounded(self, kind: str, value: str) -> str:
         """`value` as a label, or "other" once LABELS_CAP values of `kind` have been seen."""

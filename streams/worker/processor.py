@@ -24,7 +24,7 @@ from ..core.policy import Policy
 from ..core.retention import parse_evict
 from ..etraces.retrieval import Retriever
 from ..logsafe import safe_for_log, safe_traceback
-from ..pipeline import Evicted, Pipeline
+from ..pipeline import Evicted, ObserveOnly, Pipeline
 from .ack_order import AckOrder
 from .chains import RunChains
 from .deadlettered import RecentDeadletters
@@ -120,6 +120,7 @@ class Processor:
         prefetch_embeddings: Callable[[Sequence[str]], None] | None = None,
         tenant_of: Callable[[str], str | None] = no_tenant,
         policy: Policy | None = None,
+        observe_only: ObserveOnly | None = None,
     ) -> None:
         """`tenant_of`: the tenant a steps topic belongs to (multi-tenant mode; Kafka's ACLs
         prove it): the core takes the run's org from it, and the event's answers go to that
@@ -132,6 +133,7 @@ class Processor:
             Engine(policy, semantics, limits),
             runs,
             retention.rule,
+            observe_only,  # the guard's verdict (core.guard), asked per event
         )
         self.metrics = metrics
         self._send_decision = send_decision
