@@ -637,10 +637,7 @@ def cmd_experiment_report(args: argparse.Namespace) -> int:
 
     guard = GuardSettings(enabled=True, alpha=args.alpha, min_runs=args.min_runs)
     if args.files:
-        try:
-            records = list(er.read_jsonl(args.files))
-        except er.ReportError as exc:
-            raise UserError(str(exc)) from None
+        records: Any = er.read_jsonl(args.files)  # streamed: a file is read once, never held
         bad = 0
     else:
         from aiokafka.errors import KafkaError
@@ -660,7 +657,10 @@ def cmd_experiment_report(args: argparse.Namespace) -> int:
             ) from None
         except KafkaError as exc:
             raise UserError(f"could not read {name} on {s.broker}: {type(exc).__name__}: {exc}") from None
-    rep = er.build(records, experiment=args.experiment, alpha=args.alpha, guard=guard)
+    try:
+        rep = er.build(records, experiment=args.experiment, alpha=args.alpha, guard=guard)
+    except er.ReportError as exc:
+        raise UserError(str(exc)) from None
     rep["ignored"]["not_json"] = bad
     if args.json:
         _print_json(rep)

@@ -16,7 +16,7 @@ it from the outcomes topic; `rb-streams replay --guard` from the records replay 
 the same switch happens after the same record. Bounded: at most `MAX_COMPARISONS` (org,
 experiment) pairs and `MAX_MONITORS` monitors each (later ones are not tracked, counted), and
 the run ids already counted (a re-sent record after a restart is identical: counted once) are
-remembered up to `MAX_SEEN`, oldest forgotten first.
+remembered up to `MAX_SEEN`, oldest forgotten first; names are cut at `NAME_CHARS`.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ TAINT_MONITOR = "data_instruction"  # the decision's taint/sanctioned lists are 
 MAX_COMPARISONS = 1024
 MAX_MONITORS = 64
 MAX_SEEN = 65_536
+NAME_CHARS = 128  # org, experiment and monitor names kept (the contract's are shorter)
 ARMS = ("treatment", "control")
 
 
@@ -171,8 +172,10 @@ def _parse(r: Mapping[str, Any]) -> tuple[str, str, str, bool, list[str], str] |
     if arm not in ARMS or not isinstance(r.get("outcome"), str):
         return None
     fired = r.get("first_fire")
-    names = sorted(k for k in fired if isinstance(k, str)) if isinstance(fired, dict) else []
-    return org, exp, str(arm), r["outcome"] == "success", names, run_id
+    names: list[str] = []
+    if isinstance(fired, dict):  # a record from anyone who can write the topic: cut, capped
+        names = sorted({k[:NAME_CHARS] for k in list(fired)[:MAX_MONITORS] if isinstance(k, str)})
+    return org[:NAME_CHARS], exp[:NAME_CHARS], str(arm), r["outcome"] == "success", names, run_id
 
 
 def mask(decision: DecisionRecord, switched: frozenset[str], own_model: str | None) -> DecisionRecord:

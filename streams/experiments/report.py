@@ -20,8 +20,9 @@ from typing import Any
 
 import orjson
 
-from ..core.guard import ARMS, Guard, GuardSettings
+from ..core.guard import ARMS, MAX_MONITORS, NAME_CHARS, Guard, GuardSettings
 from ..core.sequential import PairedStream, threshold
+from ..logsafe import safe_for_log
 from .stats import newcombe, wilson
 
 TEST_NAME = "paired mixture SPRT (anytime-valid)"
@@ -95,13 +96,13 @@ def row_of(r: Mapping[str, Any]) -> Row | None:
     comp = r.get("compliance")
     compliance: dict[str, tuple[int, int]] = {}
     if isinstance(comp, dict):
-        for name, c in comp.items():
+        for name, c in list(comp.items())[:MAX_MONITORS]:
             if isinstance(name, str) and isinstance(c, dict):
-                compliance[name] = (_int(c.get("complied")), _int(c.get("ignored")))
+                compliance[name[:NAME_CHARS]] = (_int(c.get("complied")), _int(c.get("ignored")))
     return Row(
         run_id,
-        org,
-        exp,
+        org[:NAME_CHARS],
+        exp[:NAME_CHARS],
         str(arm),
         outcome,
         _int(r.get("steps")),
@@ -110,7 +111,9 @@ def row_of(r: Mapping[str, Any]) -> Row | None:
         sum(_int(v) for v in ivs.values()) if isinstance(ivs, dict) else 0,
         _int(r.get("escalations")),
         _int(r.get("stops")),
-        tuple(sorted(k for k in fired if isinstance(k, str))) if isinstance(fired, dict) else (),
+        tuple(sorted({k[:NAME_CHARS] for k in list(fired)[:MAX_MONITORS] if isinstance(k, str)}))
+        if isinstance(fired, dict)
+        else (),
         compliance,
     )
 
@@ -332,8 +335,10 @@ def text(rep: Mapping[str, Any]) -> str:
     """The report for a person."""
     lines: list[str] = []
     for e in rep["experiments"]:
-        orgs = ", ".join(e["orgs"][:10]) + (" ..." if len(e["orgs"]) > 10 else "")
-        lines.append(f"experiment {e['experiment']!r} (orgs: {orgs})")
+        orgs = ", ".join(safe_for_log(o, 64) for o in e["orgs"][:10]) + (
+            " ..." if len(e["orgs"]) > 10 else ""
+        )
+        lines.append(f"experiment {safe_for_log(e['experiment'], 64)!r} (orgs: {orgs})")
         lines.append(
             f"  {'arm':<10} {'runs':>6} {'success':>8} {'95% CI':>14} {'cost/run':>10} "
             f"{'cost/success':>12} {'steps/run':>9} {'interv./run':>11}"
@@ -361,13 +366,13 @@ def text(rep: Mapping[str, Any]) -> str:
             told, alone = m["stopped_when_told"], m["stopped_by_itself"]
             t, c = m["after_first_fire"]["treatment"], m["after_first_fire"]["control"]
             lines.append(
-                f"  {m['monitor'][:18]:<18} {_pct(told['rate']):>8} of {told['n']:<7} "
+                f"  {safe_for_log(m['monitor'], 18)[:18]:<18} {_pct(told['rate']):>8} of {told['n']:<7} "
                 f"{_pct(alone['rate']):>7} of {alone['n']:<6} "
                 f"{_pct(t['success_rate']):>14} of {t['runs']:<14} {_pct(c['success_rate']):>6} of {c['runs']:<5}  "
                 f"{m['sequential']['verdict']}"
             )
         for s in e["guard"]:
-            lines.append("  " + s["why"])
+            lines.append("  " + safe_for_log(s["why"], None))
         if not e["guard"]:
             g = rep["guard_settings"]
             lines.append(

@@ -193,3 +193,12 @@ def test_mask_data_instruction_drops_the_taint_list_and_its_escalation() -> None
     assert "taint" not in m and "sanctioned" not in m
     assert (m["action"], m["model"]) == ("continue", "own-model")
     assert [i["source"] for i in m["injections"]] == ["e1"]  # its text went with the stop
+
+
+def test_a_record_with_thousands_of_long_monitor_names_keeps_the_guard_bounded() -> None:
+    g = Guard(ON)
+    fired = {f"m{i}" + "x" * 10_000: 1 for i in range(5_000)}
+    g.feed(record("r1", "treatment", False, first_fire=fired))
+    (comp,) = g._by.values()
+    assert len(comp.monitors) <= 64
+    assert all(len(name) <= 128 for name in comp.monitors)

@@ -186,3 +186,20 @@ def test_plot_without_matplotlib_says_so_and_still_reports(
         assert "matplotlib is not installed" in one_line(cap.err)
     else:
         assert png.stat().st_size > 0
+
+
+def test_names_from_records_cannot_write_escape_sequences_to_the_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    evil = "\x1b[2J\x1b]0;owned\x07"
+    recs = [
+        outcome(
+            "a", "treatment", True, org_id=evil, first_fire={evil: 1}, compliance={evil: {"complied": 1}}
+        ),
+        outcome("b", "control", False, experiment="pilot"),
+    ]
+    f = write(tmp_path / "o.jsonl", recs)
+    assert main(["experiment", "report", f]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "\\x1b" in out
