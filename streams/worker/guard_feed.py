@@ -53,7 +53,7 @@ class GuardFeed:
             return []
         made = self.guard.feed(rec)
         for sw in made:
-            log.warning("%s", safe_for_log(sw.why))
+            log.warning("%s", safe_for_log(sw.why, 1000))  # names are cut at 128: bounded
             if self._switched is not None:
                 self._switched(sw)
         return made
@@ -73,10 +73,11 @@ class GuardFeed:
                 for tp in tps:
                     c.seek(tp, max(begins[tp], offsets.get(tp.partition, 0)))
                 while True:
-                    for tp, recs in (await c.getmany(timeout_ms=1000, max_records=2000)).items():
+                    for tp, recs in (await c.getmany(timeout_ms=1000, max_records=500)).items():
                         for r in recs:
                             self.feed_value(r.value)
                             offsets[tp.partition] = r.offset + 1
+                        await asyncio.sleep(0)  # a backlog read at start never holds the loop long
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
