@@ -54,3 +54,34 @@ def first_rejection(
     """The 1-based run at which the test first rejects (with min_runs per arm), 0: never."""
     hit = (le >= threshold(alpha)) & (n_t >= min_runs) & (n_c >= min_runs)
     return np.where(hit.any(axis=1), hit.argmax(axis=1) + 1, 0)
+
+
+def ever_rejects(
+    rng: np.random.Generator,
+    p_treatment: float,
+    p_control: float,
+    holdout: float,
+    runs: int,
+    n: int,
+    sides: tuple[Side, ...],
+    alpha: float,
+) -> dict[str, npt.NDArray[np.bool_]]:
+    """Per side, whether the test rejects at any run up to `runs` (no minimum of runs), drawn
+    at the pair level: the statistic moves only when a FIFO pair completes, the pairs are iid
+    (t_i, c_i) and by run `runs` there are min(treatment runs, control runs) of them (that
+    `PairedStream` pairs this way is checked against `log_e_per_run`). Cheaper than per run."""
+    n_c = rng.binomial(runs, holdout, size=n)
+    pairs = np.minimum(n_c, runs - n_c)
+    width = int(pairs.max())
+    t = rng.random((n, width)) < p_treatment
+    c = rng.random((n, width)) < p_control
+    live = np.arange(width)[None, :] < pairs[:, None]
+    k = np.cumsum(c & ~t & live, axis=1)
+    m = np.cumsum((c ^ t) & live, axis=1)
+    code = k.astype(np.int64) * (width + 1) + m
+    uniq, inv = np.unique(code, return_inverse=True)
+    out = {}
+    for side in sides:
+        values = log_e(uniq // (width + 1), uniq % (width + 1), side)[inv].reshape(n, width)
+        out[side] = (values >= threshold(alpha)).any(axis=1)
+    return out
