@@ -1,5 +1,5 @@
 """The `rb-streams` command: worker, replay, cost, patterns, demo, simulate, config, plugins,
-tenants, deadletters, kafka, models.
+tenants, deadletters, experiment, kafka, models.
 
 A user's mistake gets one line on stderr and an exit code, never a traceback: 2 for a usage or
 configuration error, 1 for a failure (a missing file, an unreachable broker, invalid records).
@@ -208,6 +208,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     s = _settings(args)
     policy = load_policy(s)  # the worker's plugins and profiles: the worker's decisions
+    guard = None
+    if args.replay_guard:
+        from .core.guard import Guard, GuardSettings
+
+        guard = Guard(GuardSettings(enabled=True, alpha=s.guard_alpha, min_runs=s.guard_min_runs))
     with contextlib.ExitStack() as stack:
         src = sys.stdin.buffer if args.file == "-" else stack.enter_context(open(args.file, "rb"))
         out = (
@@ -235,8 +240,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
             tenant=args.tenant,
             on_deadletter=None if args.json else _DeadLetterLines(args.file),
             outcomes=oc,
+            guard=guard,
         )
-    summary = {"decisions": n_dec, "deadletters": n_dl}
+    summary: dict[str, Any] = {"decisions": n_dec, "deadletters": n_dl}
+    if guard is not None:
+        summary["guard_switches"] = [sw.why for sw in guard.switches]
+        if not args.json:
+            for sw in guard.switches:
+                print(f"replay: {sw.why}", file=sys.stderr)
     if args.json:
         from .kafka import wire
 
@@ -675,6 +686,58 @@ def cmd_deadletters(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_experiment_report(args: argparse.Namespace) -> int:
+    """Per arm and per monitor: success with intervals, cost, compliance, the sequential verdict."""
+    from .core.guard import GuardSettings
+    from .experiments import report as er
+
+    guard = GuardSettings(enabled=True, alpha=args.alpha, min_runs=args.min_runs)
+    if args.files:
+        records: Any = er.read_jsonl(args.files)  # streamed: a file is read once, never held
+        bad = 0
+    else:
+        from aiokafka.errors import KafkaError
+
+        from .experiments import topic as et
+
+        s = _settings(args)
+        if (why := unreachable(s)) is not None:
+            return _fail(why, 1)
+        name = et.outcomes_topic(s)
+        try:
+            records, bad = asyncio.run(et.read_outcomes(s, name))
+        except et.TopicMissing:
+            raise UserError(
+                f"topic {name} does not exist on {s.broker}: no worker has written outcomes with this "
+                "RB_TOPIC_PREFIX there (or name OUTCOMES.jsonl files)"
+            ) from None
+        except KafkaError as exc:
+            raise UserError(f"could not read {name} on {s.broker}: {type(exc).__name__}: {exc}") from None
+    try:
+        rep = er.build(records, experiment=args.experiment, alpha=args.alpha, guard=guard)
+    except er.ReportError as exc:
+        raise UserError(str(exc)) from None
+    rep["ignored"]["not_json"] = bad
+    if args.json:
+        _print_json(rep)
+    else:
+        print(er.text(rep))
+    if args.plot:
+        why = er.plot(args.plot, rep)
+        print(f"rb-streams: {why}" if why else f"experiment: plot written to {args.plot}", file=sys.stderr)
+    return 0
+
+
+def _alpha(raw: str) -> float:
+    try:
+        x = float(raw)
+    except ValueError:
+        x = 0.0
+    if not 0 < x < 1:
+        raise argparse.ArgumentTypeError(f"expected a level between 0 and 1, got {raw!r}")
+    return x
+
+
 def _non_negative_int(raw: str) -> int:
     try:
         n = int(raw)
@@ -767,6 +830,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the runs' outcome records here (JSONL), as the worker sends them to <prefix>.outcomes",
     )
     r.add_argument("--strict", action="store_true", help="exit 1 when any event was dead-lettered")
+    r.add_argument(
+        "--guard",
+        dest="replay_guard",
+        action="store_true",
+        help="run the do-no-harm guard (RB_GUARD_ALPHA, RB_GUARD_MIN_RUNS) on the outcome records replay "
+        "produces, in order, and mask treatment runs as the worker would; its switches on stderr",
+    )
     r.add_argument("--json", action="store_true", help="print the summary as JSON (on stderr)")
     r.add_argument(
         "--tenant",
@@ -910,6 +980,30 @@ def build_parser() -> argparse.ArgumentParser:
         (*KAFKA_FLAGS[:6], "tenant"),  # how to reach the broker, and whose topic to read
     )
     dlp.set_defaults(func=cmd_deadletters)
+
+    ex = sub.add_parser("experiment", help="experiments: the report over outcome records")
+    exsub = ex.add_subparsers(dest="experiment_command", required=True, metavar="action")
+    er = exsub.add_parser(
+        "report",
+        help="per arm and monitor: success with 95%% intervals, cost, compliance, an anytime-valid verdict",
+    )
+    er.add_argument(
+        "files", nargs="*", metavar="OUTCOMES.jsonl", help="outcome records (default: the outcomes topic)"
+    )
+    er.add_argument("--experiment", default=None, help="only this experiment (others are counted, left out)")
+    er.add_argument("--alpha", type=_alpha, default=0.05, help="the sequential test's level (default 0.05)")
+    er.add_argument(
+        "--min-runs",
+        type=_positive_int,
+        default=50,
+        help="the guard's runs per arm before a switch (default 50)",
+    )
+    er.add_argument("--json", action="store_true", help="the report as one JSON object")
+    er.add_argument(
+        "--plot", default=None, metavar="FILE.png", help="success per arm with intervals, cost per success"
+    )
+    _add_settings_flags(er, (*KAFKA_FLAGS[:6],))
+    er.set_defaults(func=cmd_experiment_report)
 
     k = sub.add_parser("kafka", help="start/stop/status of the local Maven-resolved broker")
     k.add_argument("action", choices=["install", "start", "stop", "restart", "status"])

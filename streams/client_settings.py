@@ -115,6 +115,9 @@ WORKER_ENV_NAMES = frozenset(
         "ETRACE_TIMEOUT_MS",
         "ETRACE_CONCURRENCY",
         "ETRACE_RETRY_S",
+        "GUARD",
+        "GUARD_ALPHA",
+        "GUARD_MIN_RUNS",
         "ETRACE_EMBEDDER",
     ]
 )

@@ -47,6 +47,8 @@ from .core.state import TraceState
 
 # Synchronous E-trace answers for a plan (replay: the store is asked inline).
 AnswerNow = Callable[[etraces.Plan], Sequence[etraces.Answer]]
+# The steering switched off for (org, experiment): core.guard.Guard.observe_only.
+ObserveOnly = Callable[[str, str | None], frozenset[str]]
 
 
 class RunStore(Protocol):
@@ -161,15 +163,19 @@ class Pipeline:
         engine: Engine,
         runs: RunStore,
         evictions: EvictionRule | None = None,
+        observe_only: ObserveOnly | None = None,
         *,
         defer_removal: bool = False,
     ) -> None:
-        """`defer_removal`: an unfinished run's eviction leaves the run in the store until the
-        adapter calls `remove` (the worker: once its outcome record is on the broker; removed
-        first, a kill -9 before the record left the producer would lose it with the state)."""
+        """`observe_only`: the guard's current verdict, asked per event (`core.guard.Guard.
+        observe_only`); None: no guard, nothing is ever switched off. `defer_removal`: an
+        unfinished run's eviction leaves the run in the store until the adapter calls `remove`
+        (the worker: once its outcome record is on the broker; removed first, a kill -9 before
+        the record left the producer would lose it with the state)."""
         self.engine = engine
         self.runs = runs
         self.evictions = evictions or EvictionRule()
+        self.observe_only = observe_only
         self.defer_removal = defer_removal
 
     def remove(self, ev: Evicted) -> None:
@@ -220,7 +226,11 @@ class Pipeline:
         self, outcome: Outcome, answers: Sequence[etraces.Answer] = (), source: dict[str, Any] | None = None
     ) -> Sealed:
         """The engine's seal, and the run uncounted if its run_start failed after all."""
-        sealed = self.engine.seal(outcome, answers, source)
+        off: frozenset[str] = frozenset()
+        if self.observe_only is not None and isinstance(outcome, Decided):
+            cfg = outcome.state.config
+            off = self.observe_only(cfg.org_id, getattr(cfg, "experiment", None))
+        sealed = self.engine.seal(outcome, answers, source, off)
         if isinstance(outcome, Decided) and outcome.prior is None and not sealed.opens_run:
             self.runs.held.remove(outcome.incoming.run_id)
         return sealed

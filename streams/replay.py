@@ -9,6 +9,7 @@ from typing import Any, BinaryIO
 from .core.decision import DecisionRecord
 from .core.engine import NO_KEY, Engine, Raw
 from .core.events import Limits, deadletter_bytes
+from .core.guard import Guard, Switch
 from .core.monitors import Semantics
 from .core.outcome import encode as encode_outcome
 from .core.outcome import outcome_record
@@ -39,7 +40,10 @@ class Replayer:
         partitions: int = DEFAULT_PARTITIONS,
         control_key: str = "",
         max_runs: int = DEFAULT_MAX_RUNS,
+        guard: Guard | None = None,
     ) -> None:
+        """`guard`: fed the outcome records replay produces (`on_outcome`), in order, and asked
+        per event as the worker asks its own: the same switch after the same record."""
         # Without a store, planned E-trace queries are answered "no pattern store configured".
         self.retriever = retriever or Retriever(None)
         self.clock = clock
@@ -49,7 +53,14 @@ class Replayer:
         self.runs = MemoryRuns(held)
         self.engine = Engine(policy, sem, limits)
         self.limits = self.engine.limits
-        self.pipeline = Pipeline(self.engine, self.runs, EvictionRule(control_key))
+        self.guard = guard
+        self.pipeline = Pipeline(
+            self.engine, self.runs, EvictionRule(control_key), None if guard is None else guard.observe_only
+        )
+
+    def on_outcome(self, record: dict[str, Any]) -> list[Switch]:
+        """An outcome record replay wrote: the guard counts it (the switches it made)."""
+        return [] if self.guard is None else self.guard.feed(record)
 
     @property
     def states(self) -> dict[str, TraceState]:
@@ -115,6 +126,7 @@ def replay_file(
     tenant: str | None = None,
     on_deadletter: Callable[[int, dict[str, Any]], None] | None = None,
     outcomes: BinaryIO | None = None,
+    guard: Guard | None = None,
 ) -> tuple[int, int]:
     """Write one decision per line; return (decisions, dead-letters). `tenant`: every line came
     from that tenant's steps topic (multi-tenant mode). `on_deadletter(line_number, record)`
@@ -131,13 +143,16 @@ def replay_file(
         partitions=partitions,
         control_key=control_key,
         max_runs=max_runs,
+        guard=guard,
     )
     for lineno, line in enumerate(src, 1):
         if not line.strip():
             continue
         decision, dl, record = rp.take(line.rstrip(b"\r\n"), tenant=tenant)
-        if record is not None and outcomes is not None:
-            outcomes.write(encode_outcome(record) + b"\n")
+        if record is not None:
+            rp.on_outcome(record)  # the guard (if any) counts it, as the worker's counts its own
+            if outcomes is not None:
+                outcomes.write(encode_outcome(record) + b"\n")
         if dl is not None and on_deadletter is not None:
             on_deadletter(lineno, dl)
         if decision is not None:

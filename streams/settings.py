@@ -194,6 +194,11 @@ class Settings(ClientSettings):
     # where E-trace query embeddings run: a niced child process (default; never holds the
     # worker's GIL or its CPU share) or the retriever's threads inside the worker
     etrace_embedder: Literal["process", "thread"] = "process"
+    # Do no harm (core.guard, docs/experiments.md): switch steering that makes an experiment's
+    # treatment runs fail more often than its control runs to observe-only. Opt-in.
+    guard: Literal["off", "on"] = "off"
+    guard_alpha: float = Field(0.05, gt=0, lt=1)  # the sequential test's level
+    guard_min_runs: int = Field(50, ge=1)  # runs in each arm of a comparison before it may switch
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Self:

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from . import etraces, ladder, provenance, routing
+from . import etraces, guard, ladder, provenance, routing
 from .budget import DEFAULT_BUDGET, WaitBudget
 from .decision import DecisionRecord, DifficultySource, Injection, MonitorsWire
 from .difficulty import DEFAULT_SCORER, clamp01
@@ -235,7 +235,11 @@ class Engine:
         return outcome
 
     def seal(
-        self, outcome: Outcome, answers: Sequence[etraces.Answer] = (), source: dict[str, Any] | None = None
+        self,
+        outcome: Outcome,
+        answers: Sequence[etraces.Answer] = (),
+        source: dict[str, Any] | None = None,
+        observe_only: frozenset[str] = frozenset(),
     ) -> Sealed:
         """Apply the store's answers to the queries the outcome must answer now (injections,
         call counts, the reason when the store could not answer), then encode the decision
@@ -246,13 +250,23 @@ class Engine:
         the broker's 1 MB per record: a state or a decision over its cap is the event's
         internal_error (stage `state_size`), and the run keeps its last good state (see
         `consumed`), so no input can make a record that the changelog or the steering topic
-        would refuse."""
+        would refuse.
+
+        `observe_only`: the steering the guard has switched off for this run's org and
+        experiment (`core.guard`; the caller asks the guard per event): a treatment run's
+        decision is sent masked for it; the state evolves from the unmasked one."""
         outcomes: dict[str, str] = {}
         if isinstance(outcome, Decided) and outcome.effects.answer_now:
             try:
                 outcome = _complete(outcome, answers, outcomes)
             except Exception as exc:
                 outcome = _failed_from(outcome, "complete", exc)
+        if observe_only and isinstance(outcome, Decided) and _arm(outcome.state) == "treatment":
+            try:
+                masked = guard.mask(outcome.decision, observe_only, outcome.state.config.model)
+                outcome = replace(outcome, decision=masked)
+            except Exception as exc:
+                outcome = _failed_from(outcome, "guard", exc)
         try:
             return self._encode(outcome, outcomes, source)
         except OversizeError as exc:
@@ -330,6 +344,11 @@ class Engine:
         if inc.event_type == "step":
             return apply_step(prior, inc, now, self.limits, self.policy, self.semantics)
         return finish_run(prior, inc, now)
+
+
+def _arm(st: TraceState) -> Any:
+    """The run's arm ("treatment" | "control"; None without an experiment)."""
+    return getattr(st.config, "arm", None)
 
 
 def _touched(st: TraceState, now: float) -> TraceState:

@@ -16,7 +16,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import faust
+from aiokafka import AIOKafkaConsumer
 
+from ..core.guard import Guard, GuardSettings
 from ..core.monitors import Semantics
 from ..core.policy import Policy
 from ..etraces.retrieval import Retriever
@@ -26,6 +28,7 @@ from . import views
 from .broker_watch import PROBE_METADATA_MAX_AGE_MS, BrokerWatch, QuietKafkaLogs
 from .fairness import FairShare, share_fetched_records, shorten_fetch_wait
 from .gauges import PartitionProbe, ProgressWatch
+from .guard_feed import GuardFeed
 from .metrics import Metrics
 from .processor import Processor
 from .producer_guard import guard_buffer
@@ -178,7 +181,17 @@ class Worker:
             evict_interval_s=s.evict_interval_s,
             control_key=s.control_key.get_secret_value(),
         )
+        # Do no harm (RB_GUARD=on): every worker reads the whole outcomes topic into one guard,
+        # which the pipeline asks per event (streams.worker.guard_feed, core.guard).
+        self.guard_feed: GuardFeed | None = None
+        if s.guard == "on":
+            self.guard_feed = GuardFeed(
+                Guard(GuardSettings(enabled=True, alpha=s.guard_alpha, min_runs=s.guard_min_runs)),
+                lambda sw: metrics.guard_switched(sw.org, sw.experiment, sw.monitor),
+            )
+            self.app.task(self._guard)
         self.processor = Processor(
+            observe_only=None if self.guard_feed is None else self.guard_feed.observe_only,
             runs=self.runs,
             retention=self.retention,
             retriever=retriever,
@@ -330,6 +343,21 @@ class Worker:
     async def _recount(self) -> None:
         self.runs.recount()
         self.runs.publish(self.metrics)
+
+    async def _guard(self) -> None:
+        assert self.guard_feed is not None
+        s = self.settings
+        await self.guard_feed.run(
+            lambda: AIOKafkaConsumer(
+                bootstrap_servers=s.bootstrap_servers,
+                client_id=f"{s.app_id}-guard",
+                group_id=None,  # every worker reads every partition
+                enable_auto_commit=False,
+                isolation_level="read_committed",
+                **client_kwargs(s),
+            ),
+            f"{s.topic_prefix}.outcomes",
+        )
 
     async def _sweep(self) -> None:
         await self.retention.sweep(time.time())

@@ -132,6 +132,7 @@ class Metrics:
             "model": set(),
             "experiment": set(),
             "monitor": set(),
+            "guard_monitor": set(),
         }
         # Issue 50: how runs end, by org, experiment and arm (core.outcome; outcome record).
         self.runs_finished = Counter(
@@ -322,6 +323,21 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        # The guard (core.guard, RB_GUARD): steering switched to observe-only ("*": all of an
+        # org's experiment), and the switches (the alert rule watches these).
+        self.guard_observe_only = Gauge(
+            "rb_guard_observe_only",
+            "1 when the guard has switched this steering of an org's experiment to observe-only "
+            "(monitor '*': all of it): its treatment runs were doing worse than control",
+            ["org", "experiment", "monitor"],
+            registry=r,
+        )
+        self.guard_switches = Counter(
+            "rb_guard_switches",
+            "Guard switches to observe-only, by org, experiment and monitor ('*': all steering)",
+            ["org", "experiment", "monitor"],
+            registry=r,
+        )
         self._body = b""
         self._rendered = -RENDER_MAX_AGE_S
         # The metrics labelled by org: all a tenant's token reads of /metrics (`render_org`).
@@ -431,6 +447,16 @@ class Metrics:
                 n = verdicts.get(verdict, 0)
                 if n:
                     child(self.compliance, monitor, model, arm, verdict).inc(n)
+
+    def guard_switched(self, org: str, experiment: str, monitor: str) -> None:
+        """The guard switched `monitor` ('*': everything) of the org's experiment off."""
+        labels = (
+            self._bounded("org", org),
+            self._bounded("experiment", experiment[:64]),
+            self._bounded("guard_monitor", monitor[:64]),
+        )
+        self._child(self.guard_observe_only, *labels).set(1)
+        self._child(self.guard_switches, *labels).inc()
 
     def _bounded(self, kind: str, value: str) -> str:
         """`value` as a label, or "other" once LABELS_CAP values of `kind` have been seen."""

@@ -25,7 +25,7 @@ from ..core.policy import Policy
 from ..core.retention import parse_evict
 from ..etraces.retrieval import Retriever
 from ..logsafe import safe_for_log, safe_traceback
-from ..pipeline import Evicted, Pipeline, outcome_of
+from ..pipeline import Evicted, ObserveOnly, Pipeline, outcome_of
 from .ack_order import AckOrder
 from .chains import RunChains
 from .deadlettered import RecentDeadletters
@@ -129,6 +129,7 @@ class Processor:
         tenant_of: Callable[[str], str | None] = no_tenant,
         policy: Policy | None = None,
         send_outcome: SendOutcome | None = None,
+        observe_only: ObserveOnly | None = None,
     ) -> None:
         """`tenant_of`: the tenant a steps topic belongs to (multi-tenant mode; Kafka's ACLs
         prove it): the core takes the run's org from it, and the event's answers go to that
@@ -141,6 +142,7 @@ class Processor:
             Engine(policy, semantics, limits),
             runs,
             retention.rule,
+            observe_only,  # the guard's verdict (core.guard), asked per event
             defer_removal=send_outcome is not None,
         )
         self.metrics = metrics

@@ -436,7 +436,7 @@ def test_replay_names_each_malformed_line_by_number_and_reason(
 
 def test_help_says_the_whole_description_and_the_demo_flags_have_help() -> None:
     text = build_parser().format_help()
-    assert "deadletters, kafka, models." in " ".join(text.split())
+    assert "deadletters, experiment, kafka, models." in " ".join(text.split())
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     demo = sub.choices["demo"]
     helps = {a.dest: a.help for a in demo._actions}
