@@ -5,19 +5,19 @@ the shadow decision) opens a check: within the next WATCH_STEPS steps, did the b
 monitor flagged stop? A check is decided `complied` or `ignored`; one still open when the run
 ends stays `pending`. The test is the monitor's own failure, seen from the steps that follow:
 
-- loop: the flagged step's call is made again, or the loop monitor finds the loop again (a
+- semantic_loop: the flagged step's call is made again, or the loop monitor finds the loop again (a
   reworded search, an A/B alternation: its own rules) -> ignored; WATCH_STEPS steps without
   either -> complied.
-- verification (verification_skip): a check runs (a test, a build, the changed script; an
+- verification_skip: a check runs (a test, a build, the changed script; an
   attempt that could not run checks nothing) -> complied; a finish before it, or WATCH_STEPS
   steps without one -> ignored.
-- data_instruction (prompt_injection): a call carries a value from a result that held
+- data_instruction: a call carries a value from a result that held
   instructions (the hijacked call the gate refuses) -> ignored; WATCH_STEPS steps without one
   -> complied.
-- drift (silent_topic_drift): a step acknowledges the change of direction (drift's own ACK
+- silent_topic_drift: a step acknowledges the change of direction (drift's own ACK
   phrases), names what the task names, or checks the work -> complied; WATCH_STEPS steps
   without -> ignored.
-- contradiction, compression, sprawl, and plugin monitors: no natural test of "stopped" (a
+- claim_contradiction, cyclic_compression, late_sprawl, and plugin monitors: no natural test of "stopped" (a
   contradiction is not repeated on demand; a summary or a new front is not a call to avoid):
   nothing is counted for them.
 
@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .ladder import call_key
-from .monitors import data_instruction
+from .monitors import data_instruction, drift, loop, verification
 from .monitors.drift import ACK, names_task
 from .monitors.sprawl import touches_tests
 from .reading.features import StepFeatures
@@ -50,9 +50,9 @@ OTHER = "other"
 UNKNOWN = "unknown"  # a decision that named no model, of a run that declared none
 THOUGHT_CHARS = 2000  # of a thought the drift test reads (ACK is linear; names_task cuts too)
 
-LOOP, VERIFICATION, DRIFT = "loop", "verification", "drift"
+LOOP, VERIFICATION, DRIFT = loop.MONITOR.name, verification.MONITOR.name, drift.MONITOR.name
 TESTED = (LOOP, VERIFICATION, data_instruction.NAME, DRIFT)
-UNTESTED = ("contradiction", "compression", "sprawl")
+UNTESTED = ("claim_contradiction", "cyclic_compression", "late_sprawl")
 # What a window's end decides, per monitor: nothing flagged happened again (complied), or the
 # asked-for step never came (ignored).
 _AT_END = {LOOP: True, data_instruction.NAME: True, VERIFICATION: False, DRIFT: False}
