@@ -77,7 +77,11 @@ def _verdict(p: Pending, f: StepFeatures, fired: list[str], st: TraceState) -> b
             return False
     elif name == DRIFT:
         thought = f.thought[:THOUGHT_CHARS]
-        if ACK.search(thought) or touches_tests(f) or names_task(f"{thought} {' '.join(f.paths)}", st.config.task):
+        if (
+            ACK.search(thought)
+            or touches_tests(f)
+            or names_task(f"{thought} {' '.join(f.paths)}", st.config.task)
+        ):
             return True
     return None if p[2] + 1 < WATCH_STEPS else _AT_END[name]
 
@@ -148,7 +152,9 @@ def by_model(st: TraceState) -> dict[str, dict[str, dict[str, int]]]:
     }
 
 
-def merge(total: Mapping[str, Mapping[str, int]], run: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+def merge(
+    total: Mapping[str, Mapping[str, int]], run: Mapping[str, Mapping[str, int]]
+) -> dict[str, dict[str, int]]:
     """Two summaries added up (a fleet's, for a report or a bench)."""
     out = {n: dict(v) for n, v in total.items()}
     for n, v in run.items():

@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .decision import Arm, DecisionRecord
+
 ARMS: tuple[Arm, ...] = ("treatment", "control")
 NAME_CHARS = 64
 SEED_CHARS = 64

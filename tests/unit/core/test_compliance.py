@@ -114,7 +114,9 @@ def test_a_drift_warning_is_ignored_when_the_run_stays_away() -> None:
     off = {"thought": "Let me look at the marketing copy in the landing page.", "action": "read_file"}
     st = _told(_st(), DRIFT, 1, **off)
     for n in range(2, 2 + WATCH_STEPS):
-        st = compliance.observe(st, _f(n, thought="Now the pricing table colours.", action="read_file"), QUIET)
+        st = compliance.observe(
+            st, _f(n, thought="Now the pricing table colours.", action="read_file"), QUIET
+        )
     assert compliance.summary(st)[DRIFT] == {"complied": 0, "ignored": 1, "pending": 0}
 
 
@@ -164,7 +166,10 @@ def test_a_control_runs_checks_are_counted_under_its_own_model() -> None:
 
 def test_merge_adds_runs_up() -> None:
     a = {LOOP: {"complied": 1, "ignored": 2, "pending": 0}}
-    b = {LOOP: {"complied": 1, "ignored": 0, "pending": 1}, DRIFT: {"complied": 0, "ignored": 1, "pending": 0}}
+    b = {
+        LOOP: {"complied": 1, "ignored": 0, "pending": 1},
+        DRIFT: {"complied": 0, "ignored": 1, "pending": 0},
+    }
     assert compliance.merge(a, b) == {
         LOOP: {"complied": 2, "ignored": 2, "pending": 1},
         DRIFT: {"complied": 0, "ignored": 1, "pending": 0},

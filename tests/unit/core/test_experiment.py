@@ -48,7 +48,11 @@ def test_the_arm_is_deterministic_and_depends_on_org_name_seed_and_run() -> None
     exp = Experiment("pilot", 0.5, "s")
     arms = [assign_arm("acme", exp, r) for r in IDS[:500]]
     assert arms == [assign_arm("acme", exp, r) for r in IDS[:500]]
-    for other in (("other", exp), ("acme", Experiment("pilot2", 0.5, "s")), ("acme", Experiment("pilot", 0.5, "t"))):
+    for other in (
+        ("other", exp),
+        ("acme", Experiment("pilot2", 0.5, "s")),
+        ("acme", Experiment("pilot", 0.5, "t")),
+    ):
         assert [assign_arm(other[0], other[1], r) for r in IDS[:500]] != arms
 
 
