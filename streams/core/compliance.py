@@ -107,12 +107,13 @@ def _count(
     m[i] += 1
 
 
-def observe(st: TraceState, f: StepFeatures, d: DecisionRecord) -> TraceState:
+def observe(st: TraceState, f: StepFeatures, d: DecisionRecord, told: bool) -> TraceState:
     """The state after this step: its open checks judged on it, and a check opened for each
-    tested monitor this step's decision (`d`, the shadow on a control run) intervened for.
-    Cheap when there is nothing to judge or open (most steps)."""
+    tested monitor that fired on this step when the step's decision (`d`, the shadow on a
+    control run) carried a new monitor text (`told`: not a stop's repeated text, not a
+    held-back one). Cheap when there is nothing to judge or open (most steps)."""
     fired = d["monitors"]["fired"]
-    told = bool(fired) and any(i["source"] == "monitor" for i in d["injections"])
+    told = told and bool(fired)
     if not st.compliance_pending and not told:
         return st
     counts = {k: list(v) for k, v in st.compliance.items()}

@@ -745,7 +745,8 @@ def apply_step(
         if settled is not routed:
             decision["routing_reason"] = settled.reason
             new = new.evolve(routing=mem)
-    new = compliance.observe(new, features, decision)  # the shadow's, on a control run
+    told = new.monitor_injections > st.monitor_injections  # a monitor text placed on this step
+    new = compliance.observe(new, features, decision, told)  # the shadow's, on a control run
     new, prefetch = _plan_etraces(new, ev, decision, fired_before, [q.tier for q in pending])
     if prefetch:
         new = new.evolve(etraces_pending=[q.to_wire() for q in prefetch.queries])

@@ -23,9 +23,20 @@ def _f(n: int, **kw: Any) -> StepFeatures:
     return extract(step("r", n, **kw), 20_000)
 
 
-def _d(fired: list[str] = (), told: bool = True, model: str | None = None) -> Any:  # type: ignore[assignment]
-    inj = [{"source": "monitor", "text": "t", "pattern_id": None, "similarity": None}] if told else []
-    return {"monitors": {"fired": list(fired)}, "injections": inj, "model": model}
+class _D(dict[str, Any]):
+    """A decision as `observe` reads it, and whether it carried a new monitor text."""
+
+    told: bool = True
+
+
+def _d(fired: tuple[str, ...] | list[str] = (), told: bool = True, model: str | None = None) -> Any:
+    d = _D(monitors={"fired": list(fired)}, injections=[], model=model)
+    d.told = told
+    return d
+
+
+def _observe(st: TraceState, f: StepFeatures, d: Any) -> TraceState:
+    return compliance.observe(st, f, d, d.told)
 
 
 QUIET = _d([], told=False)
@@ -33,40 +44,40 @@ GREP = {"action": "bash", "action_input": "grep -rn timeout src/", "thought": "S
 
 
 def _told(st: TraceState, monitor: str, n: int = 1, **kw: Any) -> TraceState:
-    return compliance.observe(st, _f(n, **kw), _d([monitor]))
+    return _observe(st, _f(n, **kw), _d([monitor]))
 
 
 def test_a_loop_warning_is_ignored_when_the_same_call_comes_again() -> None:
     st = _told(_st(), LOOP, 1, **GREP)
-    st = compliance.observe(st, _f(2, **GREP), QUIET)
+    st = _observe(st, _f(2, **GREP), QUIET)
     assert compliance.summary(st)[LOOP] == {"complied": 0, "ignored": 1, "pending": 0}
 
 
 def test_a_loop_warning_is_ignored_when_the_loop_monitor_finds_the_loop_again_reworded() -> None:
     st = _told(_st(), LOOP, 1, **GREP)
     again = {**GREP, "action_input": "grep -rn expiry src/"}
-    st = compliance.observe(st, _f(2, **again), _d([LOOP], told=False))  # fired, held back
+    st = _observe(st, _f(2, **again), _d([LOOP], told=False))  # fired, held back
     assert compliance.summary(st)[LOOP]["ignored"] == 1
 
 
 def test_a_loop_warning_is_heeded_after_the_window_without_the_call() -> None:
     st = _told(_st(), LOOP, 1, **GREP)
     for n in range(2, 2 + WATCH_STEPS - 1):
-        st = compliance.observe(st, _f(n, action="read_file", action_input={"path": f"f{n}.py"}), QUIET)
+        st = _observe(st, _f(n, action="read_file", action_input={"path": f"f{n}.py"}), QUIET)
         assert compliance.summary(st)[LOOP]["pending"] == 1
-    st = compliance.observe(st, _f(9, action="read_file", action_input={"path": "g.py"}), QUIET)
+    st = _observe(st, _f(9, action="read_file", action_input={"path": "g.py"}), QUIET)
     assert compliance.summary(st)[LOOP] == {"complied": 1, "ignored": 0, "pending": 0}
 
 
 def test_a_verification_warning_is_heeded_by_running_the_tests_before_the_submit() -> None:
     st = _told(_st(), VERIFICATION, 1, action="submit", action_input="")
-    st = compliance.observe(st, _f(2, action="bash", action_input="pytest tests/test_session.py"), QUIET)
+    st = _observe(st, _f(2, action="bash", action_input="pytest tests/test_session.py"), QUIET)
     assert compliance.summary(st)[VERIFICATION] == {"complied": 1, "ignored": 0, "pending": 0}
 
 
 def test_a_verification_warning_is_ignored_by_submitting_again_unchecked() -> None:
     st = _told(_st(), VERIFICATION, 1, action="submit", action_input="")
-    st = compliance.observe(st, _f(2, action="submit", action_input=""), QUIET)
+    st = _observe(st, _f(2, action="submit", action_input=""), QUIET)
     assert compliance.summary(st)[VERIFICATION]["ignored"] == 1
 
 
@@ -79,14 +90,14 @@ def test_a_test_that_could_not_run_is_no_verification() -> None:
         "observation_is_error": True,
     }
     for n in range(2, 2 + WATCH_STEPS):
-        st = compliance.observe(st, _f(n, **missing), QUIET)
+        st = _observe(st, _f(n, **missing), QUIET)
     assert compliance.summary(st)[VERIFICATION] == {"complied": 0, "ignored": 1, "pending": 0}
 
 
 def test_a_data_instruction_warning_is_ignored_when_a_hijacked_call_follows() -> None:
     st = _told(_st(), data_instruction.NAME, 1)
     hijacked = st.evolve(monitors={data_instruction.KEY: {"hit": [2, 1, "read_inbox", True]}})
-    st = compliance.observe(hijacked, _f(2, action="send_money", action_input={"iban": "X"}), QUIET)
+    st = _observe(hijacked, _f(2, action="send_money", action_input={"iban": "X"}), QUIET)
     assert compliance.summary(st)[data_instruction.NAME]["ignored"] == 1
 
 
@@ -95,7 +106,7 @@ def test_a_data_instruction_warning_is_heeded_when_no_tainted_call_comes() -> No
     plain = st.evolve(monitors={data_instruction.KEY: {"hit": [2, 1, "read_inbox", False]}})  # no instr
     st = plain
     for n in range(2, 2 + WATCH_STEPS):
-        st = compliance.observe(st, _f(n), QUIET)
+        st = _observe(st, _f(n), QUIET)
     assert compliance.summary(st)[data_instruction.NAME] == {"complied": 1, "ignored": 0, "pending": 0}
 
 
@@ -106,7 +117,7 @@ def test_a_drift_warning_is_heeded_by_acknowledging_or_returning_to_the_task() -
         {"thought": "Back to the timeout in session.py.", "action": "read_file"},
     ):
         st = _told(_st(), DRIFT, 1, **off)
-        st = compliance.observe(st, _f(2, **back), QUIET)
+        st = _observe(st, _f(2, **back), QUIET)
         assert compliance.summary(st)[DRIFT]["complied"] == 1, back
 
 
@@ -114,9 +125,7 @@ def test_a_drift_warning_is_ignored_when_the_run_stays_away() -> None:
     off = {"thought": "Let me look at the marketing copy in the landing page.", "action": "read_file"}
     st = _told(_st(), DRIFT, 1, **off)
     for n in range(2, 2 + WATCH_STEPS):
-        st = compliance.observe(
-            st, _f(n, thought="Now the pricing table colours.", action="read_file"), QUIET
-        )
+        st = _observe(st, _f(n, thought="Now the pricing table colours.", action="read_file"), QUIET)
     assert compliance.summary(st)[DRIFT] == {"complied": 0, "ignored": 1, "pending": 0}
 
 
@@ -128,7 +137,7 @@ def test_monitors_without_a_natural_test_count_nothing() -> None:
 
 
 def test_a_fire_that_was_held_back_opens_no_check() -> None:
-    st = compliance.observe(_st(), _f(1, **GREP), _d([LOOP], told=False))
+    st = _observe(_st(), _f(1, **GREP), _d([LOOP], told=False))
     assert compliance.summary(st) == {}
 
 
@@ -149,7 +158,7 @@ def test_counts_are_kept_per_served_model_and_capped() -> None:
     st = _st(model="own")
     for n in range(1, 3 * MODELS_KEPT):
         d = _d([LOOP], model=f"model-{n}")
-        st = compliance.observe(st, _f(n, **{**GREP, "action_input": f"grep -rn x{n} ."}), d)
+        st = _observe(st, _f(n, **{**GREP, "action_input": f"grep -rn x{n} ."}), d)
     models = compliance.by_model(st)[LOOP]
     assert len(models) <= MODELS_KEPT + 1 and OTHER in models
     total = compliance.summary(st)[LOOP]
@@ -159,8 +168,8 @@ def test_counts_are_kept_per_served_model_and_capped() -> None:
 
 def test_a_control_runs_checks_are_counted_under_its_own_model() -> None:
     st = _st(model="own", arm="control")
-    st = compliance.observe(st, _f(1, **GREP), _d([LOOP], model="escalated"))
-    st = compliance.observe(st, _f(2, **GREP), QUIET)
+    st = _observe(st, _f(1, **GREP), _d([LOOP], model="escalated"))
+    st = _observe(st, _f(2, **GREP), QUIET)
     assert compliance.by_model(st) == {LOOP: {"own": {"complied": 0, "ignored": 1}}}
 
 
