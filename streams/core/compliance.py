@@ -21,6 +21,11 @@ ends stays `pending`. The test is the monitor's own failure, seen from the steps
   contradiction is not repeated on demand; a summary or a new front is not a call to avoid):
   nothing is counted for them.
 
+A run that finishes (run_finish) with a check open decides it as the window's end would, when
+the agent made at least one step after the text (it stopped the call, or never ran the check,
+before it finished); a check opened on the run's last step stays `pending` (the agent never
+answered it), and so do the open checks of a run evicted unfinished.
+
 A new intervention of a monitor whose check is still open closes that check as its window's
 end would (the steps so far are all there is), then opens its own: at most one open check per
 monitor. Counts are kept per monitor and per served model (the model of the decision that
@@ -132,6 +137,22 @@ def observe(st: TraceState, f: StepFeatures, d: DecisionRecord, told: bool) -> T
         model = _model(d, st)
         about = [call_key(f.sig)] if LOOP in opened and f.action else []
         pending += [[n, f.step, 0, model, about if n == LOOP else []] for n in opened]
+    return st.evolve(compliance=counts, compliance_by_model=by_model, compliance_pending=pending)
+
+
+def finish(st: TraceState) -> TraceState:
+    """The state at run_finish: each open check the agent answered with a step or more is
+    decided as its window's end would; one opened on the last step stays pending."""
+    if not any(p[2] for p in st.compliance_pending):
+        return st
+    counts = {k: list(v) for k, v in st.compliance.items()}
+    by_model = {k: {m: list(c) for m, c in v.items()} for k, v in st.compliance_by_model.items()}
+    pending = []
+    for p in st.compliance_pending:
+        if p[2]:
+            _count(counts, by_model, p, _AT_END[str(p[0])])
+        else:
+            pending.append(p)
     return st.evolve(compliance=counts, compliance_by_model=by_model, compliance_pending=pending)
 
 

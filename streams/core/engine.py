@@ -1026,7 +1026,7 @@ def finish_run(st: TraceState, inc: Incoming, now: float) -> Outcome:
     if st.finished:
         return Duplicate(inc, st, _touched(st.evolve(duplicates=st.duplicates + 1), now), now)
     ts = inc.event.get("ts")
-    new = st.evolve(
+    new = compliance.finish(st).evolve(
         finished=True,
         outcome=inc.event["outcome"],
         last_event_ts=ts if ts is not None else st.last_event_ts,

@@ -183,3 +183,20 @@ def test_merge_adds_runs_up() -> None:
         LOOP: {"complied": 2, "ignored": 2, "pending": 1},
         DRIFT: {"complied": 0, "ignored": 1, "pending": 0},
     }
+
+
+def test_run_finish_decides_the_checks_the_agent_answered_and_keeps_the_last_steps_pending() -> None:
+    st = _told(_st(), LOOP, 1, **GREP)
+    st = _observe(st, _f(2, action="read_file", action_input={"path": "b.py"}), QUIET)
+    st = _told(st, VERIFICATION, 3, action="submit", action_input="")  # the last step
+    st = compliance.finish(st)
+    assert compliance.summary(st) == {
+        LOOP: {"complied": 1, "ignored": 0, "pending": 0},
+        VERIFICATION: {"complied": 0, "ignored": 0, "pending": 1},
+    }
+
+
+def test_a_verification_warning_answered_by_finishing_unchecked_is_ignored_at_run_finish() -> None:
+    st = _told(_st(), VERIFICATION, 1, action="submit", action_input="")
+    st = _observe(st, _f(2, thought="Done.", action="read_file"), QUIET)
+    assert compliance.summary(compliance.finish(st))[VERIFICATION]["ignored"] == 1
