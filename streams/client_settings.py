@@ -107,6 +107,8 @@ WORKER_ENV_NAMES = frozenset(
         "WAIT_BUDGET_CALLS",
         "WAIT_BUDGET_USD",
         "ORG_WAIT_BUDGET",
+        "EXPERIMENT",
+        "ORG_EXPERIMENT",
         "QDRANT_URL",
         "QDRANT_API_KEY",
         "QDRANT_API_KEY_FILE",

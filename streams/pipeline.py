@@ -229,7 +229,7 @@ class Pipeline:
         off: frozenset[str] = frozenset()
         if self.observe_only is not None and isinstance(outcome, Decided):
             cfg = outcome.state.config
-            off = self.observe_only(cfg.org_id, getattr(cfg, "experiment", None))
+            off = self.observe_only(cfg.org_id, cfg.experiment)
         sealed = self.engine.seal(outcome, answers, source, off)
         if isinstance(outcome, Decided) and outcome.prior is None and not sealed.opens_run:
             self.runs.held.remove(outcome.incoming.run_id)

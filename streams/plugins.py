@@ -77,6 +77,7 @@ def load_plugins(settings: Settings, base: Policy | None = None) -> tuple[Policy
     policy = policy.with_escalation(settings.escalation_defaults)  # RB_ESCALATION, RB_ORG_ESCALATION, ...
     if settings.wait_budget_s != WAIT_BUDGET_S:
         policy = policy.with_wait_budget(settings.wait_budget_s)  # RB_WAIT_BUDGET_S
+    policy = policy.with_experiments(settings.experiments)  # RB_EXPERIMENT, RB_ORG_EXPERIMENT
     policy = policy.with_prices(settings.prices)  # RB_PRICES_FILE: routing prices its switches
     if settings.monitor_profiles:
         path = settings.monitor_profiles

@@ -47,6 +47,7 @@ from .client_settings import check_tenant_name as check_tenant_name
 from .client_settings import read_secret_file as read_secret_file
 from .core.budget import WAIT_BUDGET_CALLS, WAIT_BUDGET_S, WAIT_BUDGET_USD, WaitBudget
 from .core.events import Limits
+from .core.experiment import Experiments
 from .core.ladder import Defaults
 from .core.prices import NO_PRICES, PriceTable
 from .core.retention import DEFAULT_MAX_RUNS, DEFAULT_MAX_RUNS_PER_ORG
@@ -182,6 +183,11 @@ class Settings(ClientSettings):
     wait_budget_calls: int = Field(WAIT_BUDGET_CALLS, ge=2, le=100_000)
     wait_budget_usd: float = Field(WAIT_BUDGET_USD, gt=0, le=1_000_000)
     org_wait_budget: str = ""
+    # A held-out arm (issue 50, core.experiment), JSON {"name", "holdout" (0 to 0.5), "seed"}:
+    # one experiment for every org, and {org_id: experiment or null} (an org's own wins; null
+    # opts the org out). A run_start's `experiment` wins over both. Empty: no experiment.
+    experiment: str = ""
+    org_experiment: str = ""
     qdrant_url: str = Field(
         "", pattern=r"^(https?://.*)?$"
     )  # a Qdrant server (also QDRANT_URL); empty: local mode
@@ -304,6 +310,32 @@ class Settings(ClientSettings):
             WaitBudget(self.wait_budget_s, self.wait_budget_calls, self.wait_budget_usd),
             raw(self.org_wait_budget),
         )
+
+    @field_validator("experiment", "org_experiment")
+    @classmethod
+    def _experiment_valid(cls, v: str, info: ValidationInfo) -> str:
+        if v.strip():
+            try:
+                raw = json.loads(v)
+            except ValueError as exc:
+                raise ValueError(f"not JSON ({exc})") from None
+            try:  # the core's own check: the worker and replay read it alike
+                if info.field_name == "experiment":
+                    Experiments.parse(raw)
+                else:
+                    Experiments.parse(None, raw)
+            except ValueError as exc:
+                raise ValueError(str(exc)) from None
+        return v
+
+    @property
+    def experiments(self) -> Experiments:
+        """The deployment's experiments, for the core (`Policy.experiments`)."""
+
+        def raw(v: str) -> Any:
+            return json.loads(v) if v.strip() else None
+
+        return Experiments.parse(raw(self.experiment), raw(self.org_experiment))
 
     @field_validator("tenants")
     @classmethod

@@ -69,6 +69,7 @@ RUN_FIELDS: tuple[str, ...] = (
     "cross_provider_tool_switch",
     "e_traces_enabled",
     "escalation",
+    "experiment",
     "extensions",
     "framework",
     "fsm_thresholds",

@@ -14,6 +14,7 @@ from ..contract import Action
 InjectionSource = Literal["monitor", "e1", "e2", "e3"]
 Suppressed = Literal["cooldown", "cap", "duplicate", "final_step"]
 DifficultySource = Literal["agent", "scorer"]
+Arm = Literal["treatment", "control"]
 
 
 class Injection(TypedDict):
@@ -89,3 +90,6 @@ class DecisionRecord(TypedDict):
     # Issue 42: values tool results introduced, for the agent side's pre-call gate (<= 32).
     taint: NotRequired[list[TaintEntry]]
     sanctioned: NotRequired[list[SanctionEntry]]
+    # Issue 50: the run's arm, on every decision of a run in an experiment (absent otherwise).
+    # A control run's decisions are unsteered (core.experiment.mask).
+    arm: NotRequired[Arm]

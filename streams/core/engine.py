@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from . import etraces, guard, ladder, provenance, routing
+from . import compliance, etraces, experiment, guard, ladder, provenance, routing
 from .budget import DEFAULT_BUDGET, WaitBudget
 from .decision import DecisionRecord, DifficultySource, Injection, MonitorsWire
 from .difficulty import DEFAULT_SCORER, clamp01
@@ -174,8 +174,11 @@ class Sealed:
     prior: TraceState | None = None
     state: TraceState | None = None  # to store, after the send (None: store nothing)
     state_bytes: bytes | None = None
-    decision: DecisionRecord | None = None
+    decision: DecisionRecord | None = None  # as sent (a control run's: unsteered)
     decision_bytes: bytes | None = None
+    # A control run's decision as it would have been (core.experiment): never sent; the state
+    # evolved from it. None for every other run.
+    shadow: DecisionRecord | None = None
     rejection: Rejected | None = None
     deadletter: dict[str, Any] | None = None
     failed_stage: str | None = None  # an internal_error inside the core: the stage, the exception
@@ -261,7 +264,7 @@ class Engine:
                 outcome = _complete(outcome, answers, outcomes)
             except Exception as exc:
                 outcome = _failed_from(outcome, "complete", exc)
-        if observe_only and isinstance(outcome, Decided) and _arm(outcome.state) == "treatment":
+        if observe_only and isinstance(outcome, Decided) and outcome.state.config.arm == "treatment":
             try:
                 masked = guard.mask(outcome.decision, observe_only, outcome.state.config.model)
                 outcome = replace(outcome, decision=masked)
@@ -288,7 +291,10 @@ class Engine:
                 resent: DecisionRecord = orjson.loads(outcome.resend)
                 return Sealed(*head, decision=resent, decision_bytes=outcome.resend, duplicate=True)
             return Sealed(*head, finishes_run=True)
-        decision_bytes = orjson.dumps(outcome.decision)
+        sent, shadow = outcome.decision, None
+        if outcome.state.config.arm == "control":  # last, so the worker and replay send the same
+            sent, shadow = experiment.mask(sent, outcome.state.config.model), sent
+        decision_bytes = orjson.dumps(sent)
         if len(decision_bytes) > limits.max_decision_bytes:
             raise OversizeError(
                 f"decision would be {len(decision_bytes)} bytes > cap {limits.max_decision_bytes}"
@@ -309,8 +315,9 @@ class Engine:
             outcome.prior,
             state,
             state_bytes,
-            decision=outcome.decision,
+            decision=sent,
             decision_bytes=decision_bytes,
+            shadow=shadow,
             transition=outcome.transition,
             etrace_outcomes=outcomes,
             prefetch=effects.prefetch,
@@ -344,11 +351,6 @@ class Engine:
         if inc.event_type == "step":
             return apply_step(prior, inc, now, self.limits, self.policy, self.semantics)
         return finish_run(prior, inc, now)
-
-
-def _arm(st: TraceState) -> Any:
-    """The run's arm ("treatment" | "control"; None without an experiment)."""
-    return getattr(st.config, "arm", None)
 
 
 def _touched(st: TraceState, now: float) -> TraceState:
@@ -520,6 +522,8 @@ def _decision(
     }
     if routed is not None:
         d["routing_reason"] = routed.reason
+    if st.config.arm is not None:  # a run in an experiment: every decision names its arm
+        d["arm"] = "control" if st.config.arm == "control" else "treatment"
     return d
 
 
@@ -591,7 +595,8 @@ def run_config(ev: dict[str, Any], policy: Policy) -> RunConfig:
         monitors_off = parse_monitors_off(raw_off, known)
         thresholds = parse_thresholds(raw_levels, known)
         escalation = resolve_escalation(ev.get("escalation"), org_id, policy.escalation)
-    except InvalidRunSettings as exc:
+        exp = policy.experiments.resolve(ev.get("experiment"), org_id)
+    except (InvalidRunSettings, experiment.InvalidExperiment) as exc:
         raise Rejected("invalid_run_start", str(exc), run_id) from None
     task = ev.get("task")
     return RunConfig(
@@ -617,6 +622,8 @@ def run_config(ev: dict[str, Any], policy: Policy) -> RunConfig:
         escalation=None if escalation is None else escalation.to_wire(),
         cross_provider_tool_switch=bool(ev.get("cross_provider_tool_switch", False)),
         wait_budget=_wait_budget(policy.escalation.wait_for_org(org_id)),
+        experiment=None if exp is None else exp.name,
+        arm=None if exp is None else experiment.assign_arm(org_id, exp, run_id),
     )
 
 
@@ -769,6 +776,8 @@ def apply_step(
         if settled is not routed:
             decision["routing_reason"] = settled.reason
             new = new.evolve(routing=mem)
+    told = new.monitor_injections > st.monitor_injections  # a monitor text placed on this step
+    new = compliance.observe(new, features, decision, told)  # the shadow's, on a control run
     new, prefetch = _plan_etraces(new, ev, decision, fired_before, [q.tier for q in pending])
     if prefetch:
         new = new.evolve(etraces_pending=[q.to_wire() for q in prefetch.queries])
@@ -1049,7 +1058,7 @@ def finish_run(st: TraceState, inc: Incoming, now: float) -> Outcome:
     if st.finished:
         return Duplicate(inc, st, _touched(st.evolve(duplicates=st.duplicates + 1), now), now)
     ts = inc.event.get("ts")
-    new = st.evolve(
+    new = compliance.finish(st).evolve(
         finished=True,
         outcome=inc.event["outcome"],
         last_event_ts=ts if ts is not None else st.last_event_ts,

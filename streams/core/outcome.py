@@ -22,12 +22,12 @@ counts 0 USD. Either way the record says `cost_estimated: true`.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
+from . import compliance
 from .decision import DecisionRecord
 from .ladder import RUNGS
 from .prices import PriceTable
@@ -70,7 +70,7 @@ def call_model(st: Any) -> str:
     """The model the run's latest call went to: its last decision's model as sent (a control
     run is sent its own), else the run's own model."""
     cfg = st.config
-    named = None if getattr(cfg, "arm", None) == "control" else st.next_model
+    named = None if cfg.arm == "control" else st.next_model
     return str(named or cfg.model or UNKNOWN_MODEL)[:MODEL_CHARS]
 
 
@@ -164,15 +164,8 @@ def outcome_label(outcome: str) -> str:
 
 
 def _compliance(st: Any) -> dict[str, dict[str, int]]:
-    """The run's compliance summary (the compliance module's `summary`), {} for a state that keeps none."""
-    if getattr(st, "compliance", None) is None:
-        return {}
-    try:
-        mod = importlib.import_module(f"{__package__}.compliance")
-    except ImportError:
-        return {}
-    summary: dict[str, dict[str, int]] = mod.summary(st)
-    return {k: dict(v) for k, v in summary.items()}
+    """The run's compliance summary (`core.compliance.summary`)."""
+    return {k: dict(v) for k, v in compliance.summary(st).items()}
 
 
 def wall_seconds(st: Any) -> float | None:
@@ -201,8 +194,8 @@ def outcome_record(st: Any, ended_by: str) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "run_id": st.run_id,
         "org_id": cfg.org_id,
-        "experiment": getattr(cfg, "experiment", None),
-        "arm": getattr(cfg, "arm", None),
+        "experiment": cfg.experiment,
+        "arm": cfg.arm,
         "outcome": st.outcome if finished else "abandoned",
         "ended_by": ended_by,
         "steps": st.last_step,

@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .difficulty import BUILTIN_SCORERS, StepScorer, TextScorer, on_thought
+from .experiment import NO_EXPERIMENTS, Experiments
 from .fsm import BUILTIN_TRANSITIONS, TransitionFn
 from .ladder import NO_DEFAULTS, Defaults
 from .monitors import loop
@@ -48,6 +49,9 @@ class Policy:
     # The user's price table (RB_PRICES_FILE): cache-aware routing prices its switches with it
     # (core.routing); empty, the documented prior.
     prices: PriceTable = NO_PRICES
+    # The held-out arms (settings RB_EXPERIMENT, RB_ORG_EXPERIMENT; core.experiment): a run's
+    # experiment is resolved at its run_start from these, as the worker and replay both do.
+    experiments: Experiments = NO_EXPERIMENTS
 
     @property
     def monitor_names(self) -> tuple[str, ...]:
@@ -105,6 +109,10 @@ class Policy:
     def with_escalation(self, defaults: Defaults) -> Policy:
         """This policy with the org-wide escalation defaults."""
         return replace(self, escalation=defaults)
+
+    def with_experiments(self, experiments: Experiments) -> Policy:
+        """This policy with the deployment's experiments (held-out control arms)."""
+        return replace(self, experiments=experiments)
 
     def with_prices(self, prices: PriceTable) -> Policy:
         """This policy with the user's price table (routing's switches are priced with it)."""

@@ -64,6 +64,10 @@ class RunConfig:
     # Issue 48: the run's wait budget (its org's, resolved at run_start: `budget.WaitBudget` as
     # {seconds, calls, usd}); None: the built-in one (and every state written before).
     wait_budget: dict[str, Any] | None = None
+    # Issue 50: the run's experiment (its name) and arm ("treatment" | "control"), resolved at
+    # run_start (core.experiment); None: in no experiment (and every state written before).
+    experiment: str | None = None
+    arm: str | None = None
 
     def fsm_params(self) -> FSMParams:
         return FSMParams(**self.fsm) if self.fsm else FSMParams()
@@ -134,6 +138,12 @@ class TraceState:
     started_ts: float | None = None
     last_event_ts: float | None = None
     updated_ts: float | None = None  # worker time of the last event applied: retention's clock
+    # Issue 50 (core.compliance): did the agent do what a monitor's text told it? monitor ->
+    # [complied, ignored]; the same per served model (at most MODELS_KEPT a monitor); the checks
+    # still open ([monitor, step, steps seen, model, call keys]: at most one per monitor).
+    compliance: dict[str, list[int]] = field(default_factory=dict)
+    compliance_by_model: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    compliance_pending: list[list[Any]] = field(default_factory=list)
     # The last decision the run produced, as sent (its JSON text: `.encode()` gives the bytes
     # back exactly). A redelivered copy of that step (or of the run_start) re-sends it: the
     # worker may have stored this state locally while the decision was still in the producer's
@@ -233,6 +243,8 @@ class TraceState:
             "rung_reason": self.rung_reason,
             "finished": self.finished,
             "outcome": self.outcome,
+            "experiment": self.config.experiment,
+            "arm": self.config.arm,
         }
 
 

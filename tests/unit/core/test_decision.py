@@ -10,8 +10,8 @@ from streams.core.decision import DecisionRecord, Injection, MonitorsWire
 SCHEMA = json.loads((Path(streams.__file__).parent / "schemas" / "decision.schema.json").read_text())
 
 
-# Optional on the wire (a worker from before the ladder omits them), always set by this one.
-OPTIONAL = {"action", "action_reason", "routing_reason", "taint", "sanctioned"}
+# Optional on the wire (a worker from before the ladder omits them; `arm` only in an experiment).
+OPTIONAL = {"action", "action_reason", "routing_reason", "taint", "sanctioned", "arm"}
 
 
 def test_the_typed_decision_has_exactly_the_wire_contracts_fields() -> None:
