@@ -45,12 +45,14 @@ import base64
 import functools
 import hashlib
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
 from typing import Any
 
+from .gate_policy import DEFAULT as DEFAULT_POLICY
+from .gate_policy import GatePolicy
 from .untrusted import fenced
 
 TEXT_MAX = 16_000  # characters of one text looked at
@@ -780,6 +782,8 @@ DEST_ARGS = frozenset(
     }
 )
 _REQUEST_KINDS = frozenset({"url", "domain"})
+# Kinds of value that say where a call goes (an address, an account, a site).
+DEST_KINDS = frozenset({"email", "url", "domain", "iban", "phone", "number", "part"})
 
 
 def is_dest_arg(name: str) -> bool:
@@ -864,7 +868,9 @@ def _string_values(s: str) -> list[tuple[str, str]]:
     return out
 
 
-def call_values(args: object) -> list[tuple[str, str, bool | None]]:
+def call_values(
+    args: object, is_dest: Callable[[str], bool] | None = None
+) -> list[tuple[str, str, bool | None]]:
     """(kind, normalised value, dest) of what a call's arguments carry, as the gate reads
     them: `values_in_args`, each string also read by `_string_values` and, once, decoded from
     base64 or hex when it (or one of its words) looks like either (at most DECODED_MAX strings
@@ -916,7 +922,7 @@ def call_values(args: object) -> list[tuple[str, str, bool | None]]:
             for i, (k, v) in enumerate(x.items()):
                 if i >= ARGS_NODES_MAX:
                     break
-                named = dest is True or (isinstance(k, str) and is_dest_arg(k))
+                named = dest is True or (isinstance(k, str) and (is_dest or is_dest_arg)(k))
                 walk(v, depth + 1, named)
         elif depth < ARGS_DEPTH_MAX and isinstance(x, list | tuple):
             for i, v in enumerate(x):
@@ -988,11 +994,13 @@ def decoded_values(text: str) -> list[tuple[str, str, int]]:
     return out
 
 
-def call_index(args: object, tainted: Collection[str]) -> dict[str, list[tuple[str, bool | None]]]:
+def call_index(
+    args: object, tainted: Collection[str], is_dest: Callable[[str], bool] | None = None
+) -> dict[str, list[tuple[str, bool | None]]]:
     """hash -> (kind, dest) of each place a call's arguments carry that value (`call_values`),
     and the hash of each tainted first half of an account the call joins from two tainted
     parts (`_split_hits`): what the gate and the `data_instruction` monitor match."""
-    values = call_values(args)
+    values = call_values(args, is_dest)
     found: dict[str, list[tuple[str, bool | None]]] = {}
     for kind, v, dest in values:
         found.setdefault(value_hash(v), []).append((kind, dest))
@@ -1007,25 +1015,68 @@ def acts_on(tool: str, places: Iterable[tuple[str, bool | None]]) -> bool:
     return any(call_acts(tool, kind, dest) for kind, dest in places)
 
 
-def gate(taint: list[dict[str, Any]], tool: str, args: object, *, acting_strict: bool = False) -> GateVerdict:
+def gate(
+    taint: list[dict[str, Any]],
+    tool: str,
+    args: object,
+    *,
+    acting_strict: bool = False,
+    policy: GatePolicy | None = None,
+    asked: bool | None = None,
+) -> GateVerdict:
     """Allow or deny one call before it runs, from the last decision's `taint` list.
 
-    Denied: an argument value (`call_values`: normalised, decoded once, or two tainted parts
-    joined) matches an entry whose result held instructions addressed to the agent (`instr`),
-    and the call acts on it (`call_acts`: a read such as `search_emails` is never refused);
-    with `acting_strict`, also any tainted value in a call that acts. Never raises: a
-    malformed taint list or arguments allow the call (the client fails open)."""
+    Provenance decides (`streams.gate_policy`): each tainted value the call carries
+    (`call_values`: normalised, decoded once, or two tainted parts joined) has a source:
+    `trusted` (its tool is trusted by the policy), `instructed` (its result held instructions
+    addressed to the agent near it: `instr`), `data` (the user asked for no action: `asked`
+    False) or `lookup` (the user asked for one, or it is unknown: None). The call is denied
+    when it acts and the source is not one the argument may take its values from: by default
+    a destination (an address, an account, a URL in an argument named like DEST_ARGS) from
+    `lookup`, `user` or `trusted`, a payload also from `data`; strict mode (`acting_strict`)
+    allows only `user` and `trusted`. A value of `instructed` is refused wherever the call
+    acts on it (`call_acts`: a request to a planted URL too); a read is never refused for a
+    value of `lookup` or `data`. Never raises: a malformed taint list, arguments or policy
+    allow the call (the client fails open)."""
     try:
         entries = list(_entries(taint))
         if not entries:
             return ALLOW
-        found = call_index(args, {e[0] for e in entries})
+        pol = policy if policy is not None else DEFAULT_POLICY
+        name = tool if isinstance(tool, str) else ""
+        rule = pol.rule(name)
+        extra = pol.destination_args
+        is_dest = None
+        if rule.destinations is not None:
+            own = rule.destinations
+            is_dest = lambda k: k.lower() in own  # noqa: E731
+        elif extra:
+            is_dest = lambda k: k.lower() in extra or is_dest_arg(k)  # noqa: E731
+        found = call_index(args, {e[0] for e in entries}, is_dest)
         if not found:
             return ALLOW
-        name = tool if isinstance(tool, str) else ""
-        hits = [
-            e for e in entries if e[0] in found and (e[3] or acting_strict) and acts_on(name, found[e[0]])
-        ]
+        said = pol.acts(name)
+        hits = []
+        for e in entries:
+            places = found.get(e[0])
+            if places is None:
+                continue
+            if pol.trusted(e[2]):
+                continue
+            source = "instructed" if e[3] else "data" if asked is False else "lookup"
+            for kind, dest in places:
+                named = dest is True and kind in DEST_KINDS
+                if source in pol.allowed(name, named, acting_strict):
+                    continue
+                if said is not None:
+                    acts = said
+                elif source == "instructed" or acting_strict:
+                    acts = call_acts(name, kind, dest)
+                else:  # a read never sends a looked-up value anywhere
+                    acts = call_acts(name, kind, False)
+                if acts:
+                    hits.append(e)
+                    break
         if not hits:
             return ALLOW
         hits.sort(key=lambda e: (not e[3], e[1]))  # instructions first, then the earliest
