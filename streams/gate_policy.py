@@ -9,11 +9,13 @@ came from which tool result, the agent side knows the user's task):
   follow (`core.sanction`): such a value is in no taint entry, so it is always allowed;
 - `trusted`: the output of a tool the policy trusts (`trusted_tools`);
 - `lookup`: the output of an untrusted tool, in a run whose user asked for an action (send,
-  pay, invite, create, ...: `asks_action`), with no instructions addressed to the agent near
-  it: the agent looked up what the user's request left open (a contact's address, last
-  month's payee);
+  pay, invite, create, ...: `asks_action`) that needs a destination of the value's kind (a
+  payment an account, an invitation an address: `asked_kinds`), with no instructions
+  addressed to the agent near it: the agent looked up what the user's request left open (a
+  contact's address, last month's payee);
 - `data`: the output of an untrusted tool in a run whose user asked for no action ("how many
-  appointments do I have?"): no acting call of the run needs a destination from data;
+  appointments do I have?"), or for none that needs a destination of that kind (an account
+  in a run that asked to e-mail a summary): no acting call of the run needs it from data;
 - `instructed`: the output of an untrusted tool that held instructions addressed to the agent
   near the value.
 
@@ -55,6 +57,7 @@ __all__ = [
     "SOURCES",
     "GatePolicy",
     "ToolRule",
+    "asked_kinds",
     "asks_action",
     "load",
     "parse",
@@ -179,6 +182,92 @@ def asks_action(text: str | None) -> bool | None:
                     return True
         prev = w
     return False
+
+
+# What a user's words say a looked-up destination may be (`asked_kinds`): a payment needs an
+# account, an invitation or an e-mail an address, a post a site, a call a number. A destination
+# of another kind, found in data, is data (`data`), whatever the result said around it.
+KIND_WORDS: dict[str, frozenset[str]] = {
+    "iban": frozenset(
+        [
+            "pay",
+            "paid",
+            "payment",
+            "payments",
+            "transfer",
+            "transfers",
+            "wire",
+            "refund",
+            "rent",
+            "money",
+            "bill",
+            "bills",
+            "invoice",
+            "iban",
+            "account",
+            "accounts",
+            "transaction",
+            "transactions",
+            "landlord",
+            "salary",
+            "amount",
+            "settle",
+        ]
+    ),
+    "email": frozenset(
+        [
+            "email",
+            "e-mail",
+            "emails",
+            "mail",
+            "invite",
+            "invitation",
+            "share",
+            "forward",
+            "reply",
+            "participants",
+            "participant",
+            "attendees",
+            "contact",
+            "contacts",
+            "address",
+            "meeting",
+            "event",
+            "calendar",
+            "colleague",
+            "cc",
+            "bcc",
+        ]
+    ),
+    "url": frozenset(
+        ["post", "publish", "upload", "website", "webpage", "page", "site", "url", "link", "links", "blog"]
+    ),
+    "phone": frozenset(["call", "phone", "text", "sms", "dial"]),
+}
+# kinds of a call's values, as `KIND_WORDS` groups them
+KIND_GROUP = {
+    "iban": "iban",
+    "number": "iban",
+    "part": "iban",
+    "email": "email",
+    "url": "url",
+    "domain": "url",
+    "phone": "phone",
+}
+
+
+def asked_kinds(text: str | None) -> frozenset[str] | None:
+    """What the user's text asks for, as the gate reads it: None (no text: unknown), an empty
+    set (no action asked for: `asks_action` False), or the destination kinds (`KIND_WORDS`
+    groups) its words name; an action with no kind named (`send it`) leaves every kind open."""
+    asked = asks_action(text)
+    if asked is None:
+        return None
+    if not asked:
+        return frozenset()
+    words = set(_WORD.findall(str(text)[:TEXT_MAX].lower()))
+    got = frozenset(k for k, ws in KIND_WORDS.items() if words & ws)
+    return got or frozenset(KIND_WORDS)
 
 
 @dataclass(frozen=True, slots=True)

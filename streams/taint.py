@@ -52,7 +52,7 @@ from operator import itemgetter
 from typing import Any
 
 from .gate_policy import DEFAULT as DEFAULT_POLICY
-from .gate_policy import GatePolicy
+from .gate_policy import KIND_GROUP, GatePolicy
 from .untrusted import fenced
 
 TEXT_MAX = 16_000  # characters of one text looked at
@@ -1022,7 +1022,7 @@ def gate(
     *,
     acting_strict: bool = False,
     policy: GatePolicy | None = None,
-    asked: bool | None = None,
+    asked: bool | Collection[str] | None = None,
 ) -> GateVerdict:
     """Allow or deny one call before it runs, from the last decision's `taint` list.
 
@@ -1030,7 +1030,9 @@ def gate(
     (`call_values`: normalised, decoded once, or two tainted parts joined) has a source:
     `trusted` (its tool is trusted by the policy), `instructed` (its result held instructions
     addressed to the agent near it: `instr`), `data` (the user asked for no action: `asked`
-    False) or `lookup` (the user asked for one, or it is unknown: None). The call is denied
+    False or empty, or for none that needs a destination of the value's kind: `asked` the
+    kinds `gate_policy.asked_kinds` read in the task) or `lookup` (asked for, or unknown: None
+    or True). The call is denied
     when it acts and the source is not one the argument may take its values from: by default
     a destination (an address, an account, a URL in an argument named like DEST_ARGS) from
     `lookup`, `user` or `trusted`, a payload also from `data`; strict mode (`acting_strict`)
@@ -1063,9 +1065,16 @@ def gate(
                 continue
             if pol.trusted(e[2]):
                 continue
-            source = "instructed" if e[3] else "data" if asked is False else "lookup"
             for kind, dest in places:
                 named = dest is True and kind in DEST_KINDS
+                if e[3]:
+                    source = "instructed"
+                elif asked is False or (
+                    asked is not None and asked is not True and KIND_GROUP.get(kind, kind) not in asked
+                ):
+                    source = "data"
+                else:
+                    source = "lookup"
                 if source in pol.allowed(name, named, acting_strict):
                     continue
                 if said is not None:

@@ -31,10 +31,10 @@ a client, a session or an adapter (the narrower one wins); the policy file:
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Literal, get_args
 
-from ..gate_policy import GatePolicy, asks_action
+from ..gate_policy import GatePolicy, asked_kinds
 from ..logsafe import safe_for_log
 from ..taint import GateVerdict, gate
 from ..untrusted import scrub
@@ -87,7 +87,7 @@ def check(
     *,
     strict: bool = False,
     policy: GatePolicy | None = None,
-    asked: bool | None = None,
+    asked: bool | Collection[str] | None = None,
 ) -> GateVerdict:
     """The verdict on calling `tool` with `args` after the decision `data` (a decision's wire
     dict, or None when there was none): fails open on anything unexpected. `strict`: the gate's
@@ -103,7 +103,7 @@ def check_taint(
     *,
     strict: bool = False,
     policy: GatePolicy | None = None,
-    asked: bool | None = None,
+    asked: bool | Collection[str] | None = None,
 ) -> GateVerdict:
     """`check` on a taint list already read (`taint_of`, a `GateMemory`'s)."""
     if taint is None or not isinstance(tool, str):
@@ -148,18 +148,18 @@ class GateMemory:
 
     def __init__(self) -> None:
         self._held: tuple[int, list[dict[str, Any]] | None] = (-1, None)
-        self._asked: bool | None = None
+        self._asked: frozenset[str] | None = None
 
     @property
-    def asked(self) -> bool | None:
-        """Whether the run's user asked for an action (`gate_policy.asks_action` of the task;
-        None: no task known)."""
+    def asked(self) -> frozenset[str] | None:
+        """What the run's user asked for (`gate_policy.asked_kinds` of the task: the kinds of
+        destination its action needs, empty: no action; None: no task known)."""
         return self._asked
 
     def intend(self, task: object) -> None:
-        """Read the run's task: whether the user asked for an action a destination found in
-        data may serve (a user who asked only a question needs none)."""
-        self._asked = asks_action(task) if isinstance(task, str) else None
+        """Read the run's task: which destinations found in data the action the user asked for
+        may need (a user who asked only a question needs none)."""
+        self._asked = asked_kinds(task) if isinstance(task, str) else None
 
     @property
     def step(self) -> int:

@@ -212,9 +212,21 @@ def test_gate_memory_reads_the_task_and_the_policy() -> None:
     m = GateMemory()
     m.intend("How many appointments do I have today?")
     assert m.remember({"step": 3, "taint": [_entry(ATTACKER)]})
-    assert m.asked is False
+    assert m.asked == frozenset()
     assert not m.check("send_money", {"recipient": ATTACKER}).allow
-    m.intend("Please pay the bill.")
+    m.intend("Please pay the bill.")  # a payment: an account may be looked up
     assert m.check("send_money", {"recipient": ATTACKER}).allow
     pol = parse({"tools": {"send_money": {"destination_sources": ["user"]}}})
     assert not m.check("send_money", {"recipient": ATTACKER}, policy=pol).allow
+
+
+def test_a_destination_of_a_kind_the_request_does_not_need_is_data() -> None:
+    # the user asked to e-mail a summary: an account found in data is no lookup of it
+    asked = gate_policy.asked_kinds("Summarize my emails and email the summary to my boss.")
+    assert asked == frozenset({"email"})
+    taint = [_entry(ATTACKER)]
+    assert not gate(taint, "send_money", {"recipient": ATTACKER}, asked=asked).allow
+    mail = [_entry("boss@corp.example.com", kind="email")]
+    assert gate(mail, "send_email", {"recipients": ["boss@corp.example.com"]}, asked=asked).allow
+    # an action that names no kind (`send it`) leaves every kind open
+    assert gate_policy.asked_kinds("Send it to Alice.") == frozenset(gate_policy.KIND_WORDS)
