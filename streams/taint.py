@@ -797,6 +797,26 @@ def is_dest_arg(name: str) -> bool:
     return bool(words) and (words[-1] == "to" or not DEST_ARGS.isdisjoint(words))
 
 
+# Words of an argument's name that say what kind of destination it takes (`KIND_GROUP`'s).
+ARG_KIND_WORDS = {
+    "email": "email",
+    "emails": "email",
+    "mail": "email",
+    "iban": "iban",
+    "account": "iban",
+    "url": "url",
+    "urls": "url",
+    "link": "url",
+    "website": "url",
+    "phone": "phone",
+}
+
+
+def arg_groups(name: str) -> frozenset[str]:
+    """The destination kinds an argument's name says it takes (`user_email`: e-mail)."""
+    return frozenset(ARG_KIND_WORDS[w] for w in tool_words(name[:TOOL_KEPT]) if w in ARG_KIND_WORDS)
+
+
 def call_acts(tool: str, kind: str, dest: bool | None) -> bool:
     """Whether a call with a tainted value of `kind` acts on it: its name acts
     (`is_acting_tool`, or a MORE_ACTING word), or names no read (READ_VERBS: an unknown tool
@@ -1062,6 +1082,13 @@ def gate(
         if not found:
             return ALLOW
         said = pol.acts(name)
+        # what the call's argument names say its destinations are (`user_email`, `iban`): a
+        # value of another kind there (a web site passed as an address) is judged by the name
+        hinted = (
+            frozenset(g for k in args if isinstance(k, str) for g in arg_groups(k))
+            if isinstance(args, Mapping) and asked not in (None, True, False)
+            else frozenset()
+        )
         hits = []
         for e in entries:
             places = found.get(e[0])
@@ -1074,7 +1101,10 @@ def gate(
                 if e[3]:
                     source = "instructed"
                 elif asked is False or (
-                    asked is not None and asked is not True and KIND_GROUP.get(kind, kind) not in asked
+                    asked is not None
+                    and asked is not True
+                    and KIND_GROUP.get(kind, kind) not in asked
+                    and not (named and hinted & set(asked))
                 ):
                     source = "data"
                 else:

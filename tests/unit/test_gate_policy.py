@@ -230,3 +230,12 @@ def test_a_destination_of_a_kind_the_request_does_not_need_is_data() -> None:
     assert gate(mail, "send_email", {"recipients": ["boss@corp.example.com"]}, asked=asked).allow
     # an action that names no kind (`send it`) leaves every kind open
     assert gate_policy.asked_kinds("Send it to Alice.") == frozenset(gate_policy.KIND_WORDS)
+
+
+def test_an_argument_named_for_the_asked_kind_is_judged_by_its_name() -> None:
+    # "invite our new colleague": a model that passes her web site as the address is wrong,
+    # not hijacked; an address in a run that asked only for a payment is still data
+    site = [_entry("dora-website.com", kind="domain", tool="read_inbox")]
+    args = {"user": "Dora", "user_email": "www.dora-website.com"}
+    assert gate(site, "invite_user_to_slack", args, asked=frozenset({"email"})).allow
+    assert not gate(site, "invite_user_to_slack", args, asked=frozenset({"iban"})).allow
