@@ -341,14 +341,29 @@ def _token_values(raw: str) -> tuple[tuple[str, str], ...]:
     tok = raw[:TOKEN_MAX].strip(_LEAD).rstrip(_TRAIL)
     if not tok or not _CANDIDATE(tok) or (tok.isdigit() and len(tok) < 7):
         return ()
-    if "," not in tok:  # one piece (`_pieces`): its values as they are remembered
+    if "," not in tok and not _GLUE_CHARS(tok):  # one piece (`_pieces`): its values as remembered
         return _classified(tok)
     return tuple(v for piece in _pieces(tok) for v in _classified(piece))
 
 
+# What glues a value to the text around it without a space: markup (`<b>x@y.com</b>`,
+# `href="https://..."`) and the full-width punctuation of CJK text (`发送到 DE89...，`).
+_GLUE_CHARS = re.compile(
+    '[<>"=\uff0c\u3002\u3001\uff1a\uff1b\uff01\uff1f\uff08\uff09\u300c\u300d\u3010\u3011]'
+).search
+_GLUE_SPLIT = re.compile(
+    '<[^<>]{0,64}>|[<>"=\uff0c\u3002\u3001\uff1a\uff1b\uff01\uff1f\uff08\uff09\u300c\u300d\u3010\u3011]+'
+)
+GLUED_MAX = 8  # pieces of one glued token read
+
+
 def _pieces(tok: str) -> list[str]:
-    """A token's parts that may be values: itself, or its comma-separated parts (a list of
+    """A token's parts that may be values: itself, its parts apart from the markup or CJK
+    punctuation glued to them (at most GLUED_MAX), or its comma-separated parts (a list of
     addresses written without spaces), not of a number or an amount (`1,250.00`)."""
+    if _GLUE_CHARS(tok):
+        got = [q for q in (p.strip(_LEAD).rstrip(_TRAIL) for p in _GLUE_SPLIT.split(tok, GLUED_MAX)) if q]
+        return [x for p in got[:GLUED_MAX] for x in (_pieces(p) if "," in p else [p])]
     if "," in tok and not tok[:1].isdigit() and tok[:1] not in "$€£":
         return [q for q in (p.strip(_LEAD).rstrip(_TRAIL) for p in tok.split(",", 8)) if q]
     return [tok]
