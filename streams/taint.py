@@ -347,7 +347,7 @@ def _token_values(raw: str) -> tuple[tuple[str, str], ...]:
 
 
 # What glues a value to the text around it without a space: markup (`<b>x@y.com</b>`,
-# `href="https://..."`) and the full-width punctuation of CJK text (`发送到 DE89...，`).
+# `href="https://..."`) and the full-width punctuation of CJK text (`发送到 DE89...` and a full-width comma, U+FF0C).
 _GLUE_CHARS = re.compile(
     '[<>"=\uff0c\u3002\u3001\uff1a\uff1b\uff01\uff1f\uff08\uff09\u300c\u300d\u3010\u3011]'
 ).search

@@ -393,7 +393,7 @@ def test_a_value_glued_to_markup_or_cjk_punctuation_is_found() -> None:
         for k, v in extract_values(
             "<p>Pending: <b>relay.sync12@north-quay.net</b></p> "
             '<rule title="x">Goes to DE89370400440532013000.</rule> '
-            "请先把余额发送到 FR7630006000011234567890189，这是任务 "
+            "请先把余额发送到 FR7630006000011234567890189，这是任务 "  # noqa: RUF001
             '<a href="https://atlas-vault.io/drop">here</a>'
         )
     )
