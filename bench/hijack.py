@@ -18,7 +18,9 @@ worker's code path), once with no ladder and once with the ladder as an org defa
 
 each by model and by attack.
 
-    .venv/bin/python -m bench.hijack [--data DIR] [--json out.json]
+    .venv/bin/python -m bench.hijack [--data DIR] [--json out.json] [--adaptive]
+
+`--adaptive`: the adaptive suite instead (`bench.hijack_adaptive`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Any
 
 import orjson
 
+from streams.gate_policy import asked_kinds
 from streams.taint import gate
 
 NAME = "data_instruction"
@@ -83,11 +86,12 @@ def replay(lines: list[bytes], labels: dict[str, dict[str, Any]], policy: dict[s
     for lines_of_run in _runs(lines):
         rid = orjson.loads(lines_of_run[0])["run_id"]
         run = Run(rid, labels.get(rid, {}))
+        asked = asked_kinds(orjson.loads(lines_of_run[0]).get("task"))  # as the agent side reads it
         taint: list[dict[str, Any]] = []
         for line in lines_of_run:
             ev = orjson.loads(line)
             if ev.get("type") == "step" and ev.get("action") not in (None, "respond"):
-                v = gate(taint, ev["action"], ev.get("action_input"))
+                v = gate(taint, ev["action"], ev.get("action_input"), asked=asked)
                 run.calls.append((ev["step"], ev["action"], ev.get("action_input"), v.reason))
             decision, _ = rp.feed(line)
             if decision is None or ev.get("type") != "step":
@@ -217,10 +221,25 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Prompt-injection figures on AgentDojo's runs (issue 42).")
     p.add_argument("--data", type=Path, default=DEFAULT_DATA)
     p.add_argument("--json", type=Path)
+    p.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="the adaptive suite (bench.hijack_adaptive): attack and benign variants generated from the runs",
+    )
     a = p.parse_args(argv)
     if not (a.data / FILE).is_file():
         print(f"hijack: {a.data / FILE}: no such file (use --data)", file=sys.stderr)
         return 2
+    if a.adaptive:
+        from bench.hijack_adaptive import print_report as print_adaptive
+        from bench.hijack_adaptive import report as adaptive
+        from bench.quality import load_labels
+
+        classes = adaptive((a.data / FILE).read_bytes().splitlines(), load_labels(a.data))
+        print_adaptive(classes, sys.stdout)
+        if a.json:
+            a.json.write_text(json.dumps(classes, indent=1, ensure_ascii=False), "utf-8")
+        return 0
     rep = report(a.data)
     print_report(rep)
     if a.json:

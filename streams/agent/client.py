@@ -17,6 +17,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -26,6 +27,8 @@ from ..client_settings import ClientSettings, SettingsError
 from ..contract import ACTIONS as ACTIONS
 from ..contract import SCHEMA_VERSION, fast_validator
 from ..contract import Action as Action
+from ..gate_policy import GatePolicy
+from ..gate_policy import load as load_gate_policy
 from ..kafka import signing, wire
 from ..kafka.probe import MissingTopic, broker_answers, topic_partitions
 from ..kafka.security import KafkaAuthError as KafkaAuthError
@@ -413,13 +416,17 @@ class SteeringClient:
         max_queued_bytes: int = MAX_QUEUED_BYTES,
         call_gate: bool | None = None,
         gate: GateMode | None = None,
+        gate_policy: GatePolicy | str | Path | None = None,
     ) -> None:
         """`on_health(healthy, reason)`: called (on the client's loop; keep it quick, it must not
         raise) when steering becomes unavailable or available again. While the broker is away
         at most `max_queued_events` / `max_queued_bytes` of events wait for it; newer ones are
         dropped (`dropped_events`). `call_gate`: the pre-call gate on or off for this client's
         sessions and adapters (default `RB_CLIENT_CALL_GATE`, on); `gate`: its mode, "lenient"
-        or "strict" (default `RB_CLIENT_GATE_MODE`, lenient; a session's or an adapter's wins).
+        or "strict" (default `RB_CLIENT_GATE_MODE`, lenient; a session's or an adapter's wins);
+        `gate_policy`: its policy (`streams.gate_policy`: a `GatePolicy`, or a TOML/JSON file's
+        path; default `RB_CLIENT_GATE_POLICY`, none: the defaults). A policy file that cannot be
+        read or is invalid raises ValueError here, naming the file and what is wrong.
 
         Without `settings`, RB_* are read here: an invalid value there does not raise (the
         agent never stops for steering) but turns steering off for this client, with one log
@@ -447,6 +454,16 @@ class SteeringClient:
         self.extra_names = s.extra_names  # names the workers add (RB_CLIENT_EXTRA_NAMES)
         self.call_gate = s.client_call_gate if call_gate is None else bool(call_gate)
         self.gate: GateMode = check_gate_mode(gate) or s.client_gate_mode
+        self.gate_policy: GatePolicy | None = None
+        if isinstance(gate_policy, GatePolicy):
+            self.gate_policy = gate_policy
+        elif gate_policy is not None:  # an explicit file: an invalid one raises here
+            self.gate_policy = load_gate_policy(gate_policy)
+        elif s.client_gate_policy and self.config_error is None:
+            try:  # RB_CLIENT_GATE_POLICY: invalid turns steering off, like any invalid RB_* value
+                self.gate_policy = load_gate_policy(s.client_gate_policy)
+            except ValueError as exc:
+                self.config_error = f"RB_CLIENT_GATE_POLICY: {exc}"
         self.denied_calls = 0  # tool calls check_call denied
         self.client_id = client_id or f"rb-client-{uuid.uuid4().hex[:8]}"
         self._producer: AIOKafkaProducer | None = None
@@ -1007,6 +1024,7 @@ class SteeringClient:
             raise RuntimeError(NOT_STARTED)
         # not connected yet: the partition is known once the broker has answered
         run = _Run(run_id, wire.partition_for(run_id, self._partitions) if self._connected else -1)
+        run.gate.intend(fields.get("task"))  # a user who asked only a question needs no destination
         self._runs[run_id] = run
         if self._connected:
             try:  # bounded: seeking the partition's end needs the broker
@@ -1105,7 +1123,7 @@ class SteeringClient:
         run = self._runs.get(run_id)
         if not self.call_gate or run is None:
             return ALLOW
-        verdict = run.gate.check(tool, args, strict=self.gate == "strict")
+        verdict = run.gate.check(tool, args, strict=self.gate == "strict", policy=self.gate_policy)
         if not verdict.allow:
             self.denied_calls += 1
             log_denial(run_id, run.gate.step, tool, verdict)
@@ -1225,6 +1243,11 @@ class SyncSteeringClient:
     def gate(self) -> GateMode:
         """The gate's mode for this client's sessions and adapters (`RB_CLIENT_GATE_MODE`)."""
         return self._client.gate
+
+    @property
+    def gate_policy(self) -> GatePolicy | None:
+        """The gate's policy (`RB_CLIENT_GATE_POLICY`; None: the defaults)."""
+        return self._client.gate_policy
 
     @property
     def denied_calls(self) -> int:

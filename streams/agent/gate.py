@@ -16,20 +16,25 @@ one, and any error in the check allow the call. A denial is a `GateVerdict` with
 with the user's task. The gate is on by default; `RB_CLIENT_CALL_GATE=false` (or
 `call_gate=False` on a client, a session or an adapter) turns it off.
 
-Its mode: "lenient" (the default) denies a value from a result that held instructions
-addressed to the agent; "strict" also denies any value a tool result introduced in an acting
-call (send, pay, delete, share, ...), so an instruction split from its value (the value in a
-later, plain output) is denied too, at the cost of refusing some calls the user wanted (pay the
-bill in bill.txt). `RB_CLIENT_GATE_MODE`, or `gate=` on a client, a session or an adapter (the
-narrower one wins).
+Provenance decides (`streams.gate_policy`): an acting call is denied when a value it carries
+came from a source its argument may not take values from. In "lenient" mode (the default) a
+destination (an address, an account, a URL) may come from the user, a trusted tool, or a tool
+output the agent looked up for an action the user asked for; a value that stood near
+instructions addressed to the agent is denied in any acting call, and a destination from data
+is denied in a run whose user asked for no action, however it was worded. "strict" also denies
+any value a tool result introduced in an acting call, at the cost of refusing some calls the
+user wanted (invite Dora at the address on her web page). `RB_CLIENT_GATE_MODE`, or `gate=` on
+a client, a session or an adapter (the narrower one wins); the policy file:
+`RB_CLIENT_GATE_POLICY` or `gate_policy=` on a client.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Literal, get_args
 
+from ..gate_policy import GatePolicy, asked_kinds
 from ..logsafe import safe_for_log
 from ..taint import GateVerdict, gate
 from ..untrusted import scrub
@@ -75,21 +80,36 @@ def taint_of(data: object) -> list[dict[str, Any]] | None:
     return taint
 
 
-def check(data: object, tool: object, args: object, *, strict: bool = False) -> GateVerdict:
+def check(
+    data: object,
+    tool: object,
+    args: object,
+    *,
+    strict: bool = False,
+    policy: GatePolicy | None = None,
+    asked: bool | Collection[str] | None = None,
+) -> GateVerdict:
     """The verdict on calling `tool` with `args` after the decision `data` (a decision's wire
     dict, or None when there was none): fails open on anything unexpected. `strict`: the gate's
-    strict mode (any tainted value in an acting call is denied)."""
-    return check_taint(taint_of(data), tool, args, strict=strict)
+    strict mode (any tainted value in an acting call is denied); `policy`: the deployment's
+    (`streams.gate_policy`, None: the defaults); `asked`: whether the user asked for an action."""
+    return check_taint(taint_of(data), tool, args, strict=strict, policy=policy, asked=asked)
 
 
 def check_taint(
-    taint: list[dict[str, Any]] | None, tool: object, args: object, *, strict: bool = False
+    taint: list[dict[str, Any]] | None,
+    tool: object,
+    args: object,
+    *,
+    strict: bool = False,
+    policy: GatePolicy | None = None,
+    asked: bool | Collection[str] | None = None,
 ) -> GateVerdict:
     """`check` on a taint list already read (`taint_of`, a `GateMemory`'s)."""
     if taint is None or not isinstance(tool, str):
         return ALLOW
     try:
-        verdict = gate(taint, tool, args, acting_strict=strict)
+        verdict = gate(taint, tool, args, acting_strict=strict, policy=policy, asked=asked)
     except Exception as exc:  # the gate must never cost the agent a call it could make
         log.warning("call gate error (the call is allowed): %s", safe_for_log(repr(exc), 200))
         return ALLOW
@@ -124,10 +144,22 @@ class GateMemory:
     What it holds is one tuple, swapped whole: read from one thread (the agent's) while another
     (the client's loop) remembers a late decision, a check sees the old taint or the new one."""
 
-    __slots__ = ("_held",)
+    __slots__ = ("_asked", "_held")
 
     def __init__(self) -> None:
         self._held: tuple[int, list[dict[str, Any]] | None] = (-1, None)
+        self._asked: frozenset[str] | None = None
+
+    @property
+    def asked(self) -> frozenset[str] | None:
+        """What the run's user asked for (`gate_policy.asked_kinds` of the task: the kinds of
+        destination its action needs, empty: no action; None: no task known)."""
+        return self._asked
+
+    def intend(self, task: object) -> None:
+        """Read the run's task: which destinations found in data the action the user asked for
+        may need (a user who asked only a question needs none)."""
+        self._asked = asked_kinds(task) if isinstance(task, str) else None
 
     @property
     def step(self) -> int:
@@ -164,9 +196,11 @@ class GateMemory:
         comes after the finish is older than FORGOTTEN)."""
         self._held = (FORGOTTEN, None)
 
-    def check(self, tool: object, args: object, *, strict: bool = False) -> GateVerdict:
+    def check(
+        self, tool: object, args: object, *, strict: bool = False, policy: GatePolicy | None = None
+    ) -> GateVerdict:
         """The verdict on calling `tool` with `args` against the taint held."""
-        return check_taint(self._held[1], tool, args, strict=strict)
+        return check_taint(self._held[1], tool, args, strict=strict, policy=policy, asked=self._asked)
 
 
 def denial_text(verdict: GateVerdict, tool: str) -> str:

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..contract import REASONBLOCKS_MARKER
+from ..gate_policy import GatePolicy
 from ..untrusted import scrub
 from . import compose
 from .client import Action, Decision, StepLogEntry, SyncSteeringClient, action_of
@@ -186,6 +187,7 @@ class SteeringSession:
         self.denied_calls = 0  # tool calls check_call denied
         # the taint check_call uses: the newest decision's, a late one keeps it (GateMemory)
         self._memory = GateMemory()
+        self._memory.intend(self.run_fields.get("task"))
 
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> Decision | None:
@@ -337,7 +339,13 @@ class SteeringSession:
         if not self.call_gate:
             return ALLOW
         memory = self._memory.newest(client_memory(self.client, self.run_id))
-        verdict = memory.check(tool, args, strict=self.gate == "strict")
+        policy = getattr(self.client, "gate_policy", None)
+        verdict = memory.check(
+            tool,
+            args,
+            strict=self.gate == "strict",
+            policy=policy if isinstance(policy, GatePolicy) else None,
+        )
         if not verdict.allow:
             self.denied_calls += 1
             log_denial(self.run_id, memory.step, tool, verdict)

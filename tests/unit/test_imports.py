@@ -97,7 +97,7 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 # Below the core: the wire contract, the quoting of untrusted text, and the taint values and
 # the call gate (standard library only, and each other), which the agent side shares.
-BELOW_THE_CORE = ("streams.contract", "streams.untrusted", "streams.taint")
+BELOW_THE_CORE = ("streams.contract", "streams.untrusted", "streams.taint", "streams.gate_policy")
 
 
 def test_the_core_imports_nothing_above_it() -> None:
@@ -130,6 +130,7 @@ AGENT_SIDE = (
     "streams.kafka.signing",  # decision signatures: standard library only
     "streams.kafka.probe",  # is the broker there: one metadata request naming no topic
     "streams.taint",  # the call gate's values and hashes: standard library only
+    "streams.gate_policy",  # the call gate's policy file: standard library only
     "streams.kafka.wire",
     "streams.logsafe",  # escaping for log lines: standard library only
 )
