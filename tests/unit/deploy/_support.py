@@ -58,24 +58,6 @@ def exported_metric_names() -> set[str]:
     return names
 
 
-# Issue 50's metrics that other branches add to streams.worker.metrics (the outcome record's:
-# rb_runs_finished_total, rb_run_steps, rb_run_cost_usd, rb_compliance_total; the guard's:
-# rb_guard_observe_only, rb_guard_switches_total, names fixed in advance), which the dashboard's
-# Experiment row and alert RbGuardSteeringOff already read. A name leaves this set as soon as the
-# worker exports it: test_pending_metrics_are_not_exported_yet fails until it does, so the
-# allowance ends with the merge and the usual check (only exported names) holds again.
-PENDING_METRICS = frozenset(
-    {
-        *(f"rb_run_steps{s}" for s in ("_bucket", "_sum", "_count")),
-        *(f"rb_run_cost_usd{s}" for s in ("_bucket", "_sum", "_count")),
-        "rb_runs_finished_total",
-        "rb_compliance_total",
-        "rb_guard_observe_only",
-        "rb_guard_switches_total",
-    }
-)
-
-
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
 # Identifiers that may name a series: not preceded by a word character, ':', '.' or '$'
 # (so durations such as 5m, numbers and Grafana variables are not taken for names).

@@ -12,7 +12,6 @@ import pytest
 
 from ._support import (
     GRAFANA_DIR,
-    PENDING_METRICS,
     exported_metric_names,
     load_rules,
     load_yaml,
@@ -113,12 +112,6 @@ def test_exported_names_are_series_names(exported: set[str]) -> None:
     assert "rb_steps_processed" not in exported  # counters are exposed with _total only
 
 
-def test_pending_metrics_are_not_exported_yet(exported: set[str]) -> None:
-    """The allowance for issue 50's metrics from other branches ends once they are merged."""
-    merged = PENDING_METRICS & exported
-    assert not merged, f"the worker exports {sorted(merged)} now: remove them from _support.PENDING_METRICS"
-
-
 def test_the_experiment_rows_wilson_bounds_are_the_wilson_interval(dashboard: dict[str, Any]) -> None:
     """The PromQL bounds (no Wilson function in PromQL: the formula on the counts) give the
     textbook interval: 30 of 100 -> [0.2189, 0.3958]."""
@@ -176,7 +169,7 @@ def test_dashboard_queries_use_exported_metrics(dashboard: dict[str, Any], expor
     for where, expr in _exprs(dashboard):
         names = series_names(expr)
         assert names, f"{where}: no metric in {expr!r}"
-        unknown = names - exported - {"up"} - PENDING_METRICS
+        unknown = names - exported - {"up"}
         assert not unknown, f"{where}: {sorted(unknown)} not exported by streams.worker.metrics: {expr!r}"
         seen |= names
     # Everything the worker exports is on the dashboard somewhere (_sum/_created aside).
@@ -239,7 +232,7 @@ def test_alerts_use_exported_metrics_or_recording_rules(exported: set[str]) -> N
         name = rule.get("record") or rule["alert"]
         names = series_names(rule["expr"])
         assert names, f"{name}: no metric in {rule['expr']!r}"
-        unknown = {n for n in names if ":" not in n} - exported - {"up"} - PENDING_METRICS
+        unknown = {n for n in names if ":" not in n} - exported - {"up"}
         assert not unknown, f"{name}: {sorted(unknown)} not exported by streams.worker.metrics"
         # Rules of a group run in order: a recording rule must come before its users.
         undefined = {n for n in names if ":" in n} - recorded
