@@ -25,7 +25,9 @@ from .logsafe import safe_for_log
 from .settings import Settings, SettingsError, check_tenant_name
 
 # Settings that are never flags: secrets, and what `replay` does not use.
-_NO_FLAG = set(Settings.SECRETS)
+# Secrets never go on a command line; the experiment settings are JSON (env only: RB_EXPERIMENT,
+# RB_ORG_EXPERIMENT), and `demo`/`simulate --experiment` is the simulator's switch.
+_NO_FLAG = set(Settings.SECRETS) | {"experiment", "org_experiment"}
 # The settings the pattern commands use: where the store is.
 _STORE_FLAGS = ("data_dir", "patterns_path", "qdrant_url", "etrace_timeout_ms", "log_level")
 # bytes/s a tenant may produce per broker (streams.kafka.quotas, which needs aiokafka: kept here)

@@ -32,6 +32,7 @@ WORKER_COMMANDS = (
     "tenants",
     "deadletters",
     "models",
+    "experiment",
 )
 _EXTRA = re.compile(r"""extra\s*==\s*["']worker["']""")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")

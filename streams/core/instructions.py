@@ -116,9 +116,10 @@ ADDRESS_BEFORE = re.compile(
     r"\b(?:you are|you're|if you are|as) (?:an? |the )?)$"
 )
 # what follows a model addressed: a stop, a comma, "you" ("as an AI assistant you must"), a
-# clause about it; not a noun it qualifies ("related to AI regulation", "for AI research")
+# clause about it, its kind in the plural too ("note to AI assistants:"); not a noun it
+# qualifies ("related to AI regulation", "for AI research")
 ADDRESS_AFTER = re.compile(
-    r"[ \t]{0,2}(?:[,:;!.?)\n]|$|(?:you|reading|that|who|which|processing|handling|agent|assistant|model)\b)"
+    r"[ \t]{0,2}(?:[,:;!.?)\n]|$|(?:you|reading|that|who|which|processing|handling|agents?|assistants?|models?|systems?)\b)"
 )
 MARKER_TAG = re.compile(
     r"<\s{0,3}/?\s{0,3}(?:information|instructions?|system|sys|assistant|im_start|im_end|important|admin|"

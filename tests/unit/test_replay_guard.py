@@ -5,24 +5,25 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
-from streams.core import engine
 from streams.core.guard import ALL
 from streams.replay import Replayer
 from tests.factories import b, run_start, step
 from tests.models import semantics
 
+# holdout 0: every run of the experiment is in the treatment arm
+TREATMENT = {"name": "g", "holdout": 0.0, "seed": "s"}
 
-def looping_run() -> list[bytes]:
-    evs: list[dict[str, Any]] = [run_start("r", model="own-model")]
+
+def looping_run(experiment: dict[str, Any] | None) -> list[bytes]:
+    start = run_start("r", model="own-model", **({"experiment": experiment} if experiment else {}))
+    evs: list[dict[str, Any]] = [start]
     for i in range(1, 13):
         evs.append(step("r", i, action="search", action_input={"q": "same"}, observation="no results"))
     return [b(e) for e in evs]
 
 
-def decisions(rp: Replayer) -> list[dict[str, Any]]:
-    return [dict(d) for d, _ in rp.run(looping_run()) if d]
+def decisions(rp: Replayer, experiment: dict[str, Any] | None = TREATMENT) -> list[dict[str, Any]]:
+    return [dict(d) for d, _ in rp.run(looping_run(experiment)) if d]
 
 
 def with_verdict(off: frozenset[str]) -> Replayer:
@@ -31,12 +32,7 @@ def with_verdict(off: frozenset[str]) -> Replayer:
     return rp
 
 
-@pytest.fixture
-def treatment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine, "_arm", lambda st: "treatment")
-
-
-def test_a_run_switched_off_gets_no_steering_and_its_state_evolves_as_steered(treatment: None) -> None:
+def test_a_run_switched_off_gets_no_steering_and_its_state_evolves_as_steered() -> None:
     steered = Replayer(sem=semantics())
     plain = decisions(steered)
     assert any(d["inject"] for d in plain)  # the loop is told: the check below is not vacuous
@@ -50,7 +46,7 @@ def test_a_run_switched_off_gets_no_steering_and_its_state_evolves_as_steered(tr
     assert (a.monitor_injections, a.rung) == (z.monitor_injections, z.rung)
 
 
-def test_one_monitor_switched_masks_only_when_it_fired(treatment: None) -> None:
+def test_one_monitor_switched_masks_only_when_it_fired() -> None:
     plain = decisions(Replayer(sem=semantics()))
     fired = {m for d in plain for m in d["monitors"]["fired"]}
     assert fired
@@ -61,10 +57,10 @@ def test_one_monitor_switched_masks_only_when_it_fired(treatment: None) -> None:
 
 
 def test_runs_without_an_experiment_are_never_masked_by_the_guard() -> None:
-    # without the arms' config (no experiment) the arm is None: the verdict is not applied
+    # a run in no experiment has no arm: the verdict is not applied
     def plain(ds: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [{k: v for k, v in d.items() if k != "processed_ts"} for d in ds]
 
-    steered = plain(decisions(Replayer(sem=semantics())))
+    steered = plain(decisions(Replayer(sem=semantics()), None))
     assert any(d["inject"] for d in steered)
-    assert plain(decisions(with_verdict(frozenset({ALL})))) == steered
+    assert plain(decisions(with_verdict(frozenset({ALL})), None)) == steered
