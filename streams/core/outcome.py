@@ -209,6 +209,7 @@ def outcome_record(st: Any, ended_by: str) -> dict[str, Any]:
         "stops": st.stops,
         "first_fire": dict(st.first_fire),
         "compliance": _compliance(st),
+        "compliance_by_model": compliance.by_model(st),
     }
 
 

@@ -435,18 +435,21 @@ class Metrics:
         child(self.runs_finished, org, experiment, arm, outcome_label(record["outcome"])).inc()
         child(self.run_steps, org, experiment, arm).observe(record["steps"])
         child(self.run_cost, org, experiment, arm).observe(record["cost_usd"])
-        compliance = record.get("compliance") or {}
-        if not compliance:
-            return
-        calls = record["model_calls"]
-        top = min(calls, key=lambda m: (-calls[m], m)) if calls else "unknown"
-        model = self._bounded("model", str(top)[:100])
-        for name, verdicts in compliance.items():
+        # per served model (the model of the step each intervention answered); a record
+        # without the split counts on the run's most-called model
+        by_model = record.get("compliance_by_model") or {}
+        if not by_model and record.get("compliance"):
+            calls = record["model_calls"]
+            top = min(calls, key=lambda m: (-calls[m], m)) if calls else "unknown"
+            by_model = {name: {top: v} for name, v in record["compliance"].items()}
+        for name, models in by_model.items():
             monitor = self._bounded("monitor", str(name)[:64])
-            for verdict in ("complied", "ignored"):
-                n = verdicts.get(verdict, 0)
-                if n:
-                    child(self.compliance, monitor, model, arm, verdict).inc(n)
+            for served, verdicts in models.items():
+                model = self._bounded("model", str(served)[:100])
+                for verdict in ("complied", "ignored"):
+                    n = verdicts.get(verdict, 0)
+                    if n:
+                        child(self.compliance, monitor, model, arm, verdict).inc(n)
 
     def guard_switched(self, org: str, experiment: str, monitor: str) -> None:
         """The guard switched `monitor` ('*': everything) of the org's experiment off."""

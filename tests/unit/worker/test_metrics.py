@@ -179,3 +179,25 @@ def test_ended_runs_are_counted_by_org_experiment_arm_and_outcome_with_bounded_l
         if "rb_runs_finished_total{" in line
     }
     assert len(orgs) <= LABELS_CAP + 1 and "other" in orgs
+
+
+def test_compliance_is_counted_on_the_model_that_served_each_answered_step() -> None:
+    m = Metrics(process=False)
+    by_model = {
+        "semantic_loop": {"small": {"complied": 1, "ignored": 0}, "big": {"complied": 0, "ignored": 3}}
+    }
+    m.outcome(
+        _outcome(
+            "acme",
+            compliance={"semantic_loop": {"complied": 1, "ignored": 3, "pending": 0}},
+            compliance_by_model=by_model,
+        )
+    )
+    get = m.registry.get_sample_value
+
+    def n(model: str, verdict: str) -> float | None:
+        labels = {"arm": "control", "model": model, "monitor": "semantic_loop", "verdict": verdict}
+        return get("rb_compliance_total", labels)
+
+    assert (n("small", "complied"), n("big", "ignored")) == (1, 3)
+    assert n("big", "complied") is None and n("small", "ignored") is None  # not the run's top model's
