@@ -27,31 +27,6 @@ STARTER = REPO / "patterns" / "starter.jsonl"
 DECISION_KEY = "decision-key-for-tests"
 
 
-# Session fixtures that start something costly (a worker ~10 s, a broker, a wheel build).
-SHARED_FIXTURES = ("spare_broker_session", "built_wheel", "worker", "adapters_worker", "seeded_worker")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`--dist loadgroup`, scripts/test.sh), keep each test module in one
-    process, and every module that uses the same costly session fixture in the same one: each
-    worker, broker and wheel is then started once per run, as without xdist, and module
-    fixtures (test_bench_smoke's benchmarks) run once. Without xdist the marks do nothing."""
-    parent: dict[str, str] = {}
-
-    def find(x: str) -> str:
-        while parent.setdefault(x, x) != x:
-            x = parent[x]
-        return x
-
-    for item in items:
-        module = item.nodeid.split("::", 1)[0]
-        for name in SHARED_FIXTURES:
-            if name in getattr(item, "fixturenames", ()):
-                parent[find(module)] = find(name)
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(find(item.nodeid.split("::", 1)[0])))
-
-
 @pytest.fixture(scope="session")
 def broker() -> Iterator[str]:
     """A broker on PORT; started (fresh data dir) unless one is already listening there."""
