@@ -166,17 +166,10 @@ async def read(
 ) -> int:
     """Emit the matching records (the last `q.limit`, oldest first), then with `q.follow` each
     new match until `stop` is set. Returns how many were emitted."""
-    c = AIOKafkaConsumer(
-        bootstrap_servers=s.bootstrap_servers,
-        client_id="rb-deadletters",
-        group_id=None,
-        enable_auto_commit=False,
-        isolation_level="read_committed",
-        **client_kwargs(s),
-    )
+    c = reader(s, "rb-deadletters")
     await c.start()
     try:
-        tps = await _partitions(c, topic)
+        tps = await partitions_of(c, topic)
         c.assign(tps)
         ends = await c.end_offsets(tps)
         begins = await c.beginning_offsets(tps)
@@ -208,7 +201,20 @@ async def read(
         await c.stop()
 
 
-async def _partitions(c: AIOKafkaConsumer, topic: str, wait_s: float = 10.0) -> list[TopicPartition]:
+def reader(s: KafkaSettings, client_id: str) -> AIOKafkaConsumer:
+    """A consumer outside any group that reads committed records where it is told (assign,
+    seek): the dead-letter, outcomes and guard readers' one shape."""
+    return AIOKafkaConsumer(
+        bootstrap_servers=s.bootstrap_servers,
+        client_id=client_id,
+        group_id=None,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        **client_kwargs(s),
+    )
+
+
+async def partitions_of(c: AIOKafkaConsumer, topic: str, wait_s: float = 10.0) -> list[TopicPartition]:
     """The topic's partitions; TopicMissing when the broker has no such topic. (A consumer
     learns a topic's partitions once subscribed to it: subscribed here for that only.)"""
     if topic not in await c.topics():

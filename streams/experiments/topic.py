@@ -7,10 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 
-from ..deadletters import TopicMissing, _partitions
-from ..kafka.security import client_kwargs
+from ..deadletters import TopicMissing, partitions_of, reader
 from ..settings import KafkaSettings
 
 MAX_RECORDS = 5_000_000  # a bound on what one report holds in memory (~1 KB a record)
@@ -22,17 +21,10 @@ def outcomes_topic(s: KafkaSettings) -> str:
 
 async def read_outcomes(s: KafkaSettings, topic: str) -> tuple[list[dict[str, Any]], int]:
     """(the records in write order, how many values were not JSON objects: left out)."""
-    c = AIOKafkaConsumer(
-        bootstrap_servers=s.bootstrap_servers,
-        client_id="rb-experiment-report",
-        group_id=None,
-        enable_auto_commit=False,
-        isolation_level="read_committed",
-        **client_kwargs(s),
-    )
+    c = reader(s, "rb-experiment-report")
     await c.start()
     try:
-        tps = await _partitions(c, topic)
+        tps = await partitions_of(c, topic)
         c.assign(tps)
         ends = await c.end_offsets(tps)
         begins = await c.beginning_offsets(tps)

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from ..core.guard import Guard, Switch
-from ..deadletters import _partitions as partitions
+from ..deadletters import partitions_of as partitions
 from ..logsafe import safe_for_log
 
 log = logging.getLogger("streams.guard")
