@@ -131,12 +131,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
     _check_web_port(s.web_host, s.web_port)
     if (why := unreachable(s)) is not None:
         return _fail(why, 1)
-    loop = asyncio.new_event_loop()
-    try:
-        # the app id is this prefix's, or the worker refuses it (streams.kafka.ownership)
-        counts = loop.run_until_complete(ensure_topics(s, claim=True))
-    finally:
-        loop.close()
+    # the app id is this prefix's, or the worker refuses it (streams.kafka.ownership). asyncio.run,
+    # not a bare loop: a stop mid-call (SIGTERM raises SystemExit in it) cancels the call and lets
+    # its clients close before the loop does, where a closed loop left their tasks to die noisily.
+    counts = asyncio.run(ensure_topics(s, claim=True))
     asyncio.set_event_loop(asyncio.new_event_loop())
     try:
         w = assemble(s, counts[s.steering_topic], policy)
