@@ -97,9 +97,21 @@ class BrokerWatch:
         self.down_since: float | None = None
         self._client: Any = None
         self._answered_once = False
+        self._inflight: asyncio.Future[bool] | None = None
+        self._closed = False
         gauge.set(0)
 
     async def probe(self) -> bool:
+        """One probe, shielded: a stop that cancels the timer mid-handshake (SASL's takes
+        several round trips) does not cancel the connection's own coroutines, which aiokafka
+        then reported as an unclosed connection with a traceback; `close` waits for it."""
+        if self._closed:
+            return self.connected
+        if self._inflight is None or self._inflight.done():
+            self._inflight = asyncio.ensure_future(self._probe())
+        return await asyncio.shield(self._inflight)
+
+    async def _probe(self) -> bool:
         if self.quiet is not None:
             self.quiet.install()
         try:
@@ -123,7 +135,17 @@ class BrokerWatch:
         return True
 
     async def close(self) -> None:
-        """Close the probe's connection (the worker is stopping); within a second, never raises."""
+        """Close the probe's connection (the worker is stopping), after a probe in flight has
+        ended (bounded by its timeout); never raises."""
+        self._closed = True
+        inflight = self._inflight
+        if inflight is not None and not inflight.done():
+            await asyncio.wait([inflight], timeout=self.timeout_s + 1.0)
+            if not inflight.done():
+                inflight.cancel()
+                await asyncio.wait([inflight], timeout=1.0)
+        if inflight is not None and inflight.done() and not inflight.cancelled():
+            inflight.exception()  # retrieved: never "exception was never retrieved"
         client, self._client = self._client, None
         if client is not None:
             closing = asyncio.ensure_future(client.close())

@@ -121,3 +121,48 @@ def test_the_probe_asks_for_no_topics_metadata_so_its_cost_does_not_grow_with_th
     for _, request in sent:
         for version in (MetadataRequest_v1, MetadataRequest_v5):
             assert request.build(version).topics == []  # type: ignore[attr-defined]
+
+
+class SlowHandshake:
+    """A client whose bootstrap takes a while (a SASL handshake's round trips)."""
+
+    def __init__(self) -> None:
+        self.bootstrapped = self.closed = self.cancelled = False
+
+    async def bootstrap(self) -> None:
+        try:
+            await asyncio.sleep(0.3)
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        self.bootstrapped = True
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def test_a_stop_mid_handshake_lets_the_probe_finish_then_closes_its_client() -> None:
+    """The timer cancelled while its probe is in the handshake (a worker stopping): the
+    handshake is not cut (aiokafka reported a cut one as an unclosed connection with a
+    traceback), `close` waits for it and then closes the client; no probe starts after."""
+    client = SlowHandshake()
+    made: list[SlowHandshake] = []
+
+    def connect() -> SlowHandshake:
+        made.append(client)
+        return client
+
+    async def main() -> None:
+        watch = BrokerWatch(connect, gauge(), timeout_s=2.0)
+        timer = asyncio.ensure_future(watch.probe())
+        await asyncio.sleep(0.05)
+        timer.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await timer
+        assert not client.cancelled and not client.bootstrapped  # still shaking hands
+        await watch.close()
+        assert client.bootstrapped and client.closed and not client.cancelled
+        assert await watch.probe() is True  # closed: the last answer, no new connection
+        assert len(made) == 1
+
+    asyncio.run(main())
