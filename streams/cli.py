@@ -522,6 +522,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .local.demo import main as demo_main
     from .local.respond import RESPONSIVE
 
+    _stop_on_sigterm()  # a SIGTERM (a `timeout`, a closed terminal) stops the broker and worker too
     try:
         experiment = _experiment_arg(args)
     except ValueError as exc:

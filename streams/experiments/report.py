@@ -359,14 +359,14 @@ def text(rep: Mapping[str, Any]) -> str:
         lines.append("  " + _verdict_line(e["sequential"]))
         if e["monitors"]:
             lines.append(
-                f"  {'monitor':<18} {'stopped when told':>18} {'by itself (ctl)':>16} "
+                f"  {'monitor':<20} {'stopped when told':>18} {'by itself (ctl)':>16} "
                 f"{'success after 1st fire: treat.':>31} {'control':>14}  verdict"
             )
         for m in e["monitors"]:
             told, alone = m["stopped_when_told"], m["stopped_by_itself"]
             t, c = m["after_first_fire"]["treatment"], m["after_first_fire"]["control"]
             lines.append(
-                f"  {safe_for_log(m['monitor'], 18)[:18]:<18} {_pct(told['rate']):>8} of {told['n']:<7} "
+                f"  {safe_for_log(m['monitor'], 20)[:20]:<20} {_pct(told['rate']):>8} of {told['n']:<7} "
                 f"{_pct(alone['rate']):>7} of {alone['n']:<6} "
                 f"{_pct(t['success_rate']):>14} of {t['runs']:<14} {_pct(c['success_rate']):>6} of {c['runs']:<5}  "
                 f"{m['sequential']['verdict']}"

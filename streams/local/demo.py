@@ -13,7 +13,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -306,19 +306,30 @@ async def fleet(
     one after another, every run's summary in order."""
     kinds = RESPONSIVE if experiment is not None else BEHAVIOURS
 
-    async def one(client: SteeringClient, i: int) -> list[AgentSummary]:
-        seed = i
-        done: list[AgentSummary] = []
-        while True:
-            done.append(await agent(client, kinds[i % len(kinds)], steps, seed, print, experiment))
-            if not forever and len(done) >= rounds:
-                return done
-            done = done[-1:]  # a --forever fleet keeps its memory flat
-            seed += runs
-
     async with SteeringClient(settings, deadline_ms=deadline_ms) as client:
-        per_agent = await asyncio.gather(*(one(client, i) for i in range(runs)))
+
+        def run_one(i: int, seed: int) -> Awaitable[AgentSummary]:
+            return agent(client, kinds[i % len(kinds)], steps, seed, print, experiment)
+
+        per_agent = await asyncio.gather(*(runs_of(run_one, i, runs, rounds, forever) for i in range(runs)))
     return [s for rows in per_agent for s in rows]
+
+
+async def runs_of(
+    run_one: Callable[[int, int], Awaitable[AgentSummary]], i: int, agents: int, rounds: int, forever: bool
+) -> list[AgentSummary]:
+    """Agent `i`'s runs one after another: `rounds` of them, or without end (`forever`, keeping
+    only the last summary, so a --forever fleet's memory stays flat). Each run's seed is the
+    previous one's plus the number of agents: every run of the fleet has a seed of its own."""
+    seed = i
+    done: list[AgentSummary] = []
+    while True:
+        done.append(await run_one(i, seed))
+        if forever:
+            done = done[-1:]
+        elif len(done) >= rounds:
+            return done
+        seed += agents
 
 
 def experiment_config(holdout: float, seed: str) -> dict[str, Any]:

@@ -76,3 +76,22 @@ def test_a_build_without_experiments_refuses_experiment_runs_in_one_line(capsys,
     monkeypatch.setattr(demo, "experiment_unsupported", lambda: "no experiments here")
     assert main(["demo", "--experiment"]) == 2
     assert capsys.readouterr().err == "rb-streams: no experiments here\n"
+
+
+def test_each_agent_runs_its_rounds_then_stops_and_every_run_has_a_seed_of_its_own():
+    """`--rounds 5` is five runs per agent (the loop once kept only the last summary and never
+    reached five: `demo --experiment` ran without end)."""
+    import asyncio
+
+    seeds: list[tuple[int, int]] = []
+
+    async def run_one(i: int, seed: int) -> AgentSummary:
+        seeds.append((i, seed))
+        return AgentSummary("looping-agent", f"r{seed}")
+
+    async def fleet_of(agents: int, rounds: int) -> list[list[AgentSummary]]:
+        return await asyncio.gather(*(demo.runs_of(run_one, i, agents, rounds, False) for i in range(agents)))
+
+    per_agent = asyncio.run(asyncio.wait_for(fleet_of(3, 5), 5))
+    assert [len(rows) for rows in per_agent] == [5, 5, 5]
+    assert len({s for _, s in seeds}) == 15 and sorted(s for i, s in seeds if i == 1) == [1, 4, 7, 10, 13]
