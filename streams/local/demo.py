@@ -500,6 +500,9 @@ def demo_settings(port: int, data_dir: str) -> Settings:
             web_port=free_port(),
             log_level="warn",
             patterns_seed=str(starter_library()),
+            # the example prices, so the outcome records and the experiment report show costs
+            # (an install without the checkout's deploy/ has none: costs then read 0)
+            prices_file=str(EXAMPLE_PRICES) if EXAMPLE_PRICES.is_file() else "",
         )
     )
 
