@@ -290,7 +290,16 @@ def _cut_reruns(w: Window, runs: list[Entry], edits: list[Entry], exact: bool, g
 def same_result(w: Window, sem: Semantics) -> Finding | None:
     """1. Same action, same result. Repeats with edits between are reruns of a check, which
     `_unchanged_by_edits` speaks about (there a result that differs only in a line or two
-    counts too: the edits did not move it); without, they are retries."""
+    counts too: the edits did not move it); without, they are retries.
+
+    A retry fires at 4 runs with nothing changed between (3 score below firing). A result that
+    differs from the current one in one short line only, replaced by a line of the same label
+    (`seed: banana`, `seed: falcon`; `signal.one_off`), all else equal (length, long lines,
+    failure, test counts, error), counts as the same, and the text then says "but for one short
+    line that differed between runs"; a count that moves, a new error or another sentence is
+    another result. A result cut by its producer is unknown past the cut: reruns after edits
+    whose outputs were cut are said as advice to read the end (`_cut_reruns`), never as "the
+    same output"."""
     cur = w.cur
     if not (cur.sig and cur.obs) or (cur.modifies and not cur.verifies) or cur.condense:
         return None
@@ -588,7 +597,11 @@ def _brought_new(w: Window, agent: str, since: int) -> bool:
 
 
 def same_message(w: Window, sem: Semantics) -> Finding | None:
-    """3. The same message, no tool call between."""
+    """3. The same message, no tool call between, 3 times by one agent. In a chat, not while
+    the other agents' results in between change ("scroll down" sent again while each answer
+    shows a new part of the page is paging): their tool results and the pages or outputs they
+    show count, their prose does not (agents re-discussing a step in new words is the
+    repetition itself)."""
     cur = w.cur
     if not (cur.action is None and cur.thought and (cur.message or not cur.agent)):
         return None
@@ -687,7 +700,15 @@ def _same_kind(w: Window, a: Entry, b: Entry) -> str:
 def reworded_action(w: Window, sem: Semantics) -> Finding | None:
     """7. The same action reworded, returning nothing new. Edits are left out: successive edits
     of one file look alike and answer alike ("file edited") yet are progress; an edit loop
-    shows up as repeated errors or as the same test failing again (rules 1 and 2)."""
+    shows up as repeated errors or as the same test failing again (rules 1 and 2).
+
+    The query or command alone is compared (`_asked`, without a path the calls share), through
+    the cascade band FAST_HI / FAST_LO / REWORDED_SIM, 3 times since the last edit, and the
+    text says what holds: no results, the same results (content sketches overlapping at least
+    NO_PROGRESS_OBS), the same error, or only the input's own text printed back. Test runs, the
+    same query over other files, other ids (`_ids`) and one command template aimed at other
+    names (`_other_target`: `grep "class ASTBase"`, then `grep "class Symbol"`) are
+    exploration."""
     cur = w.cur
     if not cur.text or cur.condense or cur.modifies or cur.verifies:
         return None
@@ -792,7 +813,10 @@ def search_streak(w: Window, sem: Semantics) -> Finding | None:
 def same_page(w: Window, sem: Semantics) -> Finding | None:
     """11. A browsing agent showing the same page content again (chats of messages: the
     orchestrator re-words its request, the agent searches again and the same results come
-    back, or it lands on the same page). Pages it scrolls through or new results are progress."""
+    back, or it lands on the same page). Pages it scrolls through or new results are progress.
+    A page is its lines after the first, without the screenshot's title and link, the viewport
+    line and the OCR heading (`signal.page_lines`): at least PAGE_LINES_MIN lines, 3 times,
+    each overlapping the current page at least NEAR_SAME, whatever the agent was asked."""
     cur = w.cur
     if cur.action or not (cur.message and len(cur.lines) >= PAGE_LINES_MIN):
         return None
