@@ -1,5 +1,5 @@
-"""The worker's HTTP views: the runs it holds, run state, its step log, metrics, liveness and
-readiness.
+"""The worker's HTTP views: the runs it holds, run state, its step log, its page (HTML,
+`streams.run_page`), metrics, liveness and readiness.
 
 Faust's own /table and /router pages are off (they would show raw table values, i.e. step
 text); these are the only way in, and all but /health and /ready need a bearer token when
@@ -17,6 +17,7 @@ from typing import Any
 import faust
 
 from ..core.state import TraceState
+from ..run_page import CSP, render_run_page
 from ..untrusted import scrub
 from .deadlettered import ANY
 from .metrics import Metrics
@@ -79,15 +80,7 @@ def install(
         st = readable(run_id, reader)
         if st is None:
             return not_found(view, run_id, reader)
-        body = st.summary()
-        why = body.get("rung_reason")
-        if isinstance(why, dict) and isinstance(why.get("text"), str):
-            # a state stored before texts were scrubbed may hold raw event text: scrub it again
-            body["rung_reason"] = {**why, "text": scrub(why["text"])}
-        dl = deadlettered(run_id, scope(reader))
-        if dl is not None:  # a started run some of whose events were refused (a gap, a conflict)
-            body["deadletter"] = dl
-        return view.json(body)
+        return view.json(run_summary(st, deadlettered(run_id, scope(reader))))
 
     @app.page("/runs/{run_id}/steps")
     @guarded
@@ -97,6 +90,18 @@ def install(
         if st is None:
             return not_found(view, run_id, reader)
         return view.json({"run_id": run_id, "step": st.last_step, "steps": st.step_log_entries()})
+
+    @app.page("/runs/{run_id}/view")
+    @guarded
+    @app.table_route(table=table, match_info="run_id")
+    async def page_view(view: Any, request: Any, run_id: str, reader: Reader = OPERATOR) -> Any:
+        st = readable(run_id, reader)
+        if st is None:
+            return not_found(view, run_id, reader)
+        summary, steps = page_input(st, deadlettered(run_id, scope(reader)))
+        # text/html; charset=utf-8. The CSP header is lost when Faust forwards the request to
+        # the run's owner (it keeps the body and content type only): the page carries it too.
+        return view.html(render_run_page(summary, steps), headers={"Content-Security-Policy": CSP})
 
     @app.page("/metrics")
     @guarded
@@ -111,6 +116,33 @@ def install(
     @app.page("/ready")
     async def ready_view(view: Any, request: Any) -> Any:
         return ready_answer(view, ready(), stalled(), not_progressing(), missing())
+
+
+def run_summary(st: TraceState, dl: dict[str, Any] | None) -> dict[str, Any]:
+    """`GET /runs/{id}`'s body: the run's summary, and `dl`, what this worker dead-lettered of
+    the run lately (a started run some of whose events were refused: a gap, a conflict)."""
+    body = st.summary()
+    why = body.get("rung_reason")
+    if isinstance(why, dict) and isinstance(why.get("text"), str):
+        # a state stored before texts were scrubbed may hold raw event text: scrub it again
+        body["rung_reason"] = {**why, "text": scrub(why["text"])}
+    if dl is not None:
+        body["deadletter"] = dl
+    return body
+
+
+def page_input(st: TraceState, dl: dict[str, Any] | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """What `GET /runs/{id}/view` renders: `/runs/{id}`'s body with the run's cost so far, and
+    `/runs/{id}/steps`' entries, the last steering text the run kept on the step it answered
+    (the step log keeps sources only, the state the last monitor text)."""
+    summary = {**run_summary(st, dl), "cost_usd": st.cost_usd, "cost_estimated": st.cost_estimated}
+    steps = st.step_log_entries()
+    last, said = st.last_monitor_injection_step, st.last_monitor_injection_text
+    if last is not None and said:
+        for e in steps:
+            if e["step"] == last:
+                e["steering"] = [scrub(said)]
+    return summary, steps
 
 
 LIST_LIMIT = 100  # runs per page of GET /runs unless ?limit= says otherwise
