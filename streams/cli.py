@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -213,11 +214,19 @@ def cmd_replay(args: argparse.Namespace) -> int:
         from .core.guard import Guard, GuardSettings
 
         guard = Guard(GuardSettings(enabled=True, alpha=s.guard_alpha, min_runs=s.guard_min_runs))
+    if (args.run is None) != (args.html is None):
+        raise UserError("replay: --run and --html go together (--run ID --html OUT.html)", 2)
+    page = _RunPage(args.run) if args.run is not None else None
     with contextlib.ExitStack() as stack:
         src = sys.stdin.buffer if args.file == "-" else stack.enter_context(open(args.file, "rb"))
-        out = (
-            sys.stdout.buffer if args.output in (None, "-") else stack.enter_context(open(args.output, "wb"))
-        )
+        if page is not None and args.output is None:
+            out: Any = io.BytesIO()  # --html without -o: the page is the output, not the decisions
+        else:
+            out = (
+                sys.stdout.buffer
+                if args.output in (None, "-")
+                else stack.enter_context(open(args.output, "wb"))
+            )
         dl = stack.enter_context(open(args.deadletter, "wb")) if args.deadletter else None
         oc = stack.enter_context(open(args.outcomes, "wb")) if args.outcomes else None
         models = load_models()  # once: the monitors and the pattern store share them
@@ -241,7 +250,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
             on_deadletter=None if args.json else _DeadLetterLines(args.file),
             outcomes=oc,
             guard=guard,
+            on_event=None if page is None else page.see,
         )
+    if page is not None:
+        page.write(args.html, args.file)
     summary: dict[str, Any] = {"decisions": n_dec, "deadletters": n_dl}
     if guard is not None:
         summary["guard_switches"] = [sw.why for sw in guard.switches]
@@ -257,6 +269,38 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if n_dl and (args.strict or not n_dec):
         return 1  # --strict: anything dead-lettered fails; without it, a file with no valid event does
     return 0
+
+
+class _RunPage:
+    """`replay --run ID --html OUT.html`: the run's page (`streams.run_page`) as the worker
+    would serve it, with what only a replay knows: every step's decision (the texts the agent
+    received, the ladder's action) and the run's cost after each step."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.state: Any = None
+        self.decisions: list[dict[str, Any]] = []
+        self.costs: dict[int, float] = {}
+
+    def see(self, rp: Any, decision: Any) -> None:
+        st = rp.states.get(self.run_id)
+        if st is not None:
+            self.state = st
+        if decision is not None and decision["run_id"] == self.run_id:
+            self.decisions.append(decision)
+            if st is not None:
+                self.costs[decision["step"]] = st.cost_usd
+
+    def write(self, path: str, source: str) -> None:
+        from .run_page import render_run_page, steps_from_decisions
+
+        if self.state is None:
+            raise UserError(f"replay: run {self.run_id!r} is not in {source} (no event of it was applied)")
+        summary = {**self.state.summary(), "cost_usd": self.state.cost_usd}
+        summary["cost_estimated"] = self.state.cost_estimated
+        page = render_run_page(summary, steps_from_decisions(self.decisions, self.costs))
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(page)
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
@@ -846,6 +890,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="multi-tenant mode: the events came from this tenant's steps topic (its org, as the worker rules)",
     )
     r.add_argument("--patterns", default=None, help="local pattern store directory to query (read-only use)")
+    r.add_argument("--run", default=None, metavar="ID", help="with --html: the run whose page to write")
+    r.add_argument(
+        "--html",
+        default=None,
+        metavar="OUT.html",
+        help="write --run's page (the worker's /runs/{id}/view, with every step's decision and cost) "
+        "here; decisions go to -o only when it is given",
+    )
     _add_settings_flags(
         r,
         (

@@ -127,12 +127,14 @@ def replay_file(
     on_deadletter: Callable[[int, dict[str, Any]], None] | None = None,
     outcomes: BinaryIO | None = None,
     guard: Guard | None = None,
+    on_event: Callable[[Replayer, DecisionRecord | None], None] | None = None,
 ) -> tuple[int, int]:
     """Write one decision per line; return (decisions, dead-letters). `tenant`: every line came
     from that tenant's steps topic (multi-tenant mode). `on_deadletter(line_number, record)`
     hears of each refused line (1-based, blank lines counted), so a user can find it.
     `outcomes`: where the runs' outcome records go, one per line, as the worker sends them
-    (a run the file leaves unfinished gets the "abandoned" record its idle eviction sends)."""
+    (a run the file leaves unfinished gets the "abandoned" record its idle eviction sends).
+    `on_event(replayer, decision)` is called after each line is applied (`--html`'s page)."""
     n_dec = n_dl = 0
     rp = Replayer(
         limits,
@@ -162,6 +164,8 @@ def replay_file(
             n_dl += 1
             if deadletters is not None:
                 deadletters.write(deadletter_bytes(dl) + b"\n")
+        if on_event is not None:
+            on_event(rp, decision)
     if outcomes is not None:
         for record in rp.unfinished():
             outcomes.write(encode_outcome(record) + b"\n")

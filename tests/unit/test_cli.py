@@ -486,3 +486,34 @@ def test_a_worker_pointed_at_a_port_that_is_not_kafka_says_so_within_seconds(
     line = one_line(capsys.readouterr().err)
     assert f"127.0.0.1:{port} accepts connections but is not a Kafka broker" in line and said in line
     assert "RB_BROKER" in line
+
+
+def test_replay_writes_a_runs_page_and_names_an_unknown_run_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    src = tmp_path / "runs.jsonl"
+    evs = [
+        run_start("r"),
+        run_start("other"),
+        step("r", 1, thought="<script>alert(1)</script>"),
+        step("r", 2),
+    ]
+    src.write_bytes(b"\n".join(b(e) for e in evs) + b"\n")
+    page = tmp_path / "r.html"
+    assert main(["replay", str(src), "--run", "r", "--html", str(page)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""  # --html without -o: the page is the output
+    text = page.read_text("utf-8")
+    assert text.startswith("<!DOCTYPE html>") and "run r" in text and "<script" not in text
+    assert text.count("<tr>") == 1 + 3  # the header row; decisions 0, 1, 2
+    out = tmp_path / "d.jsonl"
+    assert main(["replay", str(src), "-o", str(out), "--run", "r", "--html", str(page)]) == 0
+    assert len(out.read_bytes().splitlines()) == 4
+    capsys.readouterr()
+    assert main(["replay", str(src), "--run", "nobody", "--html", str(tmp_path / "n.html")]) == 1
+    assert one_line(capsys.readouterr().err) == (
+        f"rb-streams: replay: run 'nobody' is not in {src} (no event of it was applied)"
+    )
+    assert not (tmp_path / "n.html").exists()
+    assert main(["replay", str(src), "--run", "r"]) == 2
+    assert "--run and --html go together" in capsys.readouterr().err
