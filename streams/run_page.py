@@ -23,7 +23,6 @@ from typing import Any
 TEXT_MAX = 500  # characters of any one text shown
 ITEMS_MAX = 20  # items of any one list or mapping shown
 ROWS_MAX = 2000  # step rows shown (the worker keeps 20; a replay may have thousands)
-CHART_POINTS_MAX = 2000
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; form-action 'none'; base-uri 'none'"
 
 # FSM state -> colour (the only colours the page uses; an unknown state is grey)
@@ -118,7 +117,7 @@ def chart(steps: Sequence[Mapping[str, Any]], width: int = 720, height: int = 14
     """An inline SVG of difficulty per step (0 at the bottom, 1 at the top), each point
     coloured by its FSM state and titled with step, state and difficulty."""
     pts: list[tuple[Any, Any, float]] = []
-    for e in steps[-CHART_POINTS_MAX:]:
+    for e in steps[:ROWS_MAX]:  # the steps the table shows
         d = _number(e.get("difficulty"))
         if d is not None:
             pts.append((e.get("step"), e.get("fsm_state"), min(max(d, 0.0), 1.0)))
@@ -155,7 +154,7 @@ def chart(steps: Sequence[Mapping[str, Any]], width: int = 720, height: int = 14
 
 
 def _steering(e: Mapping[str, Any]) -> str:
-    texts = [text(t) for t in _items(e.get("steering")) if t != ELLIPSIS]
+    texts = [text(t) if t != ELLIPSIS else ELLIPSIS for t in _items(e.get("steering"))]
     if not texts:
         sources = _list(e.get("injection_sources"))
         return f"({sources})" if sources else ""

@@ -129,6 +129,7 @@ def test_hostile_text_is_escaped_and_cut_and_the_page_stays_bounded() -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "&quot;&gt;&lt;img" in page
     assert "A" * (TEXT_MAX + 1) not in page  # every text cut
     assert f"{len(steps) - ROWS_MAX} more steps not shown" in page
+    assert "no scored step" in page and "<circle" not in page  # no finite difficulty: no point
     assert page.count("<tr>") == 1 + ROWS_MAX + 1
     # a row holds a bounded number (lists: ITEMS_MAX) of bounded texts, whatever the input
     one = render_run_page(summary, steps[:1])
