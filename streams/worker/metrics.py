@@ -40,6 +40,7 @@ LABELS_CAP = 200  # distinct orgs (and routed models) the rb_cost_* metrics labe
 # A finished run's steps and cost (rb_run_steps, rb_run_cost_usd): runs of 1 to 1,000+ calls,
 # costing cents to tens of dollars.
 RUN_STEPS_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+STATE_BYTES_BUCKETS = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144)
 RUN_COST_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 100.0)
 NO_ARM = "none"  # the arm (and experiment) label of a run in no experiment
 OTHER = "other"
@@ -112,6 +113,21 @@ class Metrics:
             "rb_steps_processed", "Valid events processed, by event type", ["type"], registry=r
         )
         self.decisions = Counter("rb_decisions_emitted", "Decisions sent to the steering topic", registry=r)
+        # What a step costs the broker and the disk: each stored state is one table write (the
+        # local store and one changelog record, before the producer's compression), each
+        # decision one steering record. Sizing a deployment starts from these (docs/production.md).
+        self.state_bytes = Histogram(
+            "rb_state_bytes",
+            "Size of each run state written to the table (local store and changelog record, "
+            "before the producer's compression), one per stored event",
+            buckets=STATE_BYTES_BUCKETS,
+            registry=r,
+        )
+        self.decision_bytes = Counter(
+            "rb_decision_written_bytes",
+            "Bytes of decisions sent to the steering topic (before the producer's compression)",
+            registry=r,
+        )
         # Issue 39: runs with model_routing. Calls by the model routing named ("home": the run's
         # own) and why, and the core's estimate of what they cost under prompt caching against
         # never switching (priced runs only; core.routing). Orgs and models: LABELS_CAP each.
@@ -389,6 +405,10 @@ class Metrics:
         `_child` (a dict hit) rather than `labels()` (validation and a lock each time)."""
         child = self._child
         etype = result.event_type or "unknown"
+        if result.state_bytes is not None:
+            self.state_bytes.observe(len(result.state_bytes))
+        if result.decision_bytes is not None:
+            self.decision_bytes.inc(len(result.decision_bytes))
         if result.duplicate:
             child(self.duplicates, etype).inc()
             return

@@ -201,3 +201,33 @@ def test_compliance_is_counted_on_the_model_that_served_each_answered_step() -> 
 
     assert (n("small", "complied"), n("big", "ignored")) == (1, 3)
     assert n("big", "complied") is None and n("small", "ignored") is None  # not the run's top model's
+
+
+def test_each_stored_state_and_sent_decision_is_counted_in_bytes(sem) -> None:
+    """rb_state_bytes observes every state the worker writes (the changelog's record before
+    compression), rb_decision_written_bytes every decision it sends: what sizing starts from."""
+    import asyncio
+
+    import orjson
+
+    from tests.factories import run_start, step
+    from tests.unit.worker.harness import GatedStore, rig
+
+    async def go() -> tuple[float, float, float, int]:
+        r = rig(sem, GatedStore())
+        await r.feed(run_start("b1"))
+        for i in range(1, 6):
+            await r.feed(step("b1", i))
+        await r.drain()
+        get = r.metrics.registry.get_sample_value
+        sent = sum(len(orjson.dumps(d)) for d in r.decisions)  # as sent (orjson, same order)
+        return (
+            get("rb_state_bytes_count") or 0.0,
+            get("rb_state_bytes_sum") or 0.0,
+            get("rb_decision_written_bytes_total") or 0.0,
+            sent,
+        )
+
+    count, total, decided, sent = asyncio.run(go())
+    assert count == 6 and total > 6 * 500  # one write per event, each a real state
+    assert decided == sent > 6 * 100
