@@ -45,7 +45,7 @@ from typing import Any, Literal
 from ..contract import REASONBLOCKS_MARKER
 from ..gate_policy import GatePolicy
 from ..untrusted import scrub
-from . import compose
+from . import compose, tracing
 from .client import Action, Decision, StepLogEntry, SyncSteeringClient, action_of
 from .gate import ALLOW, GateMemory, GateMode, GateVerdict, enabled_for, log_denial, mode_for
 from .validation import check_run_field_names, validate_run_fields
@@ -200,7 +200,10 @@ class SteeringSession:
         if self._started:
             return self._first
         validate_run_fields(self.run_fields, extra_names(self.client))
-        self._pending = self._first = self.client.start_run(self.run_id, model=self.model, **self.run_fields)
+        with tracing.quiet():  # written on the span of the call it steers, by begin_step
+            self._pending = self._first = self.client.start_run(
+                self.run_id, model=self.model, **self.run_fields
+            )
         self._started = True
         self._remember(self._pending)
         return self._pending
@@ -209,9 +212,10 @@ class SteeringSession:
         if self._started:
             return self._first
         validate_run_fields(self.run_fields, extra_names(self.client))
-        self._pending = self._first = await self.client.astart_run(
-            self.run_id, model=self.model, **self.run_fields
-        )
+        with tracing.quiet():
+            self._pending = self._first = await self.client.astart_run(
+                self.run_id, model=self.model, **self.run_fields
+            )
         self._started = True
         self._remember(self._pending)
         return self._pending
@@ -275,6 +279,8 @@ class SteeringSession:
         if self._step > self._ended:
             raise RuntimeError(f"end_step() for call {self._step} before beginning another")
         steer = Steering(self._step + 1, self._pending, self.model, self.placement)
+        # the decision on the caller's span (the call it steers), if OpenTelemetry records one
+        tracing.record_decision(self._pending, late=self._late(), requested_model=self.model)
         if steer.action == "stop":
             self._stopped = True
             if self.on_stop == "raise":
@@ -299,19 +305,32 @@ class SteeringSession:
         the step says what the call cost, cache reads and writes apart; `served_model` the
         model the response names (`response.model`)."""
         k, ev = self._event(fields)
-        self._pending = self.client.step(self.run_id, k, **ev)
+        with tracing.quiet():
+            self._pending = self.client.step(self.run_id, k, **ev)
         self._remember(self._pending)
         return self._pending
 
     async def aend_step(self, **fields: Any) -> Decision | None:
         k, ev = self._event(fields)
-        self._pending = await self.client.astep(self.run_id, k, **ev)
+        with tracing.quiet():
+            self._pending = await self.client.astep(self.run_id, k, **ev)
         self._remember(self._pending)
         return self._pending
 
     @property
     def step_log(self) -> list[StepLogEntry]:
         return self.client.step_log(self.run_id)
+
+    def _late(self) -> bool:
+        """No decision is held because the latest one missed its deadline (not because
+        steering is off or the broker away): what the client's step log says."""
+        if self._pending is not None:
+            return False
+        try:
+            log = self.client.step_log(self.run_id)
+            return bool(log) and log[-1].late is True
+        except Exception:  # a stand-in client without a step log
+            return False
 
     # -- the pre-call gate ----------------------------------------------------
     @property
@@ -349,6 +368,7 @@ class SteeringSession:
         if not verdict.allow:
             self.denied_calls += 1
             log_denial(self.run_id, memory.step, tool, verdict)
+            tracing.record_refusal(tool, verdict.reason, source_step=verdict.source_step)
         return verdict
 
 
