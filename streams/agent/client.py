@@ -1052,7 +1052,7 @@ class SteeringClient:
         if d is not None:  # (already remembered on delivery; a late one keeps what is held)
             run.gate.remember(d.data)
         if self._traces:
-            self.trace_decision(run_id, d)
+            self._trace_decision(run_id, d)
         return d
 
     async def step(
@@ -1099,7 +1099,7 @@ class SteeringClient:
         if d is not None:  # (already remembered on delivery; a late one keeps what is held)
             run.gate.remember(d.data)
         if self._traces:
-            self.trace_decision(run_id, d, model_id)
+            self._trace_decision(run_id, d, model_id)
         return d
 
     async def finish_run(self, run_id: str, outcome: str = "success") -> None:
@@ -1141,7 +1141,7 @@ class SteeringClient:
             tracing.record_refusal(tool, verdict.reason, source_step=verdict.source_step)
         return verdict
 
-    def trace_decision(self, run_id: str, d: Decision | None, model: str | None = None) -> None:
+    def _trace_decision(self, run_id: str, d: Decision | None, model: str | None = None) -> None:
         """Write the decision handed to the agent (None: none came) on the caller's current
         OpenTelemetry span, if one records (`streams.agent.tracing`; never raises). `model`:
         the model the step asked for (default: the run's)."""
@@ -1238,12 +1238,12 @@ class SyncSteeringClient:
 
     def start_run(self, run_id: str, **fields: Any) -> Decision | None:
         d = self._run(self._client.start_run(run_id, **fields))
-        self._client.trace_decision(run_id, d)
+        self._client._trace_decision(run_id, d)
         return d
 
     def step(self, run_id: str, step: int, **fields: Any) -> Decision | None:
         d = self._run(self._client.step(run_id, step, **fields))
-        self._client.trace_decision(run_id, d, fields.get("model_id"))
+        self._client._trace_decision(run_id, d, fields.get("model_id"))
         return d
 
     def finish_run(self, run_id: str, outcome: str = "success") -> None:
@@ -1342,12 +1342,12 @@ class SyncSteeringClient:
 
     async def astart_run(self, run_id: str, **fields: Any) -> Decision | None:
         d = await self._arun(self._client.start_run(run_id, **fields))
-        self._client.trace_decision(run_id, d)
+        self._client._trace_decision(run_id, d)
         return d
 
     async def astep(self, run_id: str, step: int, **fields: Any) -> Decision | None:
         d = await self._arun(self._client.step(run_id, step, **fields))
-        self._client.trace_decision(run_id, d, fields.get("model_id"))
+        self._client._trace_decision(run_id, d, fields.get("model_id"))
         return d
 
     async def afinish_run(self, run_id: str, outcome: str = "success") -> None:
