@@ -200,10 +200,11 @@ class SteeringSession:
         if self._started:
             return self._first
         validate_run_fields(self.run_fields, extra_names(self.client))
-        with tracing.quiet():  # written on the span of the call it steers, by begin_step
+        with tracing.quiet():  # the session writes it: evaluations here, steering at begin_step
             self._pending = self._first = self.client.start_run(
                 self.run_id, model=self.model, **self.run_fields
             )
+        tracing.record_evaluation(self._pending)
         self._started = True
         self._remember(self._pending)
         return self._pending
@@ -216,6 +217,7 @@ class SteeringSession:
             self._pending = self._first = await self.client.astart_run(
                 self.run_id, model=self.model, **self.run_fields
             )
+        tracing.record_evaluation(self._pending)
         self._started = True
         self._remember(self._pending)
         return self._pending
@@ -279,8 +281,8 @@ class SteeringSession:
         if self._step > self._ended:
             raise RuntimeError(f"end_step() for call {self._step} before beginning another")
         steer = Steering(self._step + 1, self._pending, self.model, self.placement)
-        # the decision on the caller's span (the call it steers), if OpenTelemetry records one
-        tracing.record_decision(self._pending, late=self._late(), requested_model=self.model)
+        # how the decision steers this call, on the caller's span, if OpenTelemetry records one
+        tracing.record_steering(self._pending, late=self._late(), requested_model=self.model)
         if steer.action == "stop":
             self._stopped = True
             if self.on_stop == "raise":
@@ -307,6 +309,7 @@ class SteeringSession:
         k, ev = self._event(fields)
         with tracing.quiet():
             self._pending = self.client.step(self.run_id, k, **ev)
+        tracing.record_evaluation(self._pending)  # on the span of the step it evaluated
         self._remember(self._pending)
         return self._pending
 
@@ -314,6 +317,7 @@ class SteeringSession:
         k, ev = self._event(fields)
         with tracing.quiet():
             self._pending = await self.client.astep(self.run_id, k, **ev)
+        tracing.record_evaluation(self._pending)
         self._remember(self._pending)
         return self._pending
 

@@ -35,7 +35,9 @@ __all__ = [
     "TEXT_MAX",
     "quiet",
     "record_decision",
+    "record_evaluation",
     "record_refusal",
+    "record_steering",
 ]
 
 log = logging.getLogger(__name__)
@@ -112,50 +114,40 @@ def record_decision(
     requested_model: str | None = None,
 ) -> None:
     """Write `decision` (a `Decision`, its wire dict, or None: none came) on `span`, else the
-    current span. `late`: the decision missed its deadline (the call went on unsteered);
-    `requested_model`: the model the agent asked for. Never raises."""
+    current span: its evaluations (`record_evaluation`) and its steering (`record_steering`).
+    `late`: the decision missed its deadline (the call went on unsteered); `requested_model`:
+    the model the agent asked for. Never raises."""
+    record_evaluation(decision, span)
+    record_steering(decision, span, late=late, requested_model=requested_model)
+
+
+def _data(decision: Any) -> Mapping[str, Any] | None:
+    data = getattr(decision, "data", decision)
+    return data if isinstance(data, Mapping) else None
+
+
+def record_evaluation(decision: Any, span: Any = None) -> None:
+    """One `gen_ai.evaluation.result` event per monitor that fired in `decision`, on `span`,
+    else the current span (the convention's: the span of the operation evaluated, the step the
+    decision answers). Never raises."""
     try:
         if _QUIET.get():
+            return
+        data = _data(decision)
+        monitors = data.get("monitors") if data is not None else None
+        if data is None or not isinstance(monitors, Mapping):
+            return
+        fired = monitors.get("fired")
+        if not isinstance(fired, list) or not fired:
             return
         target = _recording(span)
         if target is None:
             return
-        attrs: dict[str, Any] = {}
-        if isinstance(requested_model, str) and requested_model:
-            attrs["rb.model.requested"] = requested_model[:TOOL_MAX]
-        if late:
-            attrs["rb.decision.late"] = True
-        data = getattr(decision, "data", decision)
-        if not isinstance(data, Mapping):
-            if attrs:
-                target.set_attributes(attrs)
-            return
         step = data.get("step")
-        if type(step) is int:
-            attrs["rb.step"] = step
-        for key, name in (("fsm_state", "rb.fsm.state"), ("model", "rb.model.routed"), ("arm", "rb.arm")):
-            value = data.get(key)
-            if isinstance(value, str) and value:
-                attrs[name] = value[:TOOL_MAX]
-        difficulty = _number(data.get("difficulty"))
-        if difficulty is not None:
-            attrs["rb.difficulty"] = difficulty
-        action = data.get("action")
-        attrs["rb.action"] = action if action in ("continue", "nudge", "escalate", "stop") else "continue"
-        reason = data.get("action_reason")
-        said = _text(reason.get("text"), TEXT_MAX) if isinstance(reason, Mapping) else None
-        if said is not None:
-            attrs["rb.action.reason"] = said
-        target.set_attributes(attrs)
-
-        monitors = data.get("monitors")
-        if not isinstance(monitors, Mapping):
-            return
-        fired = monitors.get("fired")
         scores = monitors.get("scores")
         scores = scores if isinstance(scores, Mapping) else {}
         explanation = _steering_text(data)
-        for name in fired if isinstance(fired, list) else ():
+        for name in fired:
             if not isinstance(name, str) or not name:
                 continue
             event: dict[str, Any] = {
@@ -170,6 +162,50 @@ def record_decision(
             if type(step) is int:
                 event["rb.step"] = step
             target.add_event(EVALUATION_EVENT, event)
+    except Exception as exc:  # a broken tracer never stops the agent
+        _failed_once("decision", exc)
+
+
+def record_steering(
+    decision: Any,
+    span: Any = None,
+    *,
+    late: bool = False,
+    requested_model: str | None = None,
+) -> None:
+    """The `rb.` attributes of how `decision` steers the next call (None: none came; `late`:
+    it missed its deadline), on `span`, else the current span. Never raises."""
+    try:
+        if _QUIET.get():
+            return
+        target = _recording(span)
+        if target is None:
+            return
+        attrs: dict[str, Any] = {}
+        if isinstance(requested_model, str) and requested_model:
+            attrs["rb.model.requested"] = requested_model[:TOOL_MAX]
+        if late:
+            attrs["rb.decision.late"] = True
+        data = _data(decision)
+        if data is not None:
+            step = data.get("step")
+            if type(step) is int:
+                attrs["rb.step"] = step
+            for key, name in (("fsm_state", "rb.fsm.state"), ("model", "rb.model.routed"), ("arm", "rb.arm")):
+                value = data.get(key)
+                if isinstance(value, str) and value:
+                    attrs[name] = value[:TOOL_MAX]
+            difficulty = _number(data.get("difficulty"))
+            if difficulty is not None:
+                attrs["rb.difficulty"] = difficulty
+            action = data.get("action")
+            attrs["rb.action"] = action if action in ("continue", "nudge", "escalate", "stop") else "continue"
+            reason = data.get("action_reason")
+            said = _text(reason.get("text"), TEXT_MAX) if isinstance(reason, Mapping) else None
+            if said is not None:
+                attrs["rb.action.reason"] = said
+        if attrs:
+            target.set_attributes(attrs)
     except Exception as exc:  # a broken tracer never stops the agent
         _failed_once("decision", exc)
 

@@ -212,25 +212,31 @@ def test_a_session_gate_refusal_is_on_the_span_without_the_value(spans) -> None:
     assert IBAN not in str(event)
 
 
-# -- the session: a decision is written on the span of the call it steers --------------------
+# -- the session: the evaluation on the step evaluated, the steering on the call steered ------
 
 
-def test_the_session_writes_each_decision_on_the_span_of_the_call_it_steers(spans) -> None:
+def test_the_session_writes_the_evaluation_on_the_step_and_the_steering_on_the_next_call(spans) -> None:
     tracer, exporter = spans
     answers = {0: decision(0), 1: fired(1), 2: None}
     s = SteeringSession(FakeClient(lambda k: answers[k]), model="claude-haiku-4")  # type: ignore[arg-type]
     s.start()
-    for k in (1, 2):
+    for k in (1, 2, 3):
         with tracer.start_as_current_span(f"call {k}"):
             s.begin_step()
-            s.end_step(thought="t", action="search", action_input={}, observation="o")
-    first, second = exporter.get_finished_spans()
-    assert events(first) == []  # decision 0: nothing fired
-    assert dict(first.attributes or {})["rb.step"] == 0
-    # decision 1 (two monitors fired) steers call 2: on call 2's span, once
-    assert [e["gen_ai.evaluation.name"] for e in events(second)] == ["semantic_loop", "tool_repetition"]
+            if k < 3:
+                s.end_step(thought="t", action="search", action_input={}, observation="o")
+    first, second, third = exporter.get_finished_spans()
+    # decision 1 evaluated step 1 (two monitors fired): its events on call 1's span, once
+    assert [e["gen_ai.evaluation.name"] for e in events(first)] == ["semantic_loop", "tool_repetition"]
+    assert all(e["rb.step"] == 1 for e in events(first))
+    assert dict(first.attributes or {})["rb.step"] == 0  # call 1 was steered by decision 0
+    # ... and it steers call 2: its attributes on call 2's span
     attrs = dict(second.attributes or {})
-    assert attrs["rb.step"] == 1 and attrs["rb.model.requested"] == "claude-haiku-4"
+    assert attrs["rb.step"] == 1 and attrs["rb.model.routed"] == "claude-opus-4"
+    assert attrs["rb.model.requested"] == "claude-haiku-4" and attrs["rb.action"] == "nudge"
+    assert events(second) == []
+    # decision 2 was late (a FakeClient keeps no step log: not marked), call 3 unsteered
+    assert dict(third.attributes or {}) == {"rb.model.requested": "claude-haiku-4"}
 
 
 def test_the_session_records_a_stop_before_raising(spans) -> None:
@@ -302,8 +308,20 @@ def test_a_session_on_the_client_writes_each_decision_once(spans, sync_client) -
     with tracer.start_as_current_span("call 2"):
         s.begin_step()
     call1, call2 = exporter.get_finished_spans()
-    assert events(call1) == [] and dict(call1.attributes or {})["rb.step"] == 0
-    assert len(events(call2)) == 2 and dict(call2.attributes or {})["rb.step"] == 1
+    assert len(events(call1)) == 2 and dict(call1.attributes or {})["rb.step"] == 0
+    assert events(call2) == [] and dict(call2.attributes or {})["rb.step"] == 1
+
+
+def test_a_session_marks_the_call_a_late_decision_left_unsteered(spans, sync_client) -> None:
+    tracer, exporter = spans
+    s = SteeringSession(sync_client, run_id="run-1", model="m")
+    s.start()
+    for _ in range(2):
+        s.begin_step()
+        s.end_step(thought="t")  # decision 2 is late (the script has none)
+    with tracer.start_as_current_span("call 3"):
+        s.begin_step()
+    assert dict(only(exporter).attributes or {}) == {"rb.decision.late": True, "rb.model.requested": "m"}
 
 
 async def test_the_async_client_writes_on_the_awaiting_tasks_span(spans, monkeypatch) -> None:
