@@ -34,6 +34,11 @@ When the run's escalation policy stops it (the agent kept doing what it was warn
 `begin_step()` raises `RunStopped` instead of returning the next call's steering; with
 `on_stop="return"` it returns it and the caller checks `steer.action == "stop"`. Either way
 the run is then finished as `failure: stopped_by_steering` (`stopped_by_steering` is True).
+
+With OpenTelemetry in use, the decisions are in the caller's traces (`streams.agent.tracing`):
+the monitors that fired as evaluation events on the span current when `end_step` returns (the
+step evaluated), how it steers on the span current at `begin_step` (the call steered), and a
+call `check_call` refuses as an `rb.gate.refused` event.
 """
 
 from __future__ import annotations
