@@ -34,6 +34,7 @@ from ..kafka.probe import MissingTopic, broker_answers, topic_partitions
 from ..kafka.security import KafkaAuthError as KafkaAuthError
 from ..kafka.security import client_kwargs, diagnose
 from ..logsafe import safe_for_log
+from . import tracing
 from .gate import ALLOW, GateMemory, GateMode, GateVerdict, check_gate_mode, log_denial
 from .usage import of as usage_of
 from .usage import total as usage_total
@@ -210,6 +211,7 @@ class _Run:
     # the taint of the newest decision received, on time or late (the pre-call gate's): a
     # late or missing decision keeps it, a newer one replaces it, the finish forgets it
     gate: GateMemory = field(default_factory=GateMemory)
+    model: str | None = None  # the run's model (run_start), what its steps ask for unless they say
 
 
 def step_event(
@@ -476,6 +478,9 @@ class SteeringClient:
         self._runs: dict[str, _Run] = {}
         self._task: asyncio.Task[None] | None = None
         self.late_decisions = 0
+        # write each decision on the caller's OpenTelemetry span (off in a SyncSteeringClient's
+        # own client: its loop thread has none of the caller's spans, the wrapper writes it)
+        self._traces = True
         self.duplicate_decisions = 0
         self.unasked_decisions = 0  # steering records for our runs that answer no step we sent
         self.failed_sends = 0  # events the producer gave up on (broker away past its timeout)
@@ -1025,6 +1030,8 @@ class SteeringClient:
         # not connected yet: the partition is known once the broker has answered
         run = _Run(run_id, wire.partition_for(run_id, self._partitions) if self._connected else -1)
         run.gate.intend(fields.get("task"))  # a user who asked only a question needs no destination
+        model = fields.get("model")
+        run.model = model if isinstance(model, str) else None
         self._runs[run_id] = run
         if self._connected:
             try:  # bounded: seeking the partition's end needs the broker
@@ -1044,6 +1051,8 @@ class SteeringClient:
         run.step_log.append(_entry(0, d, None, ms, fields.get("model"), late=self._healthy))
         if d is not None:  # (already remembered on delivery; a late one keeps what is held)
             run.gate.remember(d.data)
+        if self._traces:
+            self._trace_decision(run_id, d)
         return d
 
     async def step(
@@ -1089,6 +1098,8 @@ class SteeringClient:
         run.step_log.append(_entry(step, d, tokens, ms, model_id, late=self._healthy))
         if d is not None:  # (already remembered on delivery; a late one keeps what is held)
             run.gate.remember(d.data)
+        if self._traces:
+            self._trace_decision(run_id, d, model_id)
         return d
 
     async def finish_run(self, run_id: str, outcome: str = "success") -> None:
@@ -1127,7 +1138,17 @@ class SteeringClient:
         if not verdict.allow:
             self.denied_calls += 1
             log_denial(run_id, run.gate.step, tool, verdict)
+            tracing.record_refusal(tool, verdict.reason, source_step=verdict.source_step)
         return verdict
+
+    def _trace_decision(self, run_id: str, d: Decision | None, model: str | None = None) -> None:
+        """Write the decision handed to the agent (None: none came) on the caller's current
+        OpenTelemetry span, if one records (`streams.agent.tracing`; never raises). `model`:
+        the model the step asked for (default: the run's)."""
+        run = self._runs.get(run_id)
+        late = d is None and run is not None and bool(run.step_log) and run.step_log[-1].late
+        asked = model or (run.model if run is not None else None)
+        tracing.record_decision(d, late=late, requested_model=asked)
 
     def gate_memory(self, run_id: str) -> GateMemory | None:
         """The run's gate memory (the taint of its newest decision; None: a run this client
@@ -1157,6 +1178,7 @@ class SyncSteeringClient:
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._client = SteeringClient(*args, **kwargs)  # first: a bad argument leaves no thread
+        self._client._traces = False  # written from the caller's thread, on its span
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="rb-client", daemon=True)
         self._thread.start()
@@ -1215,10 +1237,14 @@ class SyncSteeringClient:
         self.stop()
 
     def start_run(self, run_id: str, **fields: Any) -> Decision | None:
-        return self._run(self._client.start_run(run_id, **fields))
+        d = self._run(self._client.start_run(run_id, **fields))
+        self._client._trace_decision(run_id, d)
+        return d
 
     def step(self, run_id: str, step: int, **fields: Any) -> Decision | None:
-        return self._run(self._client.step(run_id, step, **fields))
+        d = self._run(self._client.step(run_id, step, **fields))
+        self._client._trace_decision(run_id, d, fields.get("model_id"))
+        return d
 
     def finish_run(self, run_id: str, outcome: str = "success") -> None:
         self._run(self._client.finish_run(run_id, outcome))
@@ -1315,10 +1341,14 @@ class SyncSteeringClient:
         return self._client.quieted_kafka_logs
 
     async def astart_run(self, run_id: str, **fields: Any) -> Decision | None:
-        return await self._arun(self._client.start_run(run_id, **fields))
+        d = await self._arun(self._client.start_run(run_id, **fields))
+        self._client._trace_decision(run_id, d)
+        return d
 
     async def astep(self, run_id: str, step: int, **fields: Any) -> Decision | None:
-        return await self._arun(self._client.step(run_id, step, **fields))
+        d = await self._arun(self._client.step(run_id, step, **fields))
+        self._client._trace_decision(run_id, d, fields.get("model_id"))
+        return d
 
     async def afinish_run(self, run_id: str, outcome: str = "success") -> None:
         await self._arun(self._client.finish_run(run_id, outcome))

@@ -34,6 +34,11 @@ When the run's escalation policy stops it (the agent kept doing what it was warn
 `begin_step()` raises `RunStopped` instead of returning the next call's steering; with
 `on_stop="return"` it returns it and the caller checks `steer.action == "stop"`. Either way
 the run is then finished as `failure: stopped_by_steering` (`stopped_by_steering` is True).
+
+With OpenTelemetry in use, the decisions are in the caller's traces (`streams.agent.tracing`):
+the monitors that fired as evaluation events on the span current when `end_step` returns (the
+step evaluated), how it steers on the span current at `begin_step` (the call steered), and a
+call `check_call` refuses as an `rb.gate.refused` event.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from typing import Any, Literal
 from ..contract import REASONBLOCKS_MARKER
 from ..gate_policy import GatePolicy
 from ..untrusted import scrub
-from . import compose
+from . import compose, tracing
 from .client import Action, Decision, StepLogEntry, SyncSteeringClient, action_of
 from .gate import ALLOW, GateMemory, GateMode, GateVerdict, enabled_for, log_denial, mode_for
 from .validation import check_run_field_names, validate_run_fields
@@ -200,7 +205,11 @@ class SteeringSession:
         if self._started:
             return self._first
         validate_run_fields(self.run_fields, extra_names(self.client))
-        self._pending = self._first = self.client.start_run(self.run_id, model=self.model, **self.run_fields)
+        with tracing.quiet():  # the session writes it: evaluations here, steering at begin_step
+            self._pending = self._first = self.client.start_run(
+                self.run_id, model=self.model, **self.run_fields
+            )
+        tracing.record_evaluation(self._pending)
         self._started = True
         self._remember(self._pending)
         return self._pending
@@ -209,9 +218,11 @@ class SteeringSession:
         if self._started:
             return self._first
         validate_run_fields(self.run_fields, extra_names(self.client))
-        self._pending = self._first = await self.client.astart_run(
-            self.run_id, model=self.model, **self.run_fields
-        )
+        with tracing.quiet():
+            self._pending = self._first = await self.client.astart_run(
+                self.run_id, model=self.model, **self.run_fields
+            )
+        tracing.record_evaluation(self._pending)
         self._started = True
         self._remember(self._pending)
         return self._pending
@@ -275,6 +286,8 @@ class SteeringSession:
         if self._step > self._ended:
             raise RuntimeError(f"end_step() for call {self._step} before beginning another")
         steer = Steering(self._step + 1, self._pending, self.model, self.placement)
+        # how the decision steers this call, on the caller's span, if OpenTelemetry records one
+        tracing.record_steering(self._pending, late=self._late(), requested_model=self.model)
         if steer.action == "stop":
             self._stopped = True
             if self.on_stop == "raise":
@@ -299,19 +312,34 @@ class SteeringSession:
         the step says what the call cost, cache reads and writes apart; `served_model` the
         model the response names (`response.model`)."""
         k, ev = self._event(fields)
-        self._pending = self.client.step(self.run_id, k, **ev)
+        with tracing.quiet():
+            self._pending = self.client.step(self.run_id, k, **ev)
+        tracing.record_evaluation(self._pending)  # on the span of the step it evaluated
         self._remember(self._pending)
         return self._pending
 
     async def aend_step(self, **fields: Any) -> Decision | None:
         k, ev = self._event(fields)
-        self._pending = await self.client.astep(self.run_id, k, **ev)
+        with tracing.quiet():
+            self._pending = await self.client.astep(self.run_id, k, **ev)
+        tracing.record_evaluation(self._pending)
         self._remember(self._pending)
         return self._pending
 
     @property
     def step_log(self) -> list[StepLogEntry]:
         return self.client.step_log(self.run_id)
+
+    def _late(self) -> bool:
+        """No decision is held because the latest one missed its deadline (not because
+        steering is off or the broker away): what the client's step log says."""
+        if self._pending is not None:
+            return False
+        try:
+            log = self.client.step_log(self.run_id)
+            return bool(log) and log[-1].late is True
+        except Exception:  # a stand-in client without a step log
+            return False
 
     # -- the pre-call gate ----------------------------------------------------
     @property
@@ -349,6 +377,7 @@ class SteeringSession:
         if not verdict.allow:
             self.denied_calls += 1
             log_denial(self.run_id, memory.step, tool, verdict)
+            tracing.record_refusal(tool, verdict.reason, source_step=verdict.source_step)
         return verdict
 
 
