@@ -151,3 +151,12 @@ def test_the_weight_table_in_monitors_md_is_the_codes_keys_and_profiles() -> Non
     assert [r[0] for r in rows] == list(MONITORS)
     for i, profile in enumerate(("coding", "pr_review", "qa"), start=1):
         assert {r[0]: float(r[i]) for r in rows} == dict(BUILTIN_PROFILES[profile]), profile
+
+
+def test_no_doc_installs_the_package_by_name_from_an_index() -> None:
+    """rb-streams is on no package index: `pip install 'rb-streams[x]'` fails for a newcomer.
+    The docs install from the checkout (`./[x]`), the wheel, or `rb-streams[x] @ git+...`."""
+    by_name = re.compile(r"pip install '?rb-streams\[[^\]]*\]'?(?! @)")
+    for page in [*PAGES, ROOT / "COST.md"]:
+        for line in page.read_text(encoding="utf-8").splitlines():
+            assert not by_name.search(line), f"{page.name}: {line.strip()}"
