@@ -44,6 +44,9 @@ KAFKA_FLAGS = (
     "replication_factor",
     "tenants",
 )
+# the agent side's settings a worker never reads: left out of `worker --help` (their RB_* variables
+# are still read, as every process reads its environment, and mean nothing to the worker)
+AGENT_ONLY = ("client_extra_names", "client_call_gate", "client_gate_mode", "client_gate_policy", "tenant")
 DEBUG_ENV = "RB_DEBUG"  # set to show tracebacks of internal errors
 
 
@@ -818,7 +821,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="command")
 
     w = sub.add_parser("worker", help="run the Faust worker")
-    _add_settings_flags(w)
+    _add_settings_flags(w, [n for n in Settings.field_names() if n not in AGENT_ONLY])
     w.set_defaults(func=cmd_worker)
 
     r = sub.add_parser("replay", help="run wire events (JSONL) through the core, write decisions (JSONL)")
@@ -1007,8 +1010,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     k = sub.add_parser("kafka", help="start/stop/status of the local Maven-resolved broker")
     k.add_argument("action", choices=["install", "start", "stop", "restart", "status"])
-    k.add_argument("--port", type=int, default=9092)
-    k.add_argument("--data-dir", default=None)
+    k.add_argument("--port", type=int, default=9092, help="the broker's client port (default 9092)")
+    k.add_argument(
+        "--data-dir",
+        default=None,
+        help="the broker's data, logs and pid file (default $RB_KAFKA_DIR, else .local/kafka-PORT in a "
+        "checkout, the user data dir when installed)",
+    )
     k.set_defaults(func=cmd_kafka)
 
     m = sub.add_parser("models", help="build the embedding model artifacts the monitors use")

@@ -486,3 +486,28 @@ def test_a_worker_pointed_at_a_port_that_is_not_kafka_says_so_within_seconds(
     line = one_line(capsys.readouterr().err)
     assert f"127.0.0.1:{port} accepts connections but is not a Kafka broker" in line and said in line
     assert "RB_BROKER" in line
+
+
+def _subparser(name: str) -> argparse.ArgumentParser:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[name]
+
+
+def test_worker_help_lists_worker_options_not_the_agent_only_ones() -> None:
+    text = _subparser("worker").format_help()
+    for agent_only in (
+        "--client-gate-mode",
+        "--client-call-gate",
+        "--client-gate-policy",
+        "--client-extra-names",
+    ):
+        assert agent_only not in text
+    assert "--tenant " not in text and "--tenants" in text
+    # the worker checks its E-trace timeout against the client deadline: that one stays
+    assert "--broker" in text and "--client-deadline-ms" in text
+    assert "--client-gate-mode" in _subparser("simulate").format_help()
+
+
+def test_every_kafka_option_has_help() -> None:
+    helps = {a.dest: a.help for a in _subparser("kafka")._actions}
+    assert helps["port"] and helps["data_dir"]
