@@ -77,15 +77,21 @@ def _flag_type(name: str) -> Any:
         try:
             return Settings.parse_value(name, raw)
         except SettingsError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
+            # argparse names the flag ("argument --partitions: ..."): the variable is not in play
+            raise argparse.ArgumentTypeError(exc.detail) from None
 
     return parse
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    return Settings.from_env(
-        **{n: getattr(args, n, None) for n in Settings.field_names() if n not in _NO_FLAG}
-    )
+    given = {n: getattr(args, n, None) for n in Settings.field_names() if n not in _NO_FLAG}
+    try:
+        return Settings.from_env(**given)
+    except SettingsError as exc:
+        # a value the user typed as a flag is named as typed, one from the environment by its variable
+        if exc.field is not None and given.get(exc.field) is not None:
+            raise exc.named_as("--" + exc.field.replace("_", "-")) from None
+        raise
 
 
 def _progress(total: int | None, desc: str, unit: str) -> Any:

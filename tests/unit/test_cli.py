@@ -511,3 +511,25 @@ def test_worker_help_lists_worker_options_not_the_agent_only_ones() -> None:
 def test_every_kafka_option_has_help() -> None:
     helps = {a.dest: a.help for a in _subparser("kafka")._actions}
     assert helps["port"] and helps["data_dir"]
+
+
+def test_a_bad_value_is_named_by_the_flag_when_typed_and_by_the_variable_when_from_the_environment(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RB_BROKER", raising=False)
+    assert main(["config", "--broker", "http://x"]) == 2
+    err = one_line(capsys.readouterr().err)
+    assert (
+        err.startswith("rb-streams: invalid configuration: --broker: 'http://x' is not valid")
+        and "RB_" not in err
+    )
+    monkeypatch.setenv("RB_BROKER", "http://x")
+    assert main(["config"]) == 2
+    assert one_line(capsys.readouterr().err).startswith(
+        "rb-streams: invalid configuration: RB_BROKER: 'http://x'"
+    )
+    # a flag argparse refuses is named by argparse alone
+    with pytest.raises(SystemExit):
+        main(["config", "--partitions", "three"])
+    err = capsys.readouterr().err
+    assert "argument --partitions: 'three' is not valid" in err and "RB_PARTITIONS" not in err
