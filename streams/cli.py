@@ -297,12 +297,18 @@ def cmd_cost(args: argparse.Namespace) -> int:
         return anthropic_request(request, decision, placement=check_placement(placement))
 
     fleets, reports = [], []
+    skipped = 0
     for path in args.files:
+        # as replay: each refused line named (the first 20, then a count), skipped, then a total
+        bad = _DeadLetterLines(path, command="cost")
         with open(path, "rb") as fh:
             try:
-                runs = rc.read_runs(fh, path)
+                runs = rc.read_runs(fh, path, on_bad=bad)
             except rc.CostInputError as exc:
-                raise UserError(f"cost: {exc}", 2) from None
+                raise UserError(
+                    f"cost: {exc}" + (f" ({bad.seen} invalid lines skipped)" if bad.seen else ""), 1
+                ) from None
+        skipped += bad.seen
         if args.runs:
             runs = runs[: args.runs]
         if args.step_seconds is not None:
@@ -318,6 +324,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
             "prices_file": s.prices_file,
             "cost": dict(prices.cost),
             "step_seconds": args.step_seconds,
+            "invalid_lines_skipped": skipped,
             "fleets": [rc.fleet_dict(f) for f in fleets],
         }
         if args.per_run or chosen is not None:
@@ -341,6 +348,8 @@ def cmd_cost(args: argparse.Namespace) -> int:
         target = chosen if chosen is not None else max(reports, key=lambda r: r.steps, default=None)
         why = rc.plot(args.plot, fleets, target)
         print(f"rb-streams: {why}" if why else f"cost: plot written to {args.plot}", file=sys.stderr)
+    if skipped:
+        print(f"cost: {skipped} invalid lines skipped (named above)", file=sys.stderr)
     return 0
 
 
@@ -355,8 +364,9 @@ class _DeadLetterLines:
     """`replay`'s refused lines on stderr, each with its line number and reason (the first
     `shown`, then a count): "1 dead-letters" alone does not say which line or why."""
 
-    def __init__(self, name: str, shown: int = 20) -> None:
+    def __init__(self, name: str, shown: int = 20, command: str = "replay") -> None:
         self.name = "<stdin>" if name == "-" else name
+        self.command = command
         self.shown = shown
         self.seen = 0
 
@@ -366,14 +376,15 @@ class _DeadLetterLines:
             detail = safe_for_log(str(record.get("detail") or ""), 200)  # the file's own text
             where = f"{self.name}:{lineno}"
             print(
-                f"replay: {where}: {record.get('reason')}" + (f": {detail}" if detail else ""),
+                f"{self.command}: {where}: {record.get('reason')}" + (f": {detail}" if detail else ""),
                 file=sys.stderr,
             )
         elif self.seen == self.shown + 1:
-            print(
-                "replay: (further dead-lettered lines not shown; --deadletter FILE keeps them all)",
-                file=sys.stderr,
-            )
+            if self.command == "replay":
+                rest = "further dead-lettered lines not shown; --deadletter FILE keeps them all"
+            else:
+                rest = "further invalid lines not shown"
+            print(f"{self.command}: ({rest})", file=sys.stderr)
 
 
 def _counted(src: Any, bar: Any) -> Iterator[bytes]:

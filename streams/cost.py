@@ -11,7 +11,7 @@ command.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,8 +57,12 @@ class RunReport:
         }
 
 
-def read_runs(lines: Iterable[bytes], where: str) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
-    """(run_start, steps) per run, in file order; a line that is not a JSON object is an error."""
+def read_runs(
+    lines: Iterable[bytes], where: str, on_bad: Callable[[int, dict[str, str]], None] | None = None
+) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """(run_start, steps) per run, in file order. A line that is not a JSON object with a run_id
+    is an error, or, with `on_bad`, given to it (line number, {"reason", "detail"}) and skipped,
+    as `replay` names and skips a line it dead-letters; a file with no run_start is an error."""
     runs: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
     for n, line in enumerate(lines, start=1):
         if not line.strip():
@@ -66,9 +70,17 @@ def read_runs(lines: Iterable[bytes], where: str) -> list[tuple[dict[str, Any], 
         try:
             ev = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
-            raise CostInputError(f"{where}:{n}: not JSON ({exc})"[:300]) from None
-        if not isinstance(ev, dict) or not isinstance(ev.get("run_id"), str):
-            raise CostInputError(f"{where}:{n}: not a wire event (an object with a run_id)")
+            bad = {"reason": "invalid_json", "detail": f"not JSON ({exc})"[:300]}
+        else:
+            if isinstance(ev, dict) and isinstance(ev.get("run_id"), str):
+                bad = {}
+            else:
+                bad = {"reason": "invalid_event", "detail": "not a wire event (an object with a run_id)"}
+        if bad:
+            if on_bad is None:
+                raise CostInputError(f"{where}:{n}: {bad['detail']}")
+            on_bad(n, bad)
+            continue
         kind = ev.get("type")
         if kind == "run_start":
             runs[ev["run_id"]] = (ev, [])

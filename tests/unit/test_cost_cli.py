@@ -107,13 +107,32 @@ def test_no_price_table_is_one_line(
     assert "no price table" in one_line(capsys.readouterr().err)
 
 
-def test_a_trajectory_that_is_not_jsonl_is_one_line(
+def test_a_trajectory_with_no_valid_run_names_each_bad_line_then_fails(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bad = tmp_path / "t.jsonl"
     bad.write_text("not json\n")
-    assert main(["cost", str(bad), "--prices-file", str(EXAMPLE)]) == 2
-    assert "t.jsonl:1: not JSON" in one_line(capsys.readouterr().err)
+    assert main(["cost", str(bad), "--prices-file", str(EXAMPLE)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"cost: {bad}:1: invalid_json: not JSON") and "Traceback" not in "".join(err)
+    assert err[-1] == f"rb-streams: cost: {bad}: no run_start in the file (1 invalid lines skipped)"
+
+
+def test_cost_names_a_bad_line_skips_it_and_goes_on_as_replay_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.factories import b, run_start, step
+
+    src = tmp_path / "mixed.jsonl"
+    src.write_bytes(b(run_start("r")) + b"\n{broken\n[1]\n" + b(step("r", 1)) + b"\n")
+    assert main(["cost", str(src), "--prices-file", str(EXAMPLE), "--json"]) == 0
+    captured = capsys.readouterr()
+    got = json.loads(captured.out)
+    assert got["invalid_lines_skipped"] == 2 and got["fleets"][0]["runs"] == 1
+    err = captured.err.splitlines()
+    assert err[0].startswith(f"cost: {src}:2: invalid_json: ")
+    assert err[1] == f"cost: {src}:3: invalid_event: not a wire event (an object with a run_id)"
+    assert err[-1] == "cost: 2 invalid lines skipped (named above)"
 
 
 def test_an_unknown_run_is_one_line(slice_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
