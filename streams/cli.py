@@ -47,7 +47,9 @@ KAFKA_FLAGS = (
 # the agent side's settings a worker never reads: left out of `worker --help` (their RB_* variables
 # are still read, as every process reads its environment, and mean nothing to the worker)
 AGENT_ONLY = ("client_extra_names", "client_call_gate", "client_gate_mode", "client_gate_policy", "tenant")
-DEBUG_ENV = "RB_DEBUG"  # set to show tracebacks of internal errors
+DEBUG_ENV = "RB_DEBUG"
+# what streams.pipeline adds to an unknown_run detail when the run's run_start was refused
+REFUSED_START_MARK = "its run_start was refused ("  # set to show tracebacks of internal errors
 
 
 class UserError(Exception):
@@ -234,6 +236,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if retriever is not None:
             stack.callback(retriever.close)
         bar = stack.enter_context(_progress(None, "replay", " events"))
+        lines = None if args.json else _DeadLetterLines(args.file)
         n_dec, n_dl = replay_file(
             _counted(src, bar),
             out,
@@ -247,10 +250,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
             partitions=s.partitions,
             control_key=s.control_key.get_secret_value(),
             tenant=args.tenant,
-            on_deadletter=None if args.json else _DeadLetterLines(args.file),
+            on_deadletter=lines,
             outcomes=oc,
             guard=guard,
         )
+        if lines is not None:
+            lines.finish()
     summary: dict[str, Any] = {"decisions": n_dec, "deadletters": n_dl}
     if guard is not None:
         summary["guard_switches"] = [sw.why for sw in guard.switches]
@@ -369,22 +374,46 @@ class _DeadLetterLines:
         self.command = command
         self.shown = shown
         self.seen = 0
+        self.printed = 0
+        # run id -> [first line, count] of its later events refused because its run_start was
+        # (streams.pipeline): one line per run at the end, not one per event
+        self.after_refused_start: dict[str, list[int]] = {}
 
     def __call__(self, lineno: int, record: dict[str, Any]) -> None:
         self.seen += 1
-        if self.seen <= self.shown:
+        run_id = record.get("run_id")
+        if record.get("reason") == "unknown_run" and REFUSED_START_MARK in str(record.get("detail")):
+            self.after_refused_start.setdefault(str(run_id), [lineno, 0])[1] += 1
+            return
+        self.printed += 1
+        if self.printed <= self.shown:
             detail = safe_for_log(str(record.get("detail") or ""), 200)  # the file's own text
             where = f"{self.name}:{lineno}"
             print(
                 f"{self.command}: {where}: {record.get('reason')}" + (f": {detail}" if detail else ""),
                 file=sys.stderr,
             )
-        elif self.seen == self.shown + 1:
+        elif self.printed == self.shown + 1:
             if self.command == "replay":
                 rest = "further dead-lettered lines not shown; --deadletter FILE keeps them all"
             else:
                 rest = "further invalid lines not shown"
             print(f"{self.command}: ({rest})", file=sys.stderr)
+
+    def finish(self) -> None:
+        """One line per run whose later events were refused for its refused run_start."""
+        for n, (run_id, (first, count)) in enumerate(self.after_refused_start.items()):
+            if n == self.shown:
+                print(
+                    f"{self.command}: (and {len(self.after_refused_start) - n} more such runs)",
+                    file=sys.stderr,
+                )
+                break
+            print(
+                f"{self.command}: {self.name}:{first}: unknown_run: {count} later events of run "
+                f"{safe_for_log(run_id, 100)!r} (from this line on), dead-lettered because its run_start was refused",
+                file=sys.stderr,
+            )
 
 
 def _counted(src: Any, bar: Any) -> Iterator[bytes]:

@@ -533,3 +533,19 @@ def test_a_bad_value_is_named_by_the_flag_when_typed_and_by_the_variable_when_fr
         main(["config", "--partitions", "three"])
     err = capsys.readouterr().err
     assert "argument --partitions: 'three' is not valid" in err and "RB_PARTITIONS" not in err
+
+
+def test_replay_says_once_that_a_runs_later_events_follow_its_refused_run_start(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    src = tmp_path / "misspelt.jsonl"
+    events = [run_start("r", escalaton={"stop_after": 2}), *(step("r", n) for n in range(1, 6))]
+    src.write_bytes(b"\n".join(b(e) for e in events) + b"\n")
+    assert main(["replay", str(src), "-o", str(tmp_path / "out.jsonl")]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"replay: {src}:1: invalid_run_start: unknown field 'escalaton'")
+    assert err[1] == (
+        f"replay: {src}:2: unknown_run: 5 later events of run 'r' (from this line on), "
+        "dead-lettered because its run_start was refused"
+    )
+    assert err[2:] == ["replay: 0 decisions, 6 dead-letters"]
