@@ -147,3 +147,22 @@ def test_retimed_spaces_each_runs_steps_from_its_start() -> None:
     ((start, steps),) = retimed(runs, 30.0)
     assert start["ts"] == 100.0 and [s["ts"] for s in steps] == [130.0, 160.0]
     assert runs[0][1][0]["ts"] == 102.0  # the input is not changed
+
+
+def test_the_cost_table_headings_say_what_each_column_is_and_a_legend_follows() -> None:
+    from streams.core.cost import Tally
+    from streams.cost import COLUMNS, Fleet, table
+
+    tallies = {k: Tally(usd=u) for k, u in (("base", 10.0), ("steer_end", 10.5), ("steer_system", 11.0))}
+    tallies |= {"naive": Tally(usd=9.0), "routed": Tally(usd=8.0, switches=3), "net": Tally(usd=8.4)}
+    fleet = Fleet("agentdojo", runs=4, steps=40, tallies=tallies, dearer_by_downgrade=1, naive_dearer=2)
+    head, row, *legend = list(table([fleet]))
+    for heading, _ in COLUMNS:
+        assert heading in head
+    assert "$ never switching" in head and "cache-aware routing" in head and "model switches" in head
+    cells = ["agentdojo", "4", "10.00", "+5.00%", "+10.00%", "-10.00%", "-20.00%", "-16.00%", "-"]
+    assert row.split() == [*cells, "3", "1", "(2)", "0/0"]
+    assert len(head) == len(row)  # the cells sit under their headings
+    text = " ".join(legend)
+    assert text.startswith("% columns: the bill's change against never switching models, no steering")
+    assert "Runs dearer" in text and "Cheap/calls in err streaks" in text
