@@ -302,7 +302,10 @@ def plot(path: str, fleets: Sequence[Fleet], run: RunReport | None) -> str | Non
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return "--plot: matplotlib is not installed (pip install 'rb-streams[plot]'); no plot written"
+        return (
+            "--plot: matplotlib is not installed (pip install './[plot]' from a checkout, or the wheel "
+            "with [plot]); no plot written"
+        )
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
     ax = axes[0]
     if run is not None:
