@@ -45,7 +45,12 @@ KAFKA_FLAGS = (
     "replication_factor",
     "tenants",
 )
-DEBUG_ENV = "RB_DEBUG"  # set to show tracebacks of internal errors
+# the agent side's settings a worker never reads: left out of `worker --help` (their RB_* variables
+# are still read, as every process reads its environment, and mean nothing to the worker)
+AGENT_ONLY = ("client_extra_names", "client_call_gate", "client_gate_mode", "client_gate_policy", "tenant")
+DEBUG_ENV = "RB_DEBUG"
+# what streams.pipeline adds to an unknown_run detail when the run's run_start was refused
+REFUSED_START_MARK = "its run_start was refused ("  # set to show tracebacks of internal errors
 
 
 class UserError(Exception):
@@ -75,15 +80,21 @@ def _flag_type(name: str) -> Any:
         try:
             return Settings.parse_value(name, raw)
         except SettingsError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
+            # argparse names the flag ("argument --partitions: ..."): the variable is not in play
+            raise argparse.ArgumentTypeError(exc.detail) from None
 
     return parse
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    return Settings.from_env(
-        **{n: getattr(args, n, None) for n in Settings.field_names() if n not in _NO_FLAG}
-    )
+    given = {n: getattr(args, n, None) for n in Settings.field_names() if n not in _NO_FLAG}
+    try:
+        return Settings.from_env(**given)
+    except SettingsError as exc:
+        # a value the user typed as a flag is named as typed, one from the environment by its variable
+        if exc.field is not None and given.get(exc.field) is not None:
+            raise exc.named_as("--" + exc.field.replace("_", "-")) from None
+        raise
 
 
 def _progress(total: int | None, desc: str, unit: str) -> Any:
@@ -234,6 +245,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if retriever is not None:
             stack.callback(retriever.close)
         bar = stack.enter_context(_progress(None, "replay", " events"))
+        lines = None if args.json else _DeadLetterLines(args.file)
         n_dec, n_dl = replay_file(
             _counted(src, bar),
             out,
@@ -247,11 +259,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
             partitions=s.partitions,
             control_key=s.control_key.get_secret_value(),
             tenant=args.tenant,
-            on_deadletter=None if args.json else _DeadLetterLines(args.file),
+            on_deadletter=lines,
             outcomes=oc,
             guard=guard,
             on_event=None if page is None else page.see,
         )
+        if lines is not None:
+            lines.finish()
     if page is not None:
         page.write(args.html, args.file)
     summary: dict[str, Any] = {"decisions": n_dec, "deadletters": n_dl}
@@ -332,12 +346,18 @@ def cmd_cost(args: argparse.Namespace) -> int:
         return anthropic_request(request, decision, placement=check_placement(placement))
 
     fleets, reports = [], []
+    skipped = 0
     for path in args.files:
+        # as replay: each refused line named (the first 20, then a count), skipped, then a total
+        bad = _DeadLetterLines(path, command="cost")
         with open(path, "rb") as fh:
             try:
-                runs = rc.read_runs(fh, path)
+                runs = rc.read_runs(fh, path, on_bad=bad)
             except rc.CostInputError as exc:
-                raise UserError(f"cost: {exc}", 2) from None
+                raise UserError(
+                    f"cost: {exc}" + (f" ({bad.seen} invalid lines skipped)" if bad.seen else ""), 1
+                ) from None
+        skipped += bad.seen
         if args.runs:
             runs = runs[: args.runs]
         if args.step_seconds is not None:
@@ -353,6 +373,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
             "prices_file": s.prices_file,
             "cost": dict(prices.cost),
             "step_seconds": args.step_seconds,
+            "invalid_lines_skipped": skipped,
             "fleets": [rc.fleet_dict(f) for f in fleets],
         }
         if args.per_run or chosen is not None:
@@ -376,6 +397,8 @@ def cmd_cost(args: argparse.Namespace) -> int:
         target = chosen if chosen is not None else max(reports, key=lambda r: r.steps, default=None)
         why = rc.plot(args.plot, fleets, target)
         print(f"rb-streams: {why}" if why else f"cost: plot written to {args.plot}", file=sys.stderr)
+    if skipped:
+        print(f"cost: {skipped} invalid lines skipped (named above)", file=sys.stderr)
     return 0
 
 
@@ -390,23 +413,49 @@ class _DeadLetterLines:
     """`replay`'s refused lines on stderr, each with its line number and reason (the first
     `shown`, then a count): "1 dead-letters" alone does not say which line or why."""
 
-    def __init__(self, name: str, shown: int = 20) -> None:
+    def __init__(self, name: str, shown: int = 20, command: str = "replay") -> None:
         self.name = "<stdin>" if name == "-" else name
+        self.command = command
         self.shown = shown
         self.seen = 0
+        self.printed = 0
+        # run id -> [first line, count] of its later events refused because its run_start was
+        # (streams.pipeline): one line per run at the end, not one per event
+        self.after_refused_start: dict[str, list[int]] = {}
 
     def __call__(self, lineno: int, record: dict[str, Any]) -> None:
         self.seen += 1
-        if self.seen <= self.shown:
+        run_id = record.get("run_id")
+        if record.get("reason") == "unknown_run" and REFUSED_START_MARK in str(record.get("detail")):
+            self.after_refused_start.setdefault(str(run_id), [lineno, 0])[1] += 1
+            return
+        self.printed += 1
+        if self.printed <= self.shown:
             detail = safe_for_log(str(record.get("detail") or ""), 200)  # the file's own text
             where = f"{self.name}:{lineno}"
             print(
-                f"replay: {where}: {record.get('reason')}" + (f": {detail}" if detail else ""),
+                f"{self.command}: {where}: {record.get('reason')}" + (f": {detail}" if detail else ""),
                 file=sys.stderr,
             )
-        elif self.seen == self.shown + 1:
+        elif self.printed == self.shown + 1:
+            if self.command == "replay":
+                rest = "further dead-lettered lines not shown; --deadletter FILE keeps them all"
+            else:
+                rest = "further invalid lines not shown"
+            print(f"{self.command}: ({rest})", file=sys.stderr)
+
+    def finish(self) -> None:
+        """One line per run whose later events were refused for its refused run_start."""
+        for n, (run_id, (first, count)) in enumerate(self.after_refused_start.items()):
+            if n == self.shown:
+                print(
+                    f"{self.command}: (and {len(self.after_refused_start) - n} more such runs)",
+                    file=sys.stderr,
+                )
+                break
             print(
-                "replay: (further dead-lettered lines not shown; --deadletter FILE keeps them all)",
+                f"{self.command}: {self.name}:{first}: unknown_run: {count} later events of run "
+                f"{safe_for_log(run_id, 100)!r} (from this line on), dead-lettered because its run_start was refused",
                 file=sys.stderr,
             )
 
@@ -863,7 +912,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="command")
 
     w = sub.add_parser("worker", help="run the Faust worker")
-    _add_settings_flags(w)
+    _add_settings_flags(w, [n for n in Settings.field_names() if n not in AGENT_ONLY])
     w.set_defaults(func=cmd_worker)
 
     r = sub.add_parser("replay", help="run wire events (JSONL) through the core, write decisions (JSONL)")
@@ -1060,8 +1109,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     k = sub.add_parser("kafka", help="start/stop/status of the local Maven-resolved broker")
     k.add_argument("action", choices=["install", "start", "stop", "restart", "status"])
-    k.add_argument("--port", type=int, default=9092)
-    k.add_argument("--data-dir", default=None)
+    k.add_argument("--port", type=int, default=9092, help="the broker's client port (default 9092)")
+    k.add_argument(
+        "--data-dir",
+        default=None,
+        help="the broker's data, logs and pid file (default $RB_KAFKA_DIR, else .local/kafka-PORT in a "
+        "checkout, the user data dir when installed)",
+    )
     k.set_defaults(func=cmd_kafka)
 
     m = sub.add_parser("models", help="build the embedding model artifacts the monitors use")

@@ -57,7 +57,25 @@ SaslMechanism = Literal["", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
 
 class SettingsError(ValueError):
-    """Invalid configuration; the message names the variable (and the value)."""
+    """Invalid configuration; the message names the variable (and the value).
+
+    `field`: the one setting at fault, when there is one (the message then starts with its
+    variable's name, `RB_<FIELD>: `): a caller that took the value from elsewhere (a command
+    line flag) names that instead, with `named_as`."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+    @property
+    def detail(self) -> str:
+        """The message without the variable's name in front: what is wrong with the value."""
+        msg, prefix = str(self), f"{ENV_PREFIX}{(self.field or '').upper()}: "
+        return msg[len(prefix) :] if self.field is not None and msg.startswith(prefix) else msg
+
+    def named_as(self, name: str) -> SettingsError:
+        """The same error naming `name` (e.g. `--broker`) where it named the variable."""
+        return self if self.detail == str(self) else SettingsError(f"{name}: {self.detail}", self.field)
 
 
 # The worker's own variables (streams.settings.Settings beyond ClientSettings, and its secret
@@ -315,7 +333,7 @@ class _Base(BaseSettings):
             try:
                 return cls(**given)
             except ValidationError as exc:
-                raise SettingsError(cls._explain(exc)) from None
+                raise SettingsError(cls._explain(exc), cls._field_of(exc)) from None
 
     @classmethod
     def parse_value(cls, field_name: str, raw: str) -> Any:
@@ -330,8 +348,15 @@ class _Base(BaseSettings):
             value = adapter.validate_strings(raw)
         except ValidationError as exc:
             msg = str(exc.errors()[0].get("msg", "invalid"))
-            raise SettingsError(f"{cls.env_name(field_name)}: {raw!r} is not valid: {msg}") from None
+            raise SettingsError(
+                f"{cls.env_name(field_name)}: {raw!r} is not valid: {msg}", field_name
+            ) from None
         return value.get_secret_value() if isinstance(value, SecretStr) else value
+
+    @classmethod
+    def _field_of(cls, exc: ValidationError) -> str | None:
+        loc = exc.errors()[0].get("loc") or ()
+        return str(loc[0]) if loc and str(loc[0]) in cls.model_fields else None
 
     @classmethod
     def _explain(cls, exc: ValidationError) -> str:

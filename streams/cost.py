@@ -11,7 +11,8 @@ command.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import textwrap
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,8 +58,12 @@ class RunReport:
         }
 
 
-def read_runs(lines: Iterable[bytes], where: str) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
-    """(run_start, steps) per run, in file order; a line that is not a JSON object is an error."""
+def read_runs(
+    lines: Iterable[bytes], where: str, on_bad: Callable[[int, dict[str, str]], None] | None = None
+) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """(run_start, steps) per run, in file order. A line that is not a JSON object with a run_id
+    is an error, or, with `on_bad`, given to it (line number, {"reason", "detail"}) and skipped,
+    as `replay` names and skips a line it dead-letters; a file with no run_start is an error."""
     runs: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
     for n, line in enumerate(lines, start=1):
         if not line.strip():
@@ -66,9 +71,17 @@ def read_runs(lines: Iterable[bytes], where: str) -> list[tuple[dict[str, Any], 
         try:
             ev = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
-            raise CostInputError(f"{where}:{n}: not JSON ({exc})"[:300]) from None
-        if not isinstance(ev, dict) or not isinstance(ev.get("run_id"), str):
-            raise CostInputError(f"{where}:{n}: not a wire event (an object with a run_id)")
+            bad = {"reason": "invalid_json", "detail": f"not JSON ({exc})"[:300]}
+        else:
+            if isinstance(ev, dict) and isinstance(ev.get("run_id"), str):
+                bad = {}
+            else:
+                bad = {"reason": "invalid_event", "detail": "not a wire event (an object with a run_id)"}
+        if bad:
+            if on_bad is None:
+                raise CostInputError(f"{where}:{n}: {bad['detail']}")
+            on_bad(n, bad)
+            continue
         kind = ev.get("type")
         if kind == "run_start":
             runs[ev["run_id"]] = (ev, [])
@@ -224,22 +237,51 @@ def fleet_dict(f: Fleet) -> dict[str, Any]:
     }
 
 
+# (heading, width): every % column is the change of the bill against the first $ column
+COLUMNS = (
+    ("data set", 16),
+    ("runs", 5),
+    ("$ never switching", 17),
+    ("steer at end", 12),
+    ("steer in system", 15),
+    ("naive routing", 13),
+    ("cache-aware routing", 19),
+    ("net: end+routing", 16),
+    ("with upgrades", 13),
+    ("model switches", 14),
+    ("runs dearer (naive)", 19),
+    ("cheap/calls in err streaks", 26),
+)
+LEGEND = (
+    "% columns: the bill's change against never switching models, no steering (steering text at the "
+    "end of the request or in the system prompt; routing FAST to the cheap model when the FSM says, "
+    "or only when the cache allows; net: steering at the end plus cache-aware routing; upgrades: SLOW "
+    "routed to the strong model too, spending by design). Model switches: calls routed to another "
+    "model than the previous call's. Runs dearer: runs cache-aware routing made dearer than never "
+    "switching (naive routing's in parentheses). Cheap/calls in err streaks: calls in runs of two or "
+    "more errors in a row that went to the cheap model / all such calls."
+)
+
+
 def table(fleets: Sequence[Fleet]) -> Iterator[str]:
-    """The per-data-set summary, as text lines."""
-    head = (
-        f"{'data set':<16} {'runs':>5} {'never-switch $':>14} {'steer end':>10} {'steer sys':>10} "
-        f"{'naive route':>11} {'routing':>9} {'net':>9} {'upgrades':>9} {'switches':>8} "
-        f"{'dearer runs':>11} {'cheap in err':>12}"
-    )
-    yield head
+    """The per-data-set summary, as text lines: the headings, a line per data set, the legend."""
+    (_, wn), (_, wr), (_, wb), *pcts, (_, ws), (_, wd), (_, we) = COLUMNS
+    yield " ".join(f"{h:<{w}}" if i == 0 else f"{h:>{w}}" for i, (h, w) in enumerate(COLUMNS))
     for f in fleets:
-        up = f"{f.pct('upgrades'):+8.2f}%" if "upgrades" in f.tallies else f"{'-':>9}"
-        yield (
-            f"{f.source:<16} {f.runs:>5} {f.tallies['base'].usd:>14.2f} {f.pct('steer_end'):>+9.2f}% "
-            f"{f.pct('steer_system'):>+9.2f}% {f.pct('naive'):>+10.2f}% {f.pct('routed'):>+8.2f}% "
-            f"{f.pct('net'):>+8.2f}% {up} {f.tallies['routed'].switches:>8} "
-            f"{f.dearer_by_downgrade:>4} ({f.naive_dearer:>3}) {f.cheap_in_streaks:>5}/{f.streak_calls:<6}"
+        shown = ["steer_end", "steer_system", "naive", "routed", "net", "upgrades"]
+        cells = [f"{f.pct(k):+.2f}%" if k in f.tallies else "-" for k in shown]
+        yield " ".join(
+            [
+                f"{f.source:<{wn}}",
+                f"{f.runs:>{wr}}",
+                f"{f.tallies['base'].usd:>{wb}.2f}",
+                *(f"{c:>{w}}" for c, (_, w) in zip(cells, pcts, strict=True)),
+                f"{f.tallies['routed'].switches:>{ws}}",
+                f"{f'{f.dearer_by_downgrade} ({f.naive_dearer})':>{wd}}",
+                f"{f'{f.cheap_in_streaks}/{f.streak_calls}':>{we}}",
+            ]
         )
+    yield from textwrap.wrap(LEGEND, 110)
 
 
 def run_lines(r: RunReport) -> Iterator[str]:
@@ -260,7 +302,10 @@ def plot(path: str, fleets: Sequence[Fleet], run: RunReport | None) -> str | Non
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return "--plot: matplotlib is not installed (pip install 'rb-streams[plot]'); no plot written"
+        return (
+            "--plot: matplotlib is not installed (pip install './[plot]' from a checkout, or the wheel "
+            "with [plot]); no plot written"
+        )
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
     ax = axes[0]
     if run is not None:

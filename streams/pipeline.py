@@ -13,9 +13,12 @@ counts; replay answers synchronously (`run`) over a dict-backed run store.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
+
+import orjson
 
 from .core import etraces
 from .core.engine import (
@@ -44,6 +47,12 @@ from .core.retention import (
     retention_clock,
 )
 from .core.state import TraceState
+
+# Runs whose run_start was refused, remembered (bounded, oldest out) so that the run's later
+# events, dead-lettered unknown_run, say why: the refusal is the cause, not a missing run_start.
+REFUSED_STARTS_KEPT = 4096
+REFUSED_START_DETAIL = 200  # characters of the refusal kept in a later event's detail
+REFUSED_START_MARK = "its run_start was refused ("  # streams.cli groups these lines by it
 
 # Synchronous E-trace answers for a plan (replay: the store is asked inline).
 AnswerNow = Callable[[etraces.Plan], Sequence[etraces.Answer]]
@@ -177,6 +186,9 @@ class Pipeline:
         self.evictions = evictions or EvictionRule()
         self.observe_only = observe_only
         self.defer_removal = defer_removal
+        # (tenant, run id) -> "reason: detail" of its refused run_start (see REFUSED_STARTS_KEPT);
+        # by tenant, so one tenant's later event never learns of another's run
+        self._refused_starts: OrderedDict[tuple[str | None, str], str] = OrderedDict()
 
     def remove(self, ev: Evicted) -> None:
         """Remove the run an eviction left pending (see `defer_removal`); else a no-op."""
@@ -200,6 +212,30 @@ class Pipeline:
         req = parse_evict(raw)
         if req is not None:
             return self._evict(req, raw, now, key, tenant, source, partition)
+        out = self._take(raw, now, key, tenant, partition)
+        if isinstance(out, Refused) and out.run_id is not None:
+            return self._said_once(out, raw, tenant, out.run_id)
+        if isinstance(out, Decided) and out.prior is None:
+            self._refused_starts.pop((tenant, out.incoming.run_id), None)
+        return out
+
+    def _said_once(self, out: Refused, raw: Raw, tenant: str | None, run_id: str) -> Refused:
+        """A refused run_start remembered; a later unknown_run event of that run told why."""
+        rej, at = out.rejection, (tenant, run_id)
+        if rej.reason == "unknown_run":
+            cause = self._refused_starts.get(at)
+            if cause is None:
+                return out
+            detail = f"{rej.detail}: {REFUSED_START_MARK}{cause})"
+            return replace(out, rejection=Rejected(rej.reason, detail, rej.run_id, rej.step))
+        if out.prior is None and _is_run_start(out.event_type, raw):
+            self._refused_starts[at] = f"{rej.reason}: {rej.detail}"[:REFUSED_START_DETAIL]
+            self._refused_starts.move_to_end(at)
+            if len(self._refused_starts) > REFUSED_STARTS_KEPT:
+                self._refused_starts.popitem(last=False)
+        return out
+
+    def _take(self, raw: Raw, now: float, key: object, tenant: str | None, partition: int | None) -> Outcome:
         read = self.engine.read(raw, now, key=key, tenant=tenant)
         if isinstance(read, Refused):
             return read
@@ -340,3 +376,15 @@ class Pipeline:
         return Evicted(
             req.run_id, rejection=rej, deadletter=deadletter_record(raw, rej, self.engine.limits, now, source)
         )
+
+
+def _is_run_start(event_type: str | None, raw: Raw) -> bool:
+    """Whether a refused input is a run_start: its type when it was read that far, else what
+    the raw JSON says (a refusal by the schema comes before the type is known to the engine)."""
+    if event_type is not None or raw is None:
+        return event_type == "run_start"
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(obj, dict) and obj.get("type") == "run_start"

@@ -58,9 +58,14 @@ install() {
   command -v mvn >/dev/null || { log "Maven (mvn) is required to fetch the broker jars"; exit 2; }
   command -v java >/dev/null || { log "Java 17+ is required to run the broker"; exit 2; }
   log "resolving Kafka jars with Maven"
-  mvn -q -B -f "$HERE/pom.xml" dependency:copy-dependencies \
-      -DoutputDirectory="$LIBS" -DincludeScope=runtime
+  # -B and style.color=never ask for no colour, yet Maven 3.8 with -q still writes bare ESC[0m
+  # resets on both streams: strip every escape sequence (and the lines left empty); pipefail
+  # keeps Maven's exit status
+  mvn -q -B -Dstyle.color=never -f "$HERE/pom.xml" dependency:copy-dependencies \
+      -DoutputDirectory="$LIBS" -DincludeScope=runtime 2>&1 | no_escapes >&2
 }
+
+no_escapes() { sed -u -e 's/\x1b\[[0-9;]*[A-Za-z]//g' -e '/^[[:space:]]*$/d'; }
 
 running_pid() {
   [ -f "$PIDFILE" ] || return 1

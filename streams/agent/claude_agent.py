@@ -61,7 +61,8 @@ can go on with the user's task; the tool does not run, so the call is no step. `
 also denies any value a tool output introduced in an acting call; `denied_calls` counts the
 denials.
 
-Needs the `claude-agent-sdk` extra (`pip install 'rb-streams[claude-agent-sdk]'`).
+Needs the `claude-agent-sdk` extra (`pip install './[claude-agent-sdk]'` from a checkout, or the
+wheel with `[claude-agent-sdk]`).
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ try:
 except ImportError as exc:  # one line that says what to install, not a bare module name
     raise ImportError(
         "streams.agent.claude_agent needs the Claude Agent SDK: "
-        f"pip install 'rb-streams[claude-agent-sdk]' ({exc})"
+        f"pip install './[claude-agent-sdk]' from a checkout, or the wheel with [claude-agent-sdk] ({exc})"
     ) from exc
 
 from . import compose

@@ -45,7 +45,8 @@ call to `send_money` was refused: ..." and why, so the model goes on with the us
 `call_gate=False` (or `RB_CLIENT_CALL_GATE=false`) turns it off; `gate="strict"` (or
 `RB_CLIENT_GATE_MODE=strict`) also refuses any value a tool output introduced in an acting call;
 `denied_calls` counts them.
-Needs the `langchain` extra (`pip install 'rb-streams[langchain]'`).
+Needs the `langchain` extra (`pip install './[langchain]'` from a checkout, or the wheel
+with `[langchain]`).
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ try:
     from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 except ImportError as exc:  # one line that says what to install, not a bare module name
     raise ImportError(
-        f"streams.agent.langchain_middleware needs LangChain 1.x: pip install 'rb-streams[langchain]' ({exc})"
+        "streams.agent.langchain_middleware needs LangChain 1.x: pip install './[langchain]' from a "
+        f"checkout, or the wheel with [langchain] ({exc})"
     ) from exc
 
 from . import compose

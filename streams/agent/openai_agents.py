@@ -67,7 +67,8 @@ call; `denied_calls` counts the denials. Hosted tools (web search, computer use)
 gated (the SDK runs no tool guardrails for them); an MCP server's tools are made per run, not
 from `Agent.tools`: give the server `tool_input_guardrails=[call_gate_guardrail]` to gate them.
 
-Needs the `openai-agents` extra (`pip install 'rb-streams[openai-agents]'`).
+Needs the `openai-agents` extra (`pip install './[openai-agents]'` from a checkout, or the wheel
+with `[openai-agents]`).
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ try:
 except ImportError as exc:  # one line that says what to install, not a bare module name
     raise ImportError(
         "streams.agent.openai_agents needs the OpenAI Agents SDK (openai-agents): "
-        f"pip install 'rb-streams[openai-agents]' ({exc})"
+        f"pip install './[openai-agents]' from a checkout, or the wheel with [openai-agents] ({exc})"
     ) from exc
 
 from . import compose

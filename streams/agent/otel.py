@@ -46,7 +46,7 @@ and logged once per kind; the instrumented application never sees one. Give the 
 `deadline_ms` (seconds): nothing waits for a decision here, and a decision that misses the
 deadline reaches the callback as None (`late`).
 
-Needs the `otel` extra (`pip install 'rb-streams[otel]'`).
+Needs the `otel` extra (`pip install './[otel]'` from a checkout, or the wheel with `[otel]`).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ try:
 except ImportError as exc:  # one line that says what to install, not a bare module name
     raise ImportError(
         "streams.agent.otel needs the OpenTelemetry SDK and OpenInference's conventions: "
-        f"pip install 'rb-streams[otel]' ({exc})"
+        f"pip install './[otel]' from a checkout, or the wheel with [otel] ({exc})"
     ) from exc
 
 from .client import Decision, SyncSteeringClient, step_event

@@ -407,7 +407,10 @@ def plot(path: str, rep: Mapping[str, Any]) -> str | None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return "--plot: matplotlib is not installed (pip install 'rb-streams[plot]'); no plot written"
+        return (
+            "--plot: matplotlib is not installed (pip install './[plot]' from a checkout, or the wheel "
+            "with [plot]); no plot written"
+        )
     exps = rep["experiments"]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for i, a in enumerate(ARMS):

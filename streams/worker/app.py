@@ -25,7 +25,7 @@ from ..etraces.retrieval import Retriever
 from ..kafka.security import client_kwargs, faust_credentials
 from ..settings import Settings
 from . import views
-from .broker_watch import PROBE_METADATA_MAX_AGE_MS, BrokerWatch, QuietKafkaLogs
+from .broker_watch import PROBE_METADATA_MAX_AGE_MS, BrokerWatch, QuietKafkaLogs, StartupCoordinatorLog
 from .fairness import FairShare, share_fetched_records, shorten_fetch_wait
 from .gauges import PartitionProbe, ProgressWatch
 from .guard_feed import GuardFeed
@@ -239,6 +239,9 @@ class Worker:
         self.app.timer(1.0, name="rb-gauges")(gauges.publish)
         # Is the broker there? /ready, rb_broker_connected, one log line per outage.
         self._steps_names = topics.steps_names
+        # a fresh worker's "GroupCoordinatorNotAvailable" ERROR, normal at start: one INFO line
+        self.coordinator_log = StartupCoordinatorLog()
+        self.coordinator_log.install()
         self.quiet_logs = QuietKafkaLogs()
         self.quiet_logs.install()
         self.broker = BrokerWatch(self._probe_client, metrics.broker_connected, self.quiet_logs)

@@ -79,6 +79,59 @@ class QuietKafkaLogs(logging.Filter):
         self._loggers = []
 
 
+COORDINATOR_LOGGER = "aiokafka.consumer.group_coordinator"
+COORDINATOR_GRACE_S = 60.0  # a fresh worker's group coordinator is normally found within this
+
+
+class StartupCoordinatorLog(logging.Filter):
+    """aiokafka's "Group Coordinator Request failed: [Error 15] GroupCoordinatorNotAvailableError",
+    logged at ERROR by every fresh worker while the broker elects the group's coordinator (it
+    retries, and finds it): in the first `grace_s` after `install`, the first such record is
+    one INFO line saying so and the rest are DEBUG. Past the grace they pass as written: a
+    coordinator still missing then is a problem (the runbook's RbWorkerStalled)."""
+
+    def __init__(
+        self, grace_s: float = COORDINATOR_GRACE_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        super().__init__()
+        self.grace_s, self.clock = grace_s, clock
+        self.since = clock()
+        self.lowered = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING or not _coordinator_not_available(record):
+            return True
+        if self.clock() - self.since > self.grace_s:
+            return True
+        self.lowered += 1
+        if self.lowered == 1:
+            record.msg, record.args = (
+                "waiting for the Kafka group coordinator (GroupCoordinatorNotAvailable: normal while a "
+                "new worker joins; aiokafka retries)",
+                None,
+            )
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        else:
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return True
+
+    def install(self) -> None:
+        """On aiokafka's group coordinator logger, first in line (before QuietKafkaLogs, which
+        then sees a record below WARNING and lets it be)."""
+        lg = logging.getLogger(COORDINATOR_LOGGER)
+        lg.filters.insert(0, self)
+
+    def remove(self) -> None:
+        logging.getLogger(COORDINATOR_LOGGER).removeFilter(self)
+
+
+def _coordinator_not_available(record: logging.LogRecord) -> bool:
+    if not str(record.msg).startswith("Group Coordinator Request failed"):
+        return False
+    args = record.args if isinstance(record.args, tuple) else (record.args,)
+    return any(type(a).__name__ == "GroupCoordinatorNotAvailableError" for a in args)
+
+
 class BrokerWatch:
     """`probe()` once a second (a timer): `connected`, the gauge, and one line per outage."""
 

@@ -517,3 +517,66 @@ def test_replay_writes_a_runs_page_and_names_an_unknown_run_in_one_line(
     assert not (tmp_path / "n.html").exists()
     assert main(["replay", str(src), "--run", "r"]) == 2
     assert "--run and --html go together" in capsys.readouterr().err
+
+
+def _subparser(name: str) -> argparse.ArgumentParser:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[name]
+
+
+def test_worker_help_lists_worker_options_not_the_agent_only_ones() -> None:
+    text = _subparser("worker").format_help()
+    for agent_only in (
+        "--client-gate-mode",
+        "--client-call-gate",
+        "--client-gate-policy",
+        "--client-extra-names",
+    ):
+        assert agent_only not in text
+    assert "--tenant " not in text and "--tenants" in text
+    # the worker checks its E-trace timeout against the client deadline: that one stays
+    assert "--broker" in text and "--client-deadline-ms" in text
+    assert "--client-gate-mode" in _subparser("simulate").format_help()
+
+
+def test_every_kafka_option_has_help() -> None:
+    helps = {a.dest: a.help for a in _subparser("kafka")._actions}
+    assert helps["port"] and helps["data_dir"]
+
+
+def test_a_bad_value_is_named_by_the_flag_when_typed_and_by_the_variable_when_from_the_environment(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RB_BROKER", raising=False)
+    assert main(["config", "--broker", "http://x"]) == 2
+    err = one_line(capsys.readouterr().err)
+    assert (
+        err.startswith("rb-streams: invalid configuration: --broker: 'http://x' is not valid")
+        and "RB_" not in err
+    )
+    monkeypatch.setenv("RB_BROKER", "http://x")
+    assert main(["config"]) == 2
+    assert one_line(capsys.readouterr().err).startswith(
+        "rb-streams: invalid configuration: RB_BROKER: 'http://x'"
+    )
+    # a flag argparse refuses is named by argparse alone
+    with pytest.raises(SystemExit):
+        main(["config", "--partitions", "three"])
+    err = capsys.readouterr().err
+    assert "argument --partitions: 'three' is not valid" in err and "RB_PARTITIONS" not in err
+
+
+def test_replay_says_once_that_a_runs_later_events_follow_its_refused_run_start(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    src = tmp_path / "misspelt.jsonl"
+    events = [run_start("r", escalaton={"stop_after": 2}), *(step("r", n) for n in range(1, 6))]
+    src.write_bytes(b"\n".join(b(e) for e in events) + b"\n")
+    assert main(["replay", str(src), "-o", str(tmp_path / "out.jsonl")]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"replay: {src}:1: invalid_run_start: unknown field 'escalaton'")
+    assert err[1] == (
+        f"replay: {src}:2: unknown_run: 5 later events of run 'r' (from this line on), "
+        "dead-lettered because its run_start was refused"
+    )
+    assert err[2:] == ["replay: 0 decisions, 6 dead-letters"]

@@ -107,13 +107,32 @@ def test_no_price_table_is_one_line(
     assert "no price table" in one_line(capsys.readouterr().err)
 
 
-def test_a_trajectory_that_is_not_jsonl_is_one_line(
+def test_a_trajectory_with_no_valid_run_names_each_bad_line_then_fails(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bad = tmp_path / "t.jsonl"
     bad.write_text("not json\n")
-    assert main(["cost", str(bad), "--prices-file", str(EXAMPLE)]) == 2
-    assert "t.jsonl:1: not JSON" in one_line(capsys.readouterr().err)
+    assert main(["cost", str(bad), "--prices-file", str(EXAMPLE)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"cost: {bad}:1: invalid_json: not JSON") and "Traceback" not in "".join(err)
+    assert err[-1] == f"rb-streams: cost: {bad}: no run_start in the file (1 invalid lines skipped)"
+
+
+def test_cost_names_a_bad_line_skips_it_and_goes_on_as_replay_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.factories import b, run_start, step
+
+    src = tmp_path / "mixed.jsonl"
+    src.write_bytes(b(run_start("r")) + b"\n{broken\n[1]\n" + b(step("r", 1)) + b"\n")
+    assert main(["cost", str(src), "--prices-file", str(EXAMPLE), "--json"]) == 0
+    captured = capsys.readouterr()
+    got = json.loads(captured.out)
+    assert got["invalid_lines_skipped"] == 2 and got["fleets"][0]["runs"] == 1
+    err = captured.err.splitlines()
+    assert err[0].startswith(f"cost: {src}:2: invalid_json: ")
+    assert err[1] == f"cost: {src}:3: invalid_event: not a wire event (an object with a run_id)"
+    assert err[-1] == "cost: 2 invalid lines skipped (named above)"
 
 
 def test_an_unknown_run_is_one_line(slice_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -128,3 +147,22 @@ def test_retimed_spaces_each_runs_steps_from_its_start() -> None:
     ((start, steps),) = retimed(runs, 30.0)
     assert start["ts"] == 100.0 and [s["ts"] for s in steps] == [130.0, 160.0]
     assert runs[0][1][0]["ts"] == 102.0  # the input is not changed
+
+
+def test_the_cost_table_headings_say_what_each_column_is_and_a_legend_follows() -> None:
+    from streams.core.cost import Tally
+    from streams.cost import COLUMNS, Fleet, table
+
+    tallies = {k: Tally(usd=u) for k, u in (("base", 10.0), ("steer_end", 10.5), ("steer_system", 11.0))}
+    tallies |= {"naive": Tally(usd=9.0), "routed": Tally(usd=8.0, switches=3), "net": Tally(usd=8.4)}
+    fleet = Fleet("agentdojo", runs=4, steps=40, tallies=tallies, dearer_by_downgrade=1, naive_dearer=2)
+    head, row, *legend = list(table([fleet]))
+    for heading, _ in COLUMNS:
+        assert heading in head
+    assert "$ never switching" in head and "cache-aware routing" in head and "model switches" in head
+    cells = ["agentdojo", "4", "10.00", "+5.00%", "+10.00%", "-10.00%", "-20.00%", "-16.00%", "-"]
+    assert row.split() == [*cells, "3", "1", "(2)", "0/0"]
+    assert len(head) == len(row)  # the cells sit under their headings
+    text = " ".join(legend)
+    assert text.startswith("% columns: the bill's change against never switching models, no steering")
+    assert "Runs dearer" in text and "Cheap/calls in err streaks" in text

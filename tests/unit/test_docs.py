@@ -151,3 +151,41 @@ def test_the_weight_table_in_monitors_md_is_the_codes_keys_and_profiles() -> Non
     assert [r[0] for r in rows] == list(MONITORS)
     for i, profile in enumerate(("coding", "pr_review", "qa"), start=1):
         assert {r[0]: float(r[i]) for r in rows} == dict(BUILTIN_PROFILES[profile]), profile
+
+
+def test_no_doc_installs_the_package_by_name_from_an_index() -> None:
+    """rb-streams is on no package index: `pip install 'rb-streams[x]'` fails for a newcomer.
+    The docs install from the checkout (`./[x]`), the wheel, or `rb-streams[x] @ git+...`."""
+    by_name = re.compile(r"pip install '?rb-streams\[[^\]]*\]'?(?! @)")
+    for page in [*PAGES, ROOT / "COST.md"]:
+        for line in page.read_text(encoding="utf-8").splitlines():
+            assert not by_name.search(line), f"{page.name}: {line.strip()}"
+
+
+def test_every_option_of_every_subcommand_is_in_cli_md() -> None:
+    """The settings flags (`--<setting>`) are documented once, in configuration.md; every other
+    option a subcommand takes is named in docs/cli.md."""
+    import argparse
+
+    from streams.cli import build_parser
+    from streams.settings import Settings
+
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", text))
+    settings = set(Settings.field_names())
+    missing = []
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{path} {name}")
+            elif (
+                action.option_strings
+                and action.dest not in settings | {"help", "version"}
+                and not named & set(action.option_strings)
+            ):
+                missing.append(f"{path} {action.option_strings[-1]}")
+
+    walk(build_parser(), "rb-streams")
+    assert not missing, missing

@@ -162,3 +162,31 @@ def test_replay_checks_a_partition_it_is_given_as_the_worker_does_and_takes_a_fi
     assert from_file is not None and orjson.dumps(
         {k: v for k, v in from_file.items() if k != "processed_ts"}
     ) == orjson.dumps({k: v for k, v in decision.items() if k != "processed_ts"})
+
+
+def test_the_later_events_of_a_run_whose_run_start_was_refused_say_so_with_its_reason() -> None:
+    p = pipeline()
+    refused = run(p, b(run_start("r", escalaton={"stop_after": 2})))
+    assert isinstance(refused, Sealed) and refused.deadletter is not None
+    assert refused.deadletter["reason"] == "invalid_run_start"
+    later = run(p, b(step("r", 1)))
+    assert isinstance(later, Sealed) and later.deadletter is not None
+    assert later.deadletter["reason"] == "unknown_run"
+    assert later.deadletter["detail"] == (
+        "no run_start seen for run 'r': its run_start was refused "
+        "(invalid_run_start: unknown field 'escalaton'; did you mean 'escalation'?)"
+    )
+    # a run never started is told nothing more; one started after all is forgotten as refused
+    ghost = run(p, b(step("ghost", 1)))
+    assert isinstance(ghost, Sealed) and ghost.deadletter is not None
+    assert ghost.deadletter["detail"] == "no run_start seen for run 'ghost'"
+    assert isinstance(run(p, b(run_start("r"))), Sealed)
+    assert isinstance(p.take(b(step("r", 1)), 2.0), Decided)
+
+
+def test_a_refused_run_start_is_remembered_per_tenant() -> None:
+    p = pipeline()
+    p.take(b(run_start("r", org_id="a", escalaton={})), 1.0, tenant="a")
+    out = p.take(b(step("r", 1, org_id="b")), 1.0, tenant="b")
+    assert isinstance(out, Refused) and out.rejection.reason == "unknown_run"
+    assert "refused" not in out.rejection.detail

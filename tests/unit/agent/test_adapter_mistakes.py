@@ -40,7 +40,7 @@ def test_an_adapter_without_its_framework_names_the_extra_to_install(
     monkeypatch.delitem(sys.modules, adapter, raising=False)
     with pytest.raises(ImportError) as err:
         importlib.import_module(adapter)
-    assert f"pip install 'rb-streams[{extra}]'" in str(err.value)
+    assert f"pip install './[{extra}]' from a checkout, or the wheel with [{extra}]" in str(err.value)
     assert "\n" not in str(err.value)
 
 

@@ -258,3 +258,42 @@ def test_required_alerts_exist_and_explain_themselves() -> None:
     for name, rule in alerts.items():
         assert rule["annotations"]["runbook_url"] == RUNBOOK_URL.format(anchor=name.lower()), name
         assert name.lower() in anchors, f"docs/runbook.md has no section for {name}"
+
+
+OPERATIONS = GRAFANA_DIR.parents[1] / "docs" / "operations.md"
+
+
+def _metrics_table() -> dict[str, str]:
+    """docs/operations.md's metrics table: each metric named in a row's first cell -> the row."""
+    rows: dict[str, str] = {}
+    for line in OPERATIONS.read_text(encoding="utf-8").splitlines():
+        cells = line.strip().split("|")
+        if len(cells) > 3 and cells[1].strip().startswith("`rb_"):
+            for name in re.findall(r"`(rb_\w+)", cells[1]):
+                rows[name] = line
+    return rows
+
+
+def test_every_metric_the_worker_exports_is_in_the_operations_table_and_on_the_dashboard(
+    dashboard: dict[str, Any],
+) -> None:
+    from streams.worker.metrics import Metrics
+
+    table = _metrics_table()
+    shown = set().union(*(series_names(expr) for _, expr in _exprs(dashboard)))
+    families = [f for f in Metrics().registry.collect() if f.name.startswith("rb_")]
+    assert families
+    for family in families:
+        # the name a user queries: prometheus_client drops a counter's _total from the family
+        name = family.name + "_total" if family.type == "counter" else family.name
+        assert name in table, (
+            f"{name} ({family.type}) is missing from the metrics table of docs/operations.md"
+        )
+        on_dashboard = any(s == name or s.startswith(family.name + "_") for s in shown)
+        assert on_dashboard or "not on the dashboard" in table[name], (
+            f"{name}: neither on deploy/grafana's dashboard nor marked 'not on the dashboard' in its row"
+        )
+    exported = {f.name + "_total" if f.type == "counter" else f.name for f in families}
+    assert set(table) <= exported, (
+        f"the table names metrics no worker exports: {sorted(set(table) - exported)}"
+    )

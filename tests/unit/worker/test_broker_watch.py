@@ -13,7 +13,7 @@ import pytest
 from aiokafka import AIOKafkaClient
 from prometheus_client import CollectorRegistry, Gauge
 
-from streams.worker.broker_watch import BrokerWatch, QuietKafkaLogs
+from streams.worker.broker_watch import COORDINATOR_LOGGER, BrokerWatch, QuietKafkaLogs, StartupCoordinatorLog
 
 
 def gauge() -> Gauge:
@@ -166,3 +166,32 @@ def test_a_stop_mid_handshake_lets_the_probe_finish_then_closes_its_client() -> 
         assert len(made) == 1
 
     asyncio.run(main())
+
+
+def test_a_fresh_workers_group_coordinator_error_is_one_info_line_at_start_and_an_error_after_the_grace(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from aiokafka.errors import GroupCoordinatorNotAvailableError
+
+    now = [0.0]
+    lowered = StartupCoordinatorLog(grace_s=60.0, clock=lambda: now[0])
+    quiet = QuietKafkaLogs()
+    lowered.install()
+    quiet.install()
+    lg = logging.getLogger(COORDINATOR_LOGGER)
+    try:
+        with caplog.at_level(logging.INFO, logger="aiokafka"):
+            for _ in range(5):  # aiokafka retries every 100 ms at start
+                lg.error("Group Coordinator Request failed: %s", GroupCoordinatorNotAvailableError())
+            lg.error("Heartbeat failed: %r", "other")  # another error passes as written
+            quiet.answered()  # the broker answers: that error's episode is over
+            now[0] = 61.0  # past the grace a missing coordinator is a problem, and says so
+            lg.error("Group Coordinator Request failed: %s", GroupCoordinatorNotAvailableError())
+    finally:
+        lowered.remove()
+        quiet.remove()
+    got = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == COORDINATOR_LOGGER]
+    assert got[0][0] == "INFO" and got[0][1].startswith("waiting for the Kafka group coordinator")
+    assert got[1] == ("ERROR", "Heartbeat failed: 'other'")
+    assert got[2][0] == "ERROR" and "GroupCoordinatorNotAvailableError" in got[2][1]
+    assert len(got) == 3 and lowered.lowered == 5  # the 4 later ones at start were DEBUG

@@ -220,3 +220,18 @@ def test_a_dead_letter_is_logged_at_warning_with_its_run_and_reason_and_a_flood_
     r.processor._dl_window = (-processor.DEADLETTER_LOG_WINDOW_S, *r.processor._dl_window[1:])
     asyncio.run(r.feed(step("nobody-else", 1)))
     assert "6 more dead-letters" in caplog.records[-2].getMessage()
+
+
+def test_the_worker_says_a_runs_later_events_follow_its_refused_run_start_as_replay_does(
+    sem: Semantics,
+) -> None:
+    async def go() -> None:
+        r = rig(sem, GatedStore(), partitions=1)
+        await r.feed(run_start("m", escalaton={"stop_after": 2}))
+        await r.feed(step("m", 1))
+        await r.drain()
+        first, later = r.deadletters
+        assert first["reason"] == "invalid_run_start" and later["reason"] == "unknown_run"
+        assert later["detail"].endswith(f"its run_start was refused (invalid_run_start: {first['detail']})")
+
+    asyncio.run(go())
