@@ -11,7 +11,9 @@ Inputs come from the JSON files the benchmarks write (`--from`, repeatable):
 - `bench.throughput --json FILE` (or bench/results/headline-throughput.json): the worker's CPU
   per step with everything on (the process with its embedding child, and its event loop) and
   the broker's.
-An input no file gave is a flag whose default is the latest figure in BENCHMARKS.md; the
+The worker's CPU was measured on the synthetic fleet; `--core-us` (the core's CPU per step on
+the steps to size for, e.g. bench.replay_cost's replay of a real source) adds its difference to
+the synthetic core's. An input no file gave is a flag whose default is the latest figure in BENCHMARKS.md; the
 output says where every input came from. Retention and idle timeout are the worker's
 defaults (`streams.settings.Settings`: finished_retention_s, idle_timeout_s), read here.
 Stdlib only (the settings are read from the source text, not imported).
@@ -33,6 +35,10 @@ RETENTION = HERE / "streams" / "core" / "retention.py"
 ON = "rb-streams worker, monitors + E-traces on"
 KAFKA_SEGMENT_BYTES = 1 << 30  # Kafka's segment.bytes default: the active segment is never compacted
 MB = 1e6
+# The core's CPU per step (no Kafka) on the synthetic fleet bench.throughput drains: BENCHMARKS.md
+# 0, flat cost at step 10, cold. A `--core-us` measured on other steps (bench.replay_cost's
+# replay of a real source) moves cpu_us and loop_us by the difference.
+SYNTHETIC_CORE_US = 358.6
 GB = 1e9
 
 # name: (default, unit, where the default comes from)
@@ -43,6 +49,11 @@ DEFAULTS: dict[str, tuple[float, str, str]] = {
         "BENCHMARKS.md 2: worker process CPU per event with its embedding child, everything on",
     ),
     "loop_us": (1055.0, "us", "BENCHMARKS.md 2: worker event-loop CPU per event, everything on"),
+    "core_us": (
+        SYNTHETIC_CORE_US,
+        "us",
+        "BENCHMARKS.md 0: the core's CPU per step on the synthetic fleet cpu_us was measured on",
+    ),
     "codec_us": (
         354.0,
         "us",
@@ -167,9 +178,11 @@ def plan(
 ) -> dict[str, float]:
     """The figures for `runs` concurrent runs, one step each every `step_s` seconds."""
     rate = runs / step_s
-    cores = rate * (x["cpu_us"] + x["codec_us"]) / 1e6 / headroom
-    # aiokafka compresses on the event loop: the codec's CPU is the loop's
-    procs = max(1, math.ceil(rate * (x["loop_us"] + x["codec_us"]) / 1e6 / headroom))
+    extra = x["codec_us"] + x["core_us"] - SYNTHETIC_CORE_US
+    step_us = x["cpu_us"] + extra
+    cores = rate * step_us / 1e6 / headroom
+    # aiokafka compresses on the event loop, and the core runs there: both are the loop's
+    procs = max(1, math.ceil(rate * (x["loop_us"] + extra) / 1e6 / headroom))
     partitions = max(int(cfg["partitions"]), pow2(2 * procs))
     run_s = x["steps_per_run"] * step_s
     finished_per_s = runs / run_s  # a run ends, another starts: N stay concurrent
@@ -183,7 +196,7 @@ def plan(
     return {
         "concurrent runs": runs,
         "steps/s": rate,
-        "worker CPU us/step (with codec)": x["cpu_us"] + x["codec_us"],
+        "worker CPU us/step (codec, core adjusted)": step_us,
         "worker cores": cores,
         "worker processes": procs,
         "partitions": partitions,

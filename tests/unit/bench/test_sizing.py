@@ -13,6 +13,7 @@ X = {k: v for k, (v, _u, _src) in sizing.DEFAULTS.items()} | {
     "cpu_us": 1000.0,
     "loop_us": 800.0,
     "codec_us": 100.0,
+    "core_us": sizing.SYNTHETIC_CORE_US,
     "broker_us": 200.0,
     "state_bytes": 20_000.0,
     "changelog_bytes": 5_000.0,
@@ -52,6 +53,13 @@ def test_processes_round_up_and_partitions_leave_room_to_double() -> None:
     p = sizing.plan(100_000, 5.0, 0.6, X, CFG)  # 20,000 steps/s x 900 us / 0.6 = 30 loops
     assert p["worker processes"] == 30
     assert p["partitions"] == 64
+
+
+def test_core_measured_on_other_steps_moves_the_cpu() -> None:
+    p = sizing.plan(10_000, 5.0, 0.6, X | {"core_us": sizing.SYNTHETIC_CORE_US + 500}, CFG)
+    assert p["worker CPU us/step (codec, core adjusted)"] == pytest.approx(1_600)
+    assert p["worker cores"] == pytest.approx(2_000 * 1_600 / 1e6 / 0.6)
+    assert p["worker processes"] == 5  # ceil(2,000 x 1,400 us / 0.6 / 1e6) = ceil(4.67)
 
 
 def test_monotonic_in_runs() -> None:
