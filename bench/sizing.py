@@ -189,6 +189,7 @@ def plan(
     held_finished = finished_per_s * cfg["finished_retention_s"]
     held = runs + held_finished
     ingress = rate * (x["event_bytes"] + x["decision_bytes"] + x["changelog_bytes"])
+    raw_ingress = rate * (x["event_bytes"] + x["decision_raw_bytes"] + x["changelog_raw_bytes"])
     # the worker reads the steps, the agents their decisions; the changelog is read on recovery only
     egress = rate * (x["event_bytes"] + x["decision_bytes"])
     tomb_day = finished_per_s * 86400
@@ -203,6 +204,7 @@ def plan(
         "broker cores (one broker's CPU/step)": rate * x["broker_us"] / 1e6 / headroom,
         "broker ingress MB/s, RF 1": ingress / MB,
         "broker egress MB/s, RF 1": egress / MB,
+        "broker ingress MB/s, RF 1, RB_PRODUCER_COMPRESSION=none": raw_ingress / MB,
         "broker ingress MB/s, RF 3": 3 * ingress / MB,
         "broker egress MB/s, RF 3": (egress + 2 * ingress) / MB,
         "runs held (live + finished in retention)": held,
@@ -246,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
             "finished_retention_s": setting("finished_retention_s"),
             "idle_timeout_s": setting("idle_timeout_s"),
             "max_runs": setting("DEFAULT_MAX_RUNS", RETENTION),
+            "max_runs_per_org": setting("DEFAULT_MAX_RUNS_PER_ORG", RETENTION),
         }
     except InputError as e:
         print(f"sizing: {e}", file=sys.stderr)
@@ -273,8 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"Settings (streams/settings.py defaults): finished_retention_s={cfg['finished_retention_s']:g}, "
         f"idle_timeout_s={cfg['idle_timeout_s']:g} (abandoned runs stay that long: not counted above), "
-        f"partitions={cfg['partitions']:g}, max_runs={cfg['max_runs']:,.0f} (RB_MAX_RUNS: raise it "
-        "past the runs held)."
+        f"partitions={cfg['partitions']:g}, max_runs={cfg['max_runs']:,.0f} and "
+        f"max_runs_per_org={cfg['max_runs_per_org']:,.0f} (RB_MAX_RUNS, RB_MAX_RUNS_PER_ORG: past them "
+        "run_start is dead-lettered; raise them past the runs held, or lower RB_FINISHED_RETENTION_S)."
     )
     return 0
 

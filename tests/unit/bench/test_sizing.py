@@ -36,6 +36,8 @@ def test_arithmetic_10k_runs_at_5s() -> None:
     assert p["partitions"] == 8  # max(RB_PARTITIONS, 2 x 3 rounded up to a power of two)
     assert p["broker ingress MB/s, RF 1"] == pytest.approx(2_000 * 7_100 / 1e6)
     assert p["broker egress MB/s, RF 1"] == pytest.approx(2_000 * 2_100 / 1e6)
+    raw = X["event_bytes"] + X["decision_raw_bytes"] + X["changelog_raw_bytes"]
+    assert p["broker ingress MB/s, RF 1, RB_PRODUCER_COMPRESSION=none"] == pytest.approx(2_000 * raw / 1e6)
     assert p["broker ingress MB/s, RF 3"] == pytest.approx(3 * 14.2)
     assert p["broker egress MB/s, RF 3"] == pytest.approx(4.2 + 2 * 14.2)
     # runs last 40 x 5 s = 200 s: 50 finish a second, each kept 3,600 s
@@ -75,6 +77,7 @@ def test_settings_read_from_the_source() -> None:
     assert sizing.setting("finished_retention_s") == 3600.0
     assert sizing.setting("idle_timeout_s") == 86400.0
     assert sizing.setting("DEFAULT_MAX_RUNS", sizing.RETENTION) == 100_000
+    assert sizing.setting("DEFAULT_MAX_RUNS_PER_ORG", sizing.RETENTION) == 10_000
 
 
 def test_state_bytes_json_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
