@@ -13,8 +13,8 @@ Inputs come from the JSON files the benchmarks write (`--from`, repeatable):
   the broker's.
 The worker's CPU was measured on the synthetic fleet; `--core-us` (the core's CPU per step on
 the steps to size for, e.g. bench.replay_cost's replay of a real source) adds its difference to
-the synthetic core's. An input no file gave is a flag whose default is the latest figure in BENCHMARKS.md; the
-output says where every input came from. Retention and idle timeout are the worker's
+the synthetic core's. An input no file gave is a flag whose default is the latest figure in
+BENCHMARKS.md; the output says where every input came from. Retention and idle timeout are the worker's
 defaults (`streams.settings.Settings`: finished_retention_s, idle_timeout_s), read here.
 Stdlib only (the settings are read from the source text, not imported).
 """
