@@ -8,7 +8,7 @@ Each source file of `../shared/data/real-dev/` is replayed once through `streams
 `state_bytes` (the table value the worker writes, so the changelog record's value) and the
 `decision_bytes` (the steering record's value), then prints per source:
 
-- state bytes per step: median, p90, max; and a per-field breakdown of the state (top-level
+- state bytes per step: median, p90, max (and the step event's own bytes, and the runs, in `--json`); and a per-field breakdown of the state (top-level
   fields, each monitor's memory and its own fields, as orjson writes them: median bytes and
   share of the median state);
 - the changelog record as the producer sends it: a Kafka record batch built by aiokafka's own
@@ -45,8 +45,9 @@ CODECS = {"none": 0, "gzip": 1, "lz4": 3, "zstd": 4}
 CLOCK = 1_767_225_600.0
 
 
-def replay(path: Path) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
-    """(run key, state bytes) and decision bytes of every step event of `path`."""
+def replay(path: Path) -> tuple[list[tuple[bytes, bytes]], list[bytes], list[int]]:
+    """(run key, state bytes), decision bytes and the event's own bytes of every step event of
+    `path`."""
     from streams.core.engine import Sealed
     from streams.embeddings.models import load_models
     from streams.replay import Replayer
@@ -54,18 +55,21 @@ def replay(path: Path) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
     rp = Replayer(clock=lambda: CLOCK, sem=load_models().semantics())
     states: list[tuple[bytes, bytes]] = []
     decisions: list[bytes] = []
+    events: list[int] = []
     with path.open("rb") as f:
         for line in f:
             if not line.strip():
                 continue
-            s = rp.pipeline.run(line.rstrip(b"\r\n"), CLOCK, rp.retriever.answer_now)
+            raw = line.rstrip(b"\r\n")
+            s = rp.pipeline.run(raw, CLOCK, rp.retriever.answer_now)
             if not isinstance(s, Sealed) or s.event_type != "step":
                 continue
+            events.append(len(raw))
             if s.state_bytes is not None and s.run_id is not None:
                 states.append((s.run_id.encode(), s.state_bytes))
             if s.decision_bytes is not None:
                 decisions.append(s.decision_bytes)
-    return states, decisions
+    return states, decisions, events
 
 
 def pct(xs: list[int] | list[float], p: float) -> float:
@@ -129,11 +133,13 @@ def codec_table(records: list[tuple[bytes, bytes]], per_batch: int, reps: int) -
 
 
 def measure(path: Path, per_batch: int, reps: int) -> dict[str, Any]:
-    states, decisions = replay(path)
+    states, decisions, events = replay(path)
     sizes = [len(v) for _, v in states]
     dsizes = [len(d) for d in decisions]
     return {
         "steps": len(states),
+        "runs": len({k for k, _ in states}),
+        "event": {"median": pct(events, 0.5), "p90": pct(events, 0.9), "max": max(events, default=0)},
         "state": {"median": pct(sizes, 0.5), "p90": pct(sizes, 0.9), "max": max(sizes, default=0)},
         "decision": {"median": pct(dsizes, 0.5), "p90": pct(dsizes, 0.9), "max": max(dsizes, default=0)},
         "fields": breakdown([v for _, v in states]),
