@@ -111,7 +111,7 @@ def parse_escalation(raw: Any, where: str = "escalation") -> EscalationPolicy:
 
 
 # The built-in default, for a run whose run_start, org and deployment set none (measured on the
-# dev runs: QUALITY.md#the-default-ladder-issue-48). Only the warnings whose precision is
+# dev runs: QUALITY.md#the-default-ladder). Only the warnings whose precision is
 # proven climb it: the same call with the same result or error, or the same edit, again
 # ("loop.repeat"); calls that never ran, refused with the same error ("loop.not_run"); a wait
 # whose result has not changed past its budget ("loop.wait"); a call carrying a value from a

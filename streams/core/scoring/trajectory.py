@@ -30,7 +30,7 @@ They combine as independent pieces of evidence (noisy-OR), then progress discoun
 
 so a quiet step scores what its thought scores, any one piece alone can raise the score, and
 none can push it past 1. Why these weights, and how they were checked on real runs: QUALITY.md,
-"Routing (issue 21)". Memory is a few counters and fixed-size windows of hashes, so per-step
+"Routing". Memory is a few counters and fixed-size windows of hashes, so per-step
 work and state size do not grow with the run.
 """
 
