@@ -189,3 +189,28 @@ def test_every_option_of_every_subcommand_is_in_cli_md() -> None:
 
     walk(build_parser(), "rb-streams")
     assert not missing, missing
+
+
+HISTORY = re.compile(r"\b(?:issues? #?\d+|sessions? \d+)\b|SPEC\.md|SPEC §", re.I)
+LONG = ("QUALITY.md", "BENCHMARKS.md", "RELIABILITY.md")
+
+
+def test_no_document_points_at_an_issue_a_session_or_a_spec_section() -> None:
+    """A reader cannot follow "issue 31" or "session 15": the docs name the thing or link a
+    section, and git holds the history."""
+    for page in [*PAGES, ROOT / "COST.md"]:
+        for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            assert not HISTORY.search(line), f"{page.name}:{n}: {line.strip()[:120]}"
+
+
+def test_each_long_document_opens_with_its_summary() -> None:
+    """QUALITY.md, BENCHMARKS.md and RELIABILITY.md open with a summary of what holds now,
+    within the first screen, before the first topic section."""
+    for name in LONG:
+        lines = (ROOT / name).read_text(encoding="utf-8").splitlines()
+        heads = [(i, h) for i, h in enumerate(lines) if h.startswith("## ")]
+        assert heads, name
+        first_i, first = heads[0]
+        assert first_i < 15 and "summary" in first.lower(), f"{name}: the first section is {first!r}"
+        nxt = heads[1][0] if len(heads) > 1 else len(lines)
+        assert nxt - first_i <= 60, f"{name}: the summary runs {nxt - first_i} lines"
