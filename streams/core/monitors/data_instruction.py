@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from ...taint import acts_on, call_index, is_acting_tool
-from ...untrusted import scrub
+from ...untrusted import channel_copies, scrub
 from .. import asks, instructions, provenance, sanction
 from ..ladder import EscalationPolicy, escalation_sentence
 from ..provenance import Provenance
@@ -109,7 +109,11 @@ def evaluate(p: Provenance, f: StepFeatures, ctx: Context, sem: Semantics) -> tu
     if hit is not p.hit:
         p = Provenance(p.seeded, p.user, p.taint, p.flagged, hit, p.order, p.sanctioned)
     obs = f.observation
-    if obs and not f.is_error:
+    # An error's text is read only for a copy of our channel: a tool's error message is as
+    # much a producer's text as its output (a planted `[REASONBLOCKS]` in a 500 page), but
+    # errors' own wording ("you must ...") is not read as instructions.
+    copied = bool(obs) and bool(channel_copies(obs[: instructions.TEXT_MAX]))
+    if obs and (not f.is_error or copied):
         # destinations inside markup, table cells and CJK sentences too (`asks.view`)
         values = asks.values(obs)
         # only a result that may hold instructions is read for them (`may_flag`: C searches)
@@ -119,6 +123,7 @@ def evaluate(p: Provenance, f: StepFeatures, ctx: Context, sem: Semantics) -> tu
         order = provenance.current_order(p) if p.order else None
         if (
             order is not None
+            and not copied  # an imitation of our channel is never what the user asked to follow
             and values
             and sanction.sanctionable(order, found_instr, values, obs)
             and sanction.reads_source(order, tool, f.input)
@@ -127,7 +132,7 @@ def evaluate(p: Provenance, f: StepFeatures, ctx: Context, sem: Semantics) -> tu
             p = provenance.sanctioned(p, f.step, tool, obs)
         else:
             p = provenance.observe(p, f.step, tool, asks.view(obs), values, found_instr)
-        if found_instr.flagged and not p.sanctioned_at(f.step):
+        if found_instr.flagged and (copied or not p.sanctioned_at(f.step)):
             score = max(score, found_instr.score)
             texts.insert(0, result_warning(tool, f.step))
     if not texts:
