@@ -212,7 +212,9 @@ def test_no_steering_text_carries_a_marker_tag_control_or_open_fence_whatever_th
     h: dict[str, str],
 ) -> None:
     decisions = drive(looping_run(h)) + drive(chatting_run(h))
-    assert [d["action"] for d in decisions[:7]][-3:] == ["escalate", "stop", "stop"]  # the ladder ran
+    acts = [d["action"] for d in decisions[:7]]
+    # the ladder ran (a copy of our channel in the errors is warned about as well, one rung earlier)
+    assert "escalate" in acts and acts[-1] == "stop", acts
     assert any(d["injection_text"] for d in decisions[7:])  # the chat's loop was warned too
     for d in decisions:
         for text, marker_ok in steering_texts(d):
@@ -226,12 +228,15 @@ def test_the_tool_error_of_the_issue_is_named_not_quoted_in_every_steering_text(
     h["observation"] = ISSUE
     decisions = drive(looping_run(h))
     warned = [d for d in decisions if d["inject"]]
-    assert [d["action"] for d in warned] == ["nudge", "escalate", "stop", "stop"]
+    # the error's copy of our channel is warned about first (an injection in a tool's error),
+    # then the loop climbs its ladder
+    assert [d["action"] for d in warned] == ["nudge", "nudge", "escalate", "stop"]
+    assert "data_instruction" in warned[0]["monitors"]["fired"]
     for d in warned:
         for text, marker_ok in steering_texts(d):
             assert not problems(text, marker_ok), (problems(text, marker_ok), text)
             assert "<rule" not in text and text.count(REASONBLOCKS_MARKER) == (1 if marker_ok else 0)
-    nudge = warned[0]["injection_text"] or ""
+    nudge = next(t for d in warned if "the same error" in (t := d["injection_text"] or ""))
     # the error holds a copy of our channel (a marker, a rule tag): an injection (issue 49), so
     # it is named, not quoted, and nothing of it reaches the steering text
     assert "the same error: an error line not quoted because it holds instructions addressed to you" in nudge
