@@ -112,8 +112,7 @@ def evaluate(p: Provenance, f: StepFeatures, ctx: Context, sem: Semantics) -> tu
     # An error's text is read only for a copy of our channel: a tool's error message is as
     # much a producer's text as its output (a planted `[REASONBLOCKS]` in a 500 page), but
     # errors' own wording ("you must ...") is not read as instructions.
-    copied = bool(obs) and bool(channel_copies(obs[: instructions.TEXT_MAX]))
-    if obs and (not f.is_error or copied):
+    if obs and (not f.is_error or channel_copies(obs[: instructions.TEXT_MAX])):
         # destinations inside markup, table cells and CJK sentences too (`asks.view`)
         values = asks.values(obs)
         # only a result that may hold instructions is read for them (`may_flag`: C searches)
@@ -121,6 +120,7 @@ def evaluate(p: Provenance, f: StepFeatures, ctx: Context, sem: Semantics) -> tu
             instructions.read(obs, values) if instructions.may_flag(obs, values) else instructions.NONE
         )
         order = provenance.current_order(p) if p.order else None
+        copied = "channel" in found_instr.signals  # the reader's own finding: no second search
         if (
             order is not None
             and not copied  # an imitation of our channel is never what the user asked to follow
