@@ -120,7 +120,7 @@ ENTRY_FIELD_MAX = 64  # characters of a taint entry's text field kept (`tool`, `
 
 
 def _kept(entry: object) -> dict[str, Any] | None:
-    """A taint entry as the memory keeps it: its five fields, each text cut (a decision is at
+    """A taint entry as the memory keeps it: its five fields (and `dir` when set), each text cut (a decision is at
     most 128 KB, but what a run holds for its whole life is kept small); None: no entry."""
     if not isinstance(entry, Mapping):
         return None
@@ -128,6 +128,8 @@ def _kept(entry: object) -> dict[str, Any] | None:
     for name in ("h", "kind", "step", "tool", "instr"):
         v = entry.get(name)
         out[name] = v[:ENTRY_FIELD_MAX] if isinstance(v, str) else v if isinstance(v, int) else None
+    if entry.get("dir") is True:
+        out["dir"] = True
     return out
 
 

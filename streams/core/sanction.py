@@ -42,6 +42,10 @@ NAMES_MAX = 4  # file names an order keeps
 # one is read as data like any other (a manager's e-mail does not tell the reader to ignore its
 # earlier instructions, nor speak to an AI, nor carry `<INFORMATION>`).
 BARRED = frozenset({"override", "task", "address", "marker"})
+# A source's own voice does not hide from its reader, switch language, claim the user's standing
+# wishes or speak of the user in the third person, or ask for the user's data to go out: text
+# that does is planted in the source the user named, not what the user asked to follow.
+NOT_THE_SOURCE = frozenset({"hidden", "foreign", "standing", "third", "exfil"})
 
 _DET = r"(?:the|all(?:\s{1,3}the)?|my|these|those|this|its|his|her|their|each|every|any)\s{1,3}(?:[a-z'-]{1,20}\s{1,3}){0,2}?"
 # An instruction that speaks of "the user" in the third person is written to whoever serves the
@@ -204,11 +208,13 @@ def reads_source(o: Order, tool: str, call_input: str) -> bool:
 
 def sanctionable(o: Order, found: Instructions, values: Sequence[tuple[str, str, int]], text: str) -> bool:
     """Whether a result the order's source gave, with these instructions and values
-    (`streams.taint.scan`), may be sanctioned: none of `BARRED`, and no instruction in it that
+    (`streams.taint.scan`), may be sanctioned: none of `BARRED` or NOT_THE_SOURCE, and no instruction in it that
     speaks of "the user" (`THIRD_PERSON`); and, for an order to act on the source's data only
     ("pay the bill"), no flagged instructions and one account at most (a bill has one payee:
     one that also names another account, or tells the reader to pay it, is data)."""
-    if BARRED.intersection(found.signals) or _third_person(text, found.spans):
+    if BARRED.intersection(found.signals) or NOT_THE_SOURCE.intersection(found.signals):
+        return False
+    if _third_person(text, found.spans):
         return False
     if o.follow:
         return True

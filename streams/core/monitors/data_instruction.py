@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from ...taint import acts_on, call_index, is_acting_tool
+from ...taint import DIRECTED_KINDS, acts_on, call_index, directed, is_acting_tool, points_on
 from ...untrusted import channel_copies, scrub
 from .. import asks, instructions, provenance, sanction
 from ..ladder import EscalationPolicy, escalation_sentence
@@ -72,6 +72,14 @@ def call_warning(tool: str, step: int, src_tool: str, src_step: int) -> str:
     )
 
 
+def _sent_to(obs: str, values: list[tuple[str, str, int]]) -> tuple[frozenset[str], bool]:
+    """The destinations a result sends something to (`streams.taint.directed`, and one named by
+    reference, `points_on`), and whether it names one a later result brings."""
+    sent = directed(obs) if any(v[0] in DIRECTED_KINDS for v in values) else frozenset()
+    named, later = points_on(obs)
+    return (sent | named if named else sent), later
+
+
 def evaluate(p: Provenance, f: StepFeatures, ctx: Context, sem: Semantics) -> tuple[Provenance, Finding]:
     p = provenance.seeded(p, ctx.task)
     if f.by_user:  # the user (or its proxy) speaks: what it names is the user's
@@ -107,12 +115,19 @@ def evaluate(p: Provenance, f: StepFeatures, ctx: Context, sem: Semantics) -> tu
                 score = ACTING_CALL
                 hit = [f.step, int(e[2]), str(e[3]), False]
     if hit is not p.hit:
-        p = Provenance(p.seeded, p.user, p.taint, p.flagged, hit, p.order, p.sanctioned)
+        p = Provenance(p.seeded, p.user, p.taint, p.flagged, hit, p.order, p.sanctioned, p.pending)
     obs = f.observation
-    # An error's text is read only for a copy of our channel: a tool's error message is as
-    # much a producer's text as its output (a planted `[REASONBLOCKS]` in a 500 page), but
-    # errors' own wording ("you must ...") is not read as instructions.
-    if obs and (not f.is_error or channel_copies(obs[: instructions.TEXT_MAX])):
+    # An error's text is read for its values and for a copy of our channel: a tool's error
+    # message is as much a producer's text as its output (a planted `[REASONBLOCKS]` in a 500
+    # page), but errors' own wording ("you must ...") is not read as instructions.
+    if obs and f.is_error and not channel_copies(obs[: instructions.TEXT_MAX]):
+        # an error's values are a producer's too (a planted 500 page), and so is where it
+        # sends things; its own wording is not read as instructions
+        values = asks.values(obs)
+        if values or p.pending:
+            sent, later = _sent_to(obs, values)
+            p = provenance.observe(p, f.step, tool, asks.view(obs), values, instructions.NONE, sent, later)
+    elif obs:
         # destinations inside markup, table cells and CJK sentences too (`asks.view`)
         values = asks.values(obs)
         # only a result that may hold instructions is read for them (`may_flag`: C searches)
@@ -131,7 +146,9 @@ def evaluate(p: Provenance, f: StepFeatures, ctx: Context, sem: Semantics) -> tu
             # the user told the agent to act on this source: what it says is the user's wish
             p = provenance.sanctioned(p, f.step, tool, obs)
         else:
-            p = provenance.observe(p, f.step, tool, asks.view(obs), values, found_instr)
+            # a destination the result sends something to is its own wish, not a lookup
+            sent, later = _sent_to(obs, values)
+            p = provenance.observe(p, f.step, tool, asks.view(obs), values, found_instr, sent, later)
         if found_instr.flagged and (copied or not p.sanctioned_at(f.step)):
             score = max(score, found_instr.score)
             texts.insert(0, result_warning(tool, f.step))
