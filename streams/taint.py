@@ -1172,6 +1172,101 @@ def parts(text: str) -> list[tuple[str, str, int]]:
 # check digits, too short for an IBAN, standing alone.
 _SPLIT_HEAD = re.compile(r"(?<![A-Za-z0-9@./-])[A-Z]{2}\d{2}[A-Z0-9]{0,10}(?![A-Za-z0-9@/-])")
 SPLIT_AFTER = 120  # characters after such a head read for the account's rest
+# The countries whose accounts have an IBAN (ISO 13616 registry): a head is one of these and
+# check digits 02 to 98 (`ID0001`, `PY311`, `FY2020` are no account's head).
+IBAN_COUNTRIES = frozenset(
+    [
+        "AD",
+        "AE",
+        "AL",
+        "AT",
+        "AZ",
+        "BA",
+        "BE",
+        "BG",
+        "BH",
+        "BI",
+        "BR",
+        "BY",
+        "CH",
+        "CR",
+        "CY",
+        "CZ",
+        "DE",
+        "DJ",
+        "DK",
+        "DO",
+        "EE",
+        "EG",
+        "ES",
+        "FI",
+        "FK",
+        "FO",
+        "FR",
+        "GB",
+        "GE",
+        "GI",
+        "GL",
+        "GR",
+        "GT",
+        "HN",
+        "HR",
+        "HU",
+        "IE",
+        "IL",
+        "IQ",
+        "IS",
+        "IT",
+        "JO",
+        "KW",
+        "KZ",
+        "LB",
+        "LC",
+        "LI",
+        "LT",
+        "LU",
+        "LV",
+        "LY",
+        "MC",
+        "MD",
+        "ME",
+        "MK",
+        "MN",
+        "MR",
+        "MT",
+        "MU",
+        "NI",
+        "NL",
+        "NO",
+        "OM",
+        "PK",
+        "PL",
+        "PS",
+        "PT",
+        "QA",
+        "RO",
+        "RS",
+        "RU",
+        "SA",
+        "SC",
+        "SD",
+        "SE",
+        "SI",
+        "SK",
+        "SM",
+        "SO",
+        "ST",
+        "SV",
+        "TL",
+        "TN",
+        "TR",
+        "UA",
+        "VA",
+        "VG",
+        "XK",
+        "YE",
+    ]
+)
 
 
 def split_parts(text: str) -> list[tuple[str, str, int]]:
@@ -1185,10 +1280,12 @@ def split_parts(text: str) -> list[tuple[str, str, int]]:
     out: list[tuple[str, str, int]] = []
     for m in _SPLIT_HEAD.finditer(t):
         head = m.group()
-        if len(head) >= IBAN_MIN:
+        if len(head) >= IBAN_MIN or head[:2] not in IBAN_COUNTRIES or not "02" <= head[2:4] <= "98":
+            continue
+        rest = parts(t[m.end() : m.end() + SPLIT_AFTER])
+        if not rest:
             continue
         out.append(("part", head, m.start()))
-        rest = parts(t[m.end() : m.end() + SPLIT_AFTER])
         out.extend((k, v, m.end() + at) for k, v, at in rest[:2])
         if len(out) >= PARTS_MAX:
             break
@@ -1225,7 +1322,7 @@ def assembled(text: str) -> list[tuple[str, str, int]]:
         names = [
             (abs(n.start() + a - m.start()), n.group().lower(), n.start() + a)
             for n in _MAILBOX_NAME(line)
-            if n.start() + a != m.start(1) and not n.group().isalpha()
+            if n.start() + a != m.start(1) and _mailbox_name(n.group())
         ]
         for _d, name, at in sorted(names)[:ASSEMBLED_NAMES]:
             v = f"{name}@{host}"
@@ -1234,6 +1331,13 @@ def assembled(text: str) -> list[tuple[str, str, int]]:
         if len(out) >= ASSEMBLED_MAX:
             break
     return out[:ASSEMBLED_MAX]
+
+
+def _mailbox_name(w: str) -> bool:
+    """A word an attacker spells a mailbox's name with: letters (two at least) and a digit or
+    a separator; not a plain word (prose), a number, an address of a host or a host itself."""
+    letters = sum(c.isalpha() for c in w)
+    return 2 <= letters < len(w) and _host(w.lower()) is None
 
 
 _BARE_DOMAIN = re.compile(
