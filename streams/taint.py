@@ -349,10 +349,10 @@ def _token_values(raw: str) -> tuple[tuple[str, str], ...]:
 # What glues a value to the text around it without a space: markup (`<b>x@y.com</b>`,
 # `href="https://..."`) and the full-width punctuation of CJK text (`发送到 DE89...` and a full-width comma, U+FF0C).
 _GLUE_CHARS = re.compile(
-    '[<>"=\uff0c\u3002\u3001\uff1a\uff1b\uff01\uff1f\uff08\uff09\u300c\u300d\u3010\u3011]'
+    "[<>\"'=\uff0c\u3002\u3001\uff1a\uff1b\uff01\uff1f\uff08\uff09\u300c\u300d\u3010\u3011]"
 ).search
 _GLUE_SPLIT = re.compile(
-    '<[^<>]{0,64}>|[<>"=\uff0c\u3002\u3001\uff1a\uff1b\uff01\uff1f\uff08\uff09\u300c\u300d\u3010\u3011]+'
+    "<[^<>]{0,64}>|[<>\"'=\uff0c\u3002\u3001\uff1a\uff1b\uff01\uff1f\uff08\uff09\u300c\u300d\u3010\u3011]+"
 )
 GLUED_MAX = 8  # pieces of one glued token read
 
@@ -541,12 +541,24 @@ DIRECTED_LOOKS = 48  # small words looked at in one text
 DIRECTED_CHUNK = 96  # characters after them read for the value
 _DIR_WORD = re.compile(
     r"(?<![^\s(\"'*_`>])(?:" + "|".join(sorted(map(re.escape, DIRECTED_WORDS), key=len, reverse=True)) + r")"
-    r"(?=[ \t]|[*_`\"'(<][^\s]|→)",
+    r"(?=[ \t]|[*_`\"'(<=][^\s]|→)",
+    re.IGNORECASE,
+)
+# A destination stated as where things go, the value after or before the words ("the recipient
+# is x", "the new payee will be x", "x is where ... belongs", "x is the new account").
+_DIR_COPULA = re.compile(
+    r"(?:recipient|beneficiary|payee|destination|receiver)s?[ \t]+(?:is|are|will[ \t]+be|should[ \t]+be|"
+    r"must[ \t]+be|has[ \t]+become|becomes|is[ \t]+now|ist|est|es|è|é|wordt)[ \t]+(?:now[ \t]+|the[ \t]+)?",
+    re.IGNORECASE,
+)
+_DIR_COPULA_AFTER = re.compile(
+    r"[ \t]+(?:is|will[ \t]+be|should[ \t]+be)[ \t]+(?:where|the[ \t]+new|now[ \t]+the|our[ \t]+new)\b",
     re.IGNORECASE,
 )
 _DIR_ARROW = re.compile(r"(?:→|->|=>)[ \t]*")
 # wide characters that send to what follows (zh) or that say what precedes is where it goes (ja, ko)
 _DIR_WIDE_BEFORE = re.compile(r"(?:到|至|给|給|往|向|予)[ \t]*")
+_WIDE_CHARS = re.compile(r"[\u2e80-\u9fff\u3000-\u303f\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
 _DIR_WIDE_AFTER = ("に", "へ", "宛", "まで", "로", "으로", "에게", "께")
 # markup before a value: a tag (`<b>`, `<a href=...>`; an address in angle brackets is no tag)
 _SKIP = re.compile(r"(?:[ \t*_`\"'(]|</?[A-Za-z][A-Za-z0-9]{0,10}(?:[ \t][^<>\n]{0,60})?>)*")
@@ -572,6 +584,7 @@ def _dest_at(t: str, pos: int) -> tuple[str, str] | None:
 
 
 DIRECTED_KINDS = frozenset({"email", "url", "domain", "iban", "phone", "number"})
+_WORDS_BEFORE = re.compile(r"[^\W\d_]+").findall
 
 
 # A destination named by reference ("to the destination given at the end", "to the address in
@@ -605,8 +618,8 @@ def points_on(text: str) -> tuple[frozenset[str], bool]:
 
 def directed(text: str) -> frozenset[str]:
     """The normalised destinations `text` sends something to (see DIRECTED_WORDS): the value
-    right after a small word of direction (and at most FILLER_MAX filler words) that stands
-    inside a line, after an arrow, after a wide character of direction, or right before a
+    right after a small word of direction (and at most FILLER_MAX filler words) that has two
+    words before it on its line, after an arrow, after a wide character of direction, or right before a
     Japanese or Korean particle of direction. Linear: at most DIRECTED_LOOKS places, each read
     over at most DIRECTED_CHUNK characters."""
     t = text[:TEXT_MAX] if isinstance(text, str) else ""
@@ -619,7 +632,9 @@ def directed(text: str) -> frozenset[str]:
         if looks > DIRECTED_LOOKS:
             break
         line = t.rfind("\n", 0, m.start()) + 1
-        if not t[line : m.start()].strip(" \t*-#>|"):  # a header's first word, a list's
+        # a sentence's, not a header's (`To github.com:...`) or a log line's (`Connecting to
+        # host`, `Redirecting to URL`, `Welcome to site`, `// relates to URL`): two words before
+        if len(_WORDS_BEFORE(t, line, m.start())) < 2:
             continue
         pos = m.end()
         for _ in range(FILLER_MAX):
@@ -630,6 +645,20 @@ def directed(text: str) -> frozenset[str]:
         got = _dest_at(t, pos)
         if got is not None:
             out.add(got[1])
+    for m in _DIR_COPULA.finditer(t):
+        looks += 1
+        if looks > DIRECTED_LOOKS * 2:
+            break
+        got = _dest_at(t, m.end())
+        if got is not None:
+            out.add(got[1])
+    if _DIR_COPULA_AFTER.search(t):
+        for kind, v, at in _scan(t, VALUES_MAX, True):
+            if kind in DIRECTED_KINDS and at >= 0:
+                tail = t[at : at + TOKEN_MAX + 40]
+                first = tail.split(None, 1)
+                if first and _DIR_COPULA_AFTER.match(tail, len(first[0])):
+                    out.add(v)
     if "→" in t or "->" in t or "=>" in t:
         for m in _DIR_ARROW.finditer(t):
             looks += 1
@@ -646,14 +675,15 @@ def directed(text: str) -> frozenset[str]:
             got = _dest_at(t, m.end())
             if got is not None:
                 out.add(got[1])
-        for kind, v, at in _scan(t, VALUES_MAX, True):
+        # the values read with wide characters as spaces (same length: offsets agree), each
+        # followed, in the text, by a particle of direction
+        spaced = _WIDE_CHARS.sub(" ", t)
+        for kind, v, at in _scan(spaced, VALUES_MAX, True):
             if kind not in DIRECTED_KINDS or at < 0:
                 continue
-            tail = t[at : at + TOKEN_MAX + 8]
-            cut = len(tail.split(None, 1)[0]) if tail.strip() else 0
-            rest = tail[cut:].lstrip(" \t")
-            token = tail[:cut]
-            if rest.startswith(_DIR_WIDE_AFTER) or any(token.endswith(p) for p in _DIR_WIDE_AFTER):
+            tail = spaced[at : at + TOKEN_MAX]
+            end = at + (len(tail.split(None, 1)[0]) if tail.strip() else 0)
+            if t[end : end + 8].lstrip(" \t").startswith(_DIR_WIDE_AFTER):
                 out.add(v)
     return frozenset(out)
 

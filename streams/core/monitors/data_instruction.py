@@ -76,6 +76,13 @@ def _sent_to(obs: str, values: list[tuple[str, str, int]]) -> tuple[frozenset[st
     """The destinations a result sends something to (`streams.taint.directed`, and one named by
     reference, `points_on`), and whether it names one a later result brings."""
     sent = directed(obs) if any(v[0] in DIRECTED_KINDS for v in values) else frozenset()
+    if sent:
+        ibans = [v for k, v, _at in values if k == "iban"]
+        if len(ibans) == 1 and ibans[0] in sent and any(k == "amount" for k, _v, _at in values):
+            # a bill's own order ("Pay 98.70 EUR to <IBAN>"): one payee and its amount, what
+            # the user who asks for the bill to be paid wants (one that names another account
+            # too, or holds instructions, is data: `core.sanction`)
+            sent = sent - {ibans[0]}
     named, later = points_on(obs)
     return (sent | named if named else sent), later
 
