@@ -589,16 +589,24 @@ _WORDS_BEFORE = re.compile(r"[^\W\d_]+").findall
 
 # A destination named by reference ("to the destination given at the end", "to the address in
 # the next record"): where the text sends things comes after it, or in a later result.
-_POINTER = re.compile(
-    r"(?<![\w-])(?:to|into|towards?|an|nach|à|vers|a|para|naar|aan|do|na)[ \t]+"
-    r"(?:[^\W\d_]{1,12}[ \t]+){0,3}?"
-    r"(?:destination|address|account|iban|mailbox|recipient|url|link|e-?mail address|"
+_POINTER_NOUN = re.compile(
+    r"(?<![\w-])(?:destination|address|account|iban|mailbox|recipient|url|link|e-?mail address|"
     r"ziel|adresse|konto|destinataire|compte|destino|dirección|cuenta|indirizzo|conto|endereço|conta|rekening)"
-    r"(?=[ \t]+(?:given|below|beneath|that follows|following|at the end|in the next|in the following|"
-    r"you will|you'll|listed|shown|provided|on file|unten|folgend|ci-dessous|suivant|abajo|siguiente|"
-    r"sotto|seguente|abaixo|seguinte|hieronder)|[ \t]*:[ \t]*$)",
-    re.IGNORECASE | re.MULTILINE,
+    r"(?![\w-])",
+    re.IGNORECASE,
 )
+_POINTER_BEFORE = re.compile(
+    r"(?<![\w-])(?:to|into|towards?|an|nach|à|vers|a|para|naar|aan|do|na)[ \t]+(?:[^\W\d_]{1,12}[ \t]+){0,3}$",
+    re.IGNORECASE,
+)
+_POINTER_AFTER = re.compile(
+    r"[ \t]+(?:given|below|beneath|that follows|following|at the end|in the next|in the following|"
+    r"you will|you'll|listed|shown|provided|on file|unten|folgend|ci-dessous|suivant|abajo|siguiente|"
+    r"sotto|seguente|abaixo|seguinte|hieronder)|[ \t]*:[ \t]*(?:\n|$)",
+    re.IGNORECASE,
+)
+POINTER_NOUNS = 16  # places a destination's noun is looked at in one text
+POINTER_BACK = 64  # characters before it read for the small word of direction
 POINTER_AFTER = 4_000  # characters after a reference read for the destination it names
 
 
@@ -606,10 +614,18 @@ def points_on(text: str) -> tuple[frozenset[str], bool]:
     """(the first destination after a reference in `text`, True: a later result may bring
     it too, "the address in the next record you read"). Empty and False: no reference."""
     t = text[:TEXT_MAX] if isinstance(text, str) else ""
-    m = _POINTER.search(t)
-    if m is None:
+    end = -1
+    for n, m in enumerate(_POINTER_NOUN.finditer(t)):
+        if n >= POINTER_NOUNS:
+            break
+        if _POINTER_AFTER.match(t, m.end()) and _POINTER_BEFORE.search(
+            t[max(0, m.start() - POINTER_BACK) : m.start()]
+        ):
+            end = m.end()
+            break
+    if end < 0:
         return frozenset(), False
-    rest = t[m.end() : m.end() + POINTER_AFTER]
+    rest = t[end : end + POINTER_AFTER]
     for kind, v, _at in _scan(rest, VALUES_MAX, True):
         if kind in DIRECTED_KINDS:  # the next one here, and (a "next record") a later one's
             return frozenset({v}), True
@@ -1200,6 +1216,7 @@ def parts(text: str) -> list[tuple[str, str, int]]:
 
 # The head of an account printed apart (`DE89 37` then the rest elsewhere): a country code and
 # check digits, too short for an IBAN, standing alone.
+_IBAN_HEAD_UPPER = re.compile(r"[A-Z]{2}\d{2}").search
 _SPLIT_HEAD = re.compile(r"(?<![A-Za-z0-9@./-])[A-Z]{2}\d{2}[A-Z0-9]{0,10}(?![A-Za-z0-9@/-])")
 SPLIT_AFTER = 120  # characters after such a head read for the account's rest
 # The countries whose accounts have an IBAN (ISO 13616 registry): a head is one of these and
@@ -1305,7 +1322,7 @@ def split_parts(text: str) -> list[tuple[str, str, int]]:
     SPLIT_AFTER characters after it; at most PARTS_MAX. Nothing a lookup prints that way (a
     record prints its account whole): the gate joins the two halves of a call's account."""
     t = text[:TEXT_MAX]
-    if not _IBAN_HEAD_ANY(t):
+    if not _IBAN_HEAD_UPPER(t):
         return []
     out: list[tuple[str, str, int]] = []
     for m in _SPLIT_HEAD.finditer(t):
@@ -1322,7 +1339,8 @@ def split_parts(text: str) -> list[tuple[str, str, int]]:
     return out[:PARTS_MAX]
 
 
-_ENCODING_NAMED = re.compile(r"base64|hex").finditer
+_ENCODING_NAMED = re.compile(r"base64|hex", re.IGNORECASE).finditer
+_ENCODING_ANY = re.compile(r"[bB][aA][sS][eE]64|[hH][eE][xX]").search
 NAMED_AFTER = 200  # characters after a text names an encoding read first for its words
 
 
@@ -1384,13 +1402,12 @@ def decoded_values(text: str) -> list[tuple[str, str, int]]:
     decode from base64 or hex, when the text names that encoding (`base64`, `hex`): at most
     DECODED_MAX words decoded, each once. Read only on results that held instructions."""
     t = text[:TEXT_MAX]
-    low = t.lower()
-    if "base64" not in low and "hex" not in low:
+    if _ENCODING_ANY(t) is None:
         return []
     out: list[tuple[str, str, int]] = []
     tried = 0
     # the words right after each place the text names the encoding first, then the others
-    starts = sorted({m.start() for m in _ENCODING_NAMED(low)})[:DECODED_MAX]
+    starts = sorted({m.start() for m in _ENCODING_NAMED(t)})[:DECODED_MAX]
     seen: set[int] = set()
     for start, end in [*((a, a + NAMED_AFTER) for a in starts), (0, len(t))]:
         for m in _ENCODED.finditer(t, start, end):

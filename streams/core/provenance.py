@@ -256,7 +256,9 @@ def observe(
     if flagged:  # what the instruction's own words hide: a value decoded, an account's halves
         hidden = [x for x in decoded_values(text) + parts(text) if _near(x[2], x[0], found.spans, wins)]
     else:  # hidden whatever the wording: nothing a lookup prints that way
-        hidden = decoded_values(text) + split_parts(text) + assembled(text)
+        hidden = decoded_values(text) + split_parts(text)
+        if any(x[0] == "domain" for x in values):  # a bare domain is a domain the scan found
+            hidden += assembled(text)
     if hidden:
         values = [*values, *hidden]
         sent_to = {*sent_to, *(x[1] for x in hidden)}

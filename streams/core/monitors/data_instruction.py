@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from ...taint import DIRECTED_KINDS, acts_on, call_index, directed, is_acting_tool, points_on
+from ...taint import DIRECTED_KINDS, acts_on, call_index, directed, is_acting_tool, points_on, scan
 from ...untrusted import channel_copies, scrub
 from .. import asks, instructions, provenance, sanction
 from ..ladder import EscalationPolicy, escalation_sentence
@@ -130,10 +130,10 @@ def evaluate(p: Provenance, f: StepFeatures, ctx: Context, sem: Semantics) -> tu
     if obs and f.is_error and not channel_copies(obs[: instructions.TEXT_MAX]):
         # an error's values are a producer's too (a planted 500 page), and so is where it
         # sends things; its own wording is not read as instructions
-        values = asks.values(obs)
-        if values or p.pending:
-            sent, later = _sent_to(obs, values)
-            p = provenance.observe(p, f.step, tool, asks.view(obs), values, instructions.NONE, sent, later)
+        values = [v for v in scan(obs) if v[0] in provenance.DESTINATIONS]
+        if values:
+            sent = directed(obs) if any(v[0] in DIRECTED_KINDS for v in values) else frozenset()
+            p = provenance.observe(p, f.step, tool, obs, values, instructions.NONE, sent)
     elif obs:
         # destinations inside markup, table cells and CJK sentences too (`asks.view`)
         values = asks.values(obs)
