@@ -514,7 +514,7 @@ def _spaced_ibans(text: str, pattern: re.Pattern[str]) -> list[tuple[int, str]]:
 DIRECTED_WORDS = frozenset(
     {
         # en
-        "to", "into", "onto", "toward", "towards", "reach", "reached", "reaches", "reaching",
+        "to", "into", "onto", "toward", "towards", "reach", "reached", "reaches", "reaching", "in",
         # de, nl, sv/da/no
         "an", "nach", "auf", "naar", "aan", "till", "til",
         # fr, es, it, pt
@@ -541,9 +541,8 @@ DIRECTED_LOOKS = 48  # small words looked at in one text
 DIRECTED_CHUNK = 96  # characters after them read for the value
 _DIR_WORD = re.compile(
     r"(?<![^\s(\"'*_`>])(?:" + "|".join(sorted(map(re.escape, DIRECTED_WORDS), key=len, reverse=True)) + r")"
-    r"(?=[ \t]|[*_`\"'(<=][^\s]|→)",
-    re.IGNORECASE,
-)
+    r"(?=[ \t]|[*_`\"'(<=][^\s]|→)"
+)  # read on the lower-cased text (a case-blind alternation is four times slower)
 # A destination stated as where things go, the value after or before the words ("the recipient
 # is x", "the new payee will be x", "x is where ... belongs", "x is the new account").
 _DIR_COPULA = re.compile(
@@ -567,9 +566,10 @@ _NEXT_WORD = re.compile(
 )
 
 
-def _dest_at(t: str, pos: int) -> tuple[str, str] | None:
+def _dest_at(t: str, pos: int, kinds: frozenset[str] | None = None) -> tuple[str, str] | None:
     """The destination that starts at `pos` of `t` (markup and quotes before it passed over),
-    or None: a value of a kind in DIRECTED_KINDS, read from the rest of its line."""
+    or None: a value of a kind in `kinds` (DIRECTED_KINDS), read from the rest of its line."""
+    kinds = DIRECTED_KINDS if kinds is None else kinds
     pos = _SKIP.match(t, pos).end()  # type: ignore[union-attr]
     if t[pos : pos + 1] == ":":
         return None
@@ -578,32 +578,31 @@ def _dest_at(t: str, pos: int) -> tuple[str, str] | None:
     if not chunk or not _CANDIDATE(chunk):
         return None
     for kind, v, at in _scan(chunk, 4, True):
-        if at == 0 and kind in DIRECTED_KINDS:
+        if at == 0 and kind in kinds:
             return kind, v
     return None
 
 
 DIRECTED_KINDS = frozenset({"email", "url", "domain", "iban", "phone", "number"})
+_IN_KINDS = frozenset({"email", "iban", "phone"})
 _WORDS_BEFORE = re.compile(r"[^\W\d_]+").findall
 
 
 # A destination named by reference ("to the destination given at the end", "to the address in
 # the next record"): where the text sends things comes after it, or in a later result.
-_POINTER_NOUN = re.compile(
-    r"(?<![\w-])(?:destination|address|account|iban|mailbox|recipient|url|link|e-?mail address|"
-    r"ziel|adresse|konto|destinataire|compte|destino|dirección|cuenta|indirizzo|conto|endereço|conta|rekening)"
-    r"(?![\w-])",
-    re.IGNORECASE,
-)
+POINTER_NOUNS_WORDS = (
+    "destination", "address", "account", "iban", "mailbox", "recipient", "url", "link", "ziel",
+    "adresse", "konto", "destinataire", "compte", "destino", "dirección", "cuenta", "indirizzo",
+    "conto", "endereço", "conta", "rekening",
+)  # fmt: skip
 _POINTER_BEFORE = re.compile(
     r"(?<![\w-])(?:to|into|towards?|an|nach|à|vers|a|para|naar|aan|do|na)[ \t]+(?:[^\W\d_]{1,12}[ \t]+){0,3}$",
     re.IGNORECASE,
 )
 _POINTER_AFTER = re.compile(
-    r"[ \t]+(?:given|below|beneath|that follows|following|at the end|in the next|in the following|"
+    r"(?i:[ \t]+(?:given|below|beneath|that follows|following|at the end|in the next|in the following|"
     r"you will|you'll|listed|shown|provided|on file|unten|folgend|ci-dessous|suivant|abajo|siguiente|"
-    r"sotto|seguente|abaixo|seguinte|hieronder)|[ \t]*:[ \t]*(?:\n|$)",
-    re.IGNORECASE,
+    r"sotto|seguente|abaixo|seguinte|hieronder)|[ \t]*:[ \t]*(?:\n|$))"
 )
 POINTER_NOUNS = 16  # places a destination's noun is looked at in one text
 POINTER_BACK = 64  # characters before it read for the small word of direction
@@ -615,14 +614,24 @@ def points_on(text: str) -> tuple[frozenset[str], bool]:
     it too, "the address in the next record you read"). Empty and False: no reference."""
     t = text[:TEXT_MAX] if isinstance(text, str) else ""
     end = -1
-    for n, m in enumerate(_POINTER_NOUN.finditer(t)):
-        if n >= POINTER_NOUNS:
-            break
-        if _POINTER_AFTER.match(t, m.end()) and _POINTER_BEFORE.search(
-            t[max(0, m.start() - POINTER_BACK) : m.start()]
-        ):
-            end = m.end()
-            break
+    low = t.lower()
+    if len(low) != len(t):  # a text whose case folds longer is read as it is
+        low = t
+    looks = 0
+    for noun in POINTER_NOUNS_WORDS:  # each a C search: no noun, no reference
+        at = low.find(noun)
+        while at >= 0 and looks < POINTER_NOUNS:
+            looks += 1
+            b = at + len(noun)
+            if (
+                (at == 0 or not (low[at - 1].isalnum() or low[at - 1] in "_-"))
+                and (b >= len(low) or not (low[b].isalnum() or low[b] in "_-"))
+                and _POINTER_AFTER.match(t, b)
+                and _POINTER_BEFORE.search(t[max(0, at - POINTER_BACK) : at])
+            ):
+                end = b if end < 0 else min(end, b)
+                break
+            at = low.find(noun, b)
     if end < 0:
         return frozenset(), False
     rest = t[end : end + POINTER_AFTER]
@@ -643,7 +652,8 @@ def directed(text: str) -> frozenset[str]:
         return frozenset()
     out: set[str] = set()
     looks = 0
-    for m in _DIR_WORD.finditer(t):
+    low = t.lower()
+    for m in _DIR_WORD.finditer(low if len(low) == len(t) else t):
         looks += 1
         if looks > DIRECTED_LOOKS:
             break
@@ -658,7 +668,8 @@ def directed(text: str) -> frozenset[str]:
             if w is None or w.group(1).lower() not in DIRECTED_FILLER:
                 break
             pos = w.end()
-        got = _dest_at(t, pos)
+        # "in" sends to an account or an address ("land in <IBAN>"), not to a site ("in www.x")
+        got = _dest_at(t, pos, _IN_KINDS if m.group() == "in" else None)
         if got is not None:
             out.add(got[1])
     for m in _DIR_COPULA.finditer(t):
@@ -668,13 +679,18 @@ def directed(text: str) -> frozenset[str]:
         got = _dest_at(t, m.end())
         if got is not None:
             out.add(got[1])
-    if _DIR_COPULA_AFTER.search(t):
-        for kind, v, at in _scan(t, VALUES_MAX, True):
-            if kind in DIRECTED_KINDS and at >= 0:
-                tail = t[at : at + TOKEN_MAX + 40]
-                first = tail.split(None, 1)
-                if first and _DIR_COPULA_AFTER.match(tail, len(first[0])):
-                    out.add(v)
+    for n, m in enumerate(_DIR_COPULA_AFTER.finditer(t)):
+        if n >= DIRECTED_LOOKS:
+            break
+        # the last destination of the words before it on its line ("BE31 2294 ... is where")
+        line = t.rfind("\n", 0, m.start()) + 1
+        dests = [
+            x
+            for x in _scan(t[max(line, m.start() - DIRECTED_CHUNK) : m.start()], 8, True)
+            if x[0] in DIRECTED_KINDS
+        ]
+        if dests:
+            out.add(dests[-1][1])
     if "→" in t or "->" in t or "=>" in t:
         for m in _DIR_ARROW.finditer(t):
             looks += 1
@@ -1328,6 +1344,9 @@ def split_parts(text: str) -> list[tuple[str, str, int]]:
     for m in _SPLIT_HEAD.finditer(t):
         head = m.group()
         if len(head) >= IBAN_MIN or head[:2] not in IBAN_COUNTRIES or not "02" <= head[2:4] <= "98":
+            continue
+        whole = _IBAN_SPACED.match(t, m.start())  # an IBAN printed in groups is whole, not split
+        if whole is not None and len(whole.group().translate(_SEPARATORS)) >= IBAN_MIN:
             continue
         rest = parts(t[m.end() : m.end() + SPLIT_AFTER])
         if not rest:

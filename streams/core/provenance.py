@@ -317,6 +317,12 @@ def _sent(e: Sequence[Any]) -> bool:
     return len(e) > 5 and e[5] is True
 
 
+def hides(text: str) -> bool:
+    """Whether a result hides a destination whatever its wording: one decoded from an encoding
+    it names, an account printed in two parts, an address spelled apart (`observe`)."""
+    return bool(decoded_values(text) or split_parts(text) or assembled(text))
+
+
 def wire(p: Provenance | Mapping[str, Any] | None) -> list[TaintEntry]:
     """The decision's `taint` list: values from results that held instructions first (newest
     first), then at most WIRED_PLAIN_MAX others of WIRED_PLAIN kinds, newest first; at most

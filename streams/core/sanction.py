@@ -7,7 +7,7 @@ data planted by someone else. The rule is bounded and deterministic, and keys on
 wrote and on the call that read the source, never on the wording of the result:
 
 - `order(text)`: the user's text (the task, a later user message) holds an order to follow a
-  source (`FOLLOW`, `DO_WHAT`, `PAY`) and names its kind (`KINDS`: an e-mail, a message, a file,
+  source (`FOLLOW`, `DO_WHAT`, `AS_ASKED`, `PAY`) and names its kind (`KINDS`: an e-mail, a message, a file,
   a document, a note, a bill, a page) or a file by name (`bill.txt`), in the same sentence. No
   kind and no name: no sanction (an order to "do what it says" of nothing named).
 - `reads_source(order, tool, input)`: a call that reads that source: not an acting call
@@ -74,6 +74,13 @@ FOLLOW_SOURCE = re.compile(
     r"\b(?:follow|obey|do|complete|carry out|execute|action)\s{1,3}"
     + _DET
     + r"(?:e-?mail|message|note|memo|to-?do(?:\s{1,3}list)?|checklist|instructions)\b"
+)
+# "answer the e-mail from the organisers as they ask", "reply to Bob's message as requested"
+AS_ASKED = re.compile(
+    r"\b(?:answer|reply\s{1,3}to|respond\s{1,3}to|deal\s{1,3}with|handle|process|act\s{1,3}on)\s{1,3}"
+    r"(?:[a-z'-]{1,20}\s{1,3}){0,2}?(?:e-?mails?|messages?|notes?|requests?|letters?|invitations?)\b"
+    r"[^.!?\n]{0,60}?\bas\s{1,3}(?:(?:they|it|he|she|requested|instructed|asked|told)\b|the\s{1,3}[a-z'-]{1,20}\s{1,3})"
+    r"(?:\s{0,3}(?:asks?|asked|requests?|says?|instructs?|wants?|tells?)\b)?"
 )
 # "pay the bill", "settle the invoice in invoice.pdf"
 PAY = re.compile(r"\b(?:pay|settle)\s{1,3}" + _DET + r"(?:bill|invoice|rent|statement|amount due)s?\b")
@@ -156,13 +163,18 @@ def order(text: str | None) -> Order | None:
             "implement",
             "work",
             "take care",
+            "answer",
+            "repl",
+            "respond",
+            "process",
+            "deal",
         )
     ):
         return None
     kinds: list[str] = []
     names: list[str] = []
     follow = False
-    for pat in (FOLLOW, DO_WHAT, FOLLOW_SOURCE, PAY):
+    for pat in (FOLLOW, DO_WHAT, FOLLOW_SOURCE, AS_ASKED, PAY):
         for m in pat.finditer(t):
             # the sentence the order stands in names its source (before or after the verb)
             a = max(0, m.start() - BACK)

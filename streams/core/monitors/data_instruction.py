@@ -131,9 +131,9 @@ def evaluate(p: Provenance, f: StepFeatures, ctx: Context, sem: Semantics) -> tu
         # an error's values are a producer's too (a planted 500 page), and so is where it
         # sends things; its own wording is not read as instructions
         values = [v for v in scan(obs) if v[0] in provenance.DESTINATIONS]
-        if values:
-            sent = directed(obs) if any(v[0] in DIRECTED_KINDS for v in values) else frozenset()
-            p = provenance.observe(p, f.step, tool, obs, values, instructions.NONE, sent)
+        sent = directed(obs) if any(v[0] in DIRECTED_KINDS for v in values) else frozenset()
+        # observed even without a plain value: it may hide one (an encoded destination)
+        p = provenance.observe(p, f.step, tool, obs, values, instructions.NONE, sent)
     elif obs:
         # destinations inside markup, table cells and CJK sentences too (`asks.view`)
         values = asks.values(obs)
@@ -148,6 +148,7 @@ def evaluate(p: Provenance, f: StepFeatures, ctx: Context, sem: Semantics) -> tu
             and not copied  # an imitation of our channel is never what the user asked to follow
             and values
             and sanction.sanctionable(order, found_instr, values, obs)
+            and not provenance.hides(obs)  # a source's own voice hides no destination
             and sanction.reads_source(order, tool, f.input)
         ):
             # the user told the agent to act on this source: what it says is the user's wish
