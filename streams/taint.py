@@ -1359,7 +1359,7 @@ def split_parts(text: str) -> list[tuple[str, str, int]]:
 
 
 _ENCODING_NAMED = re.compile(r"base64|hex", re.IGNORECASE).finditer
-_ENCODING_ANY = re.compile(r"[bB][aA][sS][eE]64|[hH][eE][xX]").search
+_ENCODING_NAMES = ("base64", "Base64", "BASE64", "hex", "Hex", "HEX")
 NAMED_AFTER = 200  # characters after a text names an encoding read first for its words
 
 
@@ -1421,7 +1421,7 @@ def decoded_values(text: str) -> list[tuple[str, str, int]]:
     decode from base64 or hex, when the text names that encoding (`base64`, `hex`): at most
     DECODED_MAX words decoded, each once. Read only on results that held instructions."""
     t = text[:TEXT_MAX]
-    if _ENCODING_ANY(t) is None:
+    if not any(map(t.__contains__, _ENCODING_NAMES)):  # C searches, no regex
         return []
     out: list[tuple[str, str, int]] = []
     tried = 0

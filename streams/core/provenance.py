@@ -356,9 +356,10 @@ def _ordered(taint: list[list[Any]]) -> list[list[Any]]:
     memo = _ORDERED[0]
     if memo[0] is not taint:
         # an account's halves (`part`) take the room the whole values leave
-        marked = [e for e in reversed(taint) if (e[4] or _sent(e)) and e[1] != "part"]
-        marked += [e for e in reversed(taint) if (e[4] or _sent(e)) and e[1] == "part"]
-        plain = [e for e in reversed(taint) if not (e[4] or _sent(e)) and e[1] in WIRED_PLAIN][
+        # (a sixth item is only ever `dir`, True: `_entry`)
+        marked = [e for e in reversed(taint) if (e[4] or len(e) > 5) and e[1] != "part"]
+        marked += [e for e in reversed(taint) if (e[4] or len(e) > 5) and e[1] == "part"]
+        plain = [e for e in reversed(taint) if not (e[4] or len(e) > 5) and e[1] in WIRED_PLAIN][
             :WIRED_PLAIN_MAX
         ]
         memo = (taint, marked + plain)
