@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import html
 import math
+import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 TEXT_MAX = 500  # characters of any one text shown
 ITEMS_MAX = 20  # items of any one list or mapping shown
+LINK_MAX = 4000  # characters of a link (a run id is at most 256 characters, 3072 encoded)
 ROWS_MAX = 2000  # step rows shown (the worker keeps 20; a replay may have thousands)
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; form-action 'none'; base-uri 'none'"
 
@@ -254,6 +256,49 @@ def render_run_page(summary: Mapping[str, Any], steps: Sequence[Mapping[str, Any
         "</tbody></table></body></html>",
     ]
     return "\n".join(parts)
+
+
+def view_url(run_id: str) -> str:
+    """The path of a run's page on the worker (`/runs/{id}/view`), the id percent-encoded."""
+    return f"/runs/{urllib.parse.quote(run_id, safe='')}/view"
+
+
+def render_runs_page(runs: Sequence[Mapping[str, Any]], next_query: Mapping[str, str] | None = None) -> str:
+    """`GET /runs` for a browser: the runs a worker holds (its JSON list's entries), each
+    run id a link to its page, and a link to the next page (`next_query`: its query, None:
+    this is the last)."""
+    rows = []
+    for r in runs[:ROWS_MAX]:
+        rid = r.get("run_id")
+        link = r.get("view") or (view_url(rid) if isinstance(rid, str) else "")
+        cell = text(rid, 200)
+        if isinstance(link, str) and link and len(link) <= LINK_MAX:  # a link is whole or none
+            cell = f'<a href="{html.escape(link, quote=True)}">{cell}</a>'
+        rows.append(
+            "<tr>"
+            + f"<td>{cell}</td>"
+            + f"<td>{text(r.get('org_id'), 100)}</td><td>{_state(r.get('state'))}</td>"
+            + f"<td>{_num(r.get('step'))}</td><td>{'yes' if r.get('finished') else 'no'}</td>"
+            + f"<td>{text(r.get('outcome'), 100)}</td></tr>"
+        )
+    more = ""
+    if next_query is not None:
+        more = f'<p><a href="?{text(urllib.parse.urlencode(dict(next_query)), 2000)}">next page</a></p>'
+    cols = ["run", "org", "FSM state", "step", "finished", "outcome"]
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+            f"<title>runs</title><style>{_STYLE}</style></head><body>",
+            f"<h1>Runs held by this worker ({len(runs)})</h1>",
+            "<table><thead><tr>" + "".join(f"<th>{c}</th>" for c in cols) + "</tr></thead><tbody>",
+            *rows,
+            "</tbody></table>",
+            more,
+            "</body></html>",
+        ]
+    )
 
 
 def steps_from_decisions(
