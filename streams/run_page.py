@@ -8,7 +8,8 @@ only a replay knows: `steering` (the texts the agent received), `action` and `ac
 (the escalation ladder), `gate_refusals`, `cost_usd` (the run's cost after the step).
 
 Every text comes from agents or their operators and is hostile until shown otherwise: each
-is cut to `TEXT_MAX` characters before it is escaped (`html.escape`, quotes too), lists and
+is cut to `TEXT_MAX` characters before it is escaped (`html.escape`, quotes too; control
+characters become U+FFFD), lists and
 rows are capped, numbers are drawn only when finite, and colours come from a fixed table,
 never from the input. The page forbids scripts itself (a CSP meta tag) as well.
 """
@@ -52,12 +53,18 @@ dl.head dt{font-weight:600}
 """
 
 
+# control characters (C0 but tab and newlines, DEL, C1) -> U+FFFD: HTML has no place for them
+# (a browser drops a NUL, shows others as boxes or not at all)
+_CONTROLS = {c: "\ufffd" for c in [*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), *range(0x7F, 0xA0)]}
+
+
 def text(value: Any, limit: int = TEXT_MAX) -> str:
-    """`value` as text for the page: cut to `limit` characters, then escaped (quotes too)."""
+    """`value` as text for the page: cut to `limit` characters, control characters replaced
+    (U+FFFD), then escaped (quotes too)."""
     s = value if isinstance(value, str) else "" if value is None else str(value)
     if len(s) > limit:
         s = s[:limit] + ELLIPSIS
-    return html.escape(s, quote=True)
+    return html.escape(s.translate(_CONTROLS), quote=True)
 
 
 def _number(v: Any) -> float | None:
