@@ -162,10 +162,25 @@ def chart(steps: Sequence[Mapping[str, Any]], width: int = 720, height: int = 14
     return "".join(out) + f'<div class="legend">{legend}</div>'
 
 
+def _sources(v: Any) -> str:
+    """Injection sources with their counts, in order (`e3` fourteen times, then `monitor`:
+    `e3 \u00d714, monitor`)."""
+    counts: dict[str, int] = {}
+    more = False
+    for x in v if isinstance(v, list | tuple) else [v] if v is not None else []:
+        k = x if isinstance(x, str) else str(x)
+        if k in counts or len(counts) < ITEMS_MAX:
+            counts[k] = counts.get(k, 0) + 1
+        else:
+            more = True
+    shown = [text(k, 100) + (f" \u00d7{n}" if n > 1 else "") for k, n in counts.items()]
+    return ", ".join(shown + ([ELLIPSIS] if more else []))
+
+
 def _steering(e: Mapping[str, Any]) -> str:
     texts = [text(t) if t != ELLIPSIS else ELLIPSIS for t in _items(e.get("steering"))]
     if not texts:
-        sources = _list(e.get("injection_sources"))
+        sources = _sources(e.get("injection_sources"))
         return f"({sources})" if sources else ""
     return "<hr>".join(texts)
 

@@ -2,7 +2,7 @@
 web client the worker already has (aiohttp): no browser driver, no new dependency.
 
 `Chromium` starts one browser (a fresh profile, nothing that calls out: no sync, no updates,
-no background networking) and opens pages in it. `Page.load` navigates and waits for the load
+no background networking, no request to anything but loopback) and opens pages in it. `Page.load` navigates and waits for the load
 event; every script error the page causes on the way is kept in `Page.errors`: an uncaught
 exception, a console error, or a browser log entry of level error (a refusal by the page's
 Content-Security-Policy is one).
@@ -33,6 +33,11 @@ FLAGS = [
     "--disable-sync",
     "--disable-dev-shm-usage",
     "--hide-scrollbars",
+    # nothing leaves the machine: any request but to loopback goes to a dead local proxy, and
+    # no name but localhost resolves (a page that fetches fonts or badges gets an error)
+    "--proxy-server=http://127.0.0.1:9",
+    "--proxy-bypass-list=127.0.0.1;localhost;[::1]",
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1",
 ]
 
 
@@ -88,13 +93,20 @@ class Page:
                 raise TimeoutError(f"waited {timeout}s for {expression}")
             await asyncio.sleep(0.25)
 
-    async def screenshot(self, path: Path, width: int = 1280, height: int | None = None) -> bytes:
-        """A PNG of the page, `width` wide and as tall as the page (at most `height`)."""
-        full = await self.evaluate("document.documentElement.scrollHeight")
-        h = min(int(full or 800), height or 4000)
-        await self.send(
-            "Emulation.setDeviceMetricsOverride", width=width, height=h, deviceScaleFactor=1, mobile=False
-        )
+    async def screenshot(
+        self, path: Path, width: int = 1280, height: int | None = None, full_page: bool = True
+    ) -> bytes:
+        """A PNG of the page, `width` wide and as tall as its content (at most `height`), or
+        with `full_page` False exactly `height` tall (an app that fills the window)."""
+        metrics = {"width": width, "deviceScaleFactor": 1, "mobile": False}
+        h = height or 800
+        if full_page:
+            await self.send(
+                "Emulation.setDeviceMetricsOverride", height=600, **metrics
+            )  # laid out at `width`
+            content = await self.evaluate("document.body.scrollHeight + 24")  # the content and its margin
+            h = min(int(content or 800), height or 4000)
+        await self.send("Emulation.setDeviceMetricsOverride", height=h, **metrics)
         shot = await self.send("Page.captureScreenshot", format="png", captureBeyondViewport=False)
         png = base64.b64decode(shot["data"])
         path.write_bytes(png)

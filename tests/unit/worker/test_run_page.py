@@ -17,6 +17,7 @@ from streams.core.monitors import Semantics
 from streams.replay import Replayer
 from streams.run_page import (
     CSP,
+    ELLIPSIS,
     ITEMS_MAX,
     ROWS_MAX,
     TEXT_MAX,
@@ -145,6 +146,13 @@ def test_hostile_text_is_escaped_and_cut_and_the_page_stays_bounded() -> None:
     assert len(one) < 4 * ITEMS_MAX * (TEXT_MAX + 100)  # a 1 MB text in every field: ~40 kB
     assert len(page) < (ROWS_MAX + 1) * len(one)
     assert '<meta http-equiv="Content-Security-Policy"' in page and "<script" not in one.lower()
+
+
+def test_a_step_without_texts_shows_its_injection_sources_counted() -> None:
+    page = render_run_page({"run_id": "r"}, [{"step": 0, "injection_sources": ["e3"] * 14 + ["monitor"]}])
+    assert "(e3 \u00d714, monitor)" in page
+    many = render_run_page({"run_id": "r"}, [{"step": 0, "injection_sources": [f"s{i}" for i in range(99)]}])
+    assert f"s{ITEMS_MAX - 1}, {ELLIPSIS})" in many and f"s{ITEMS_MAX}," not in many
 
 
 def test_the_page_of_a_run_with_no_step_and_no_cost_renders() -> None:
