@@ -3,13 +3,15 @@ the page `rb-streams replay --run ID --html` writes for a real run of every dev 
 screenshot, and reads the rendered DOM back: every step has its row, every monitor that fired
 is in its step's row, every steering text the agent received is in its step's row, and loading
 it caused no script error. Hostile event text renders as text: no element, attribute or script
-comes from it. One Chromium start per test (~0.5 s); no broker."""
+comes from it. And on the real worker's web server a browser follows `GET /runs` to a run's
+page. One Chromium start per test (~0.5 s); only the last test needs the broker."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import re
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +20,10 @@ import pytest
 
 from streams.cli import main
 from streams.contract import REASONBLOCKS_MARKER
-from streams.run_page import ELLIPSIS, ITEMS_MAX, TEXT_MAX, render_run_page, render_runs_page, view_url
+from streams.run_page import CSP, ELLIPSIS, ITEMS_MAX, TEXT_MAX, render_run_page, render_runs_page, view_url
 from tests.browser import Chromium, binary
+
+pytestmark = pytest.mark.integration
 
 REAL_DEV = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "real-dev"
 
@@ -242,3 +246,60 @@ def test_hostile_event_text_renders_as_text_in_chromium(chromium: str, tmp_path:
         assert href == view_url(h) and pathname.startswith("/runs/") and pathname.endswith("/view")
         assert pathname.count("/") == 3, pathname
     assert links[-1][2] == "next page" and links[-1][0].startswith("?after=")
+
+
+def test_a_browser_follows_the_workers_runs_list_to_the_runs_page(
+    chromium: str, adapters_worker: Any
+) -> None:
+    """The real worker's web server: `GET /runs` in a browser is the HTML list (JSON for any
+    other client, with each run's `view`), its link opens the run's page, served with its CSP,
+    holding the run's fired monitors and its last steering text."""
+    from streams.agent.client import SyncSteeringClient
+    from streams.agent.session import SteeringSession
+
+    failing = "FAILED tests/test_rent.py::test_due - KeyError: 'due'\n1 failed, 12 passed"
+    texts: list[str] = []
+    client = SyncSteeringClient(adapters_worker.settings, deadline_ms=15000)
+    with client as c, SteeringSession(c, task="Make tests/test_rent.py pass.", model="m") as s:
+        for _ in range(6):
+            s.begin_step()
+            d = s.end_step(
+                thought="Run it again.",
+                action="run_tests",
+                action_input={"path": "t"},
+                observation=failing,
+            )
+            assert d is not None
+            texts += [i["text"] for i in d.data["injections"] if i["source"] == "monitor"]
+        fired = {m for e in s.step_log for m in e.monitors_fired}
+        run_id = s.run_id
+    assert fired and texts  # the loop monitor fired and steered
+
+    web = f"http://127.0.0.1:{adapters_worker.settings.web_port}"
+    listed = orjson.loads(urllib.request.urlopen(f"{web}/runs?limit=1000", timeout=10).read())
+    (entry,) = [r for r in listed if r["run_id"] == run_id]
+    assert entry["view"] == f"/runs/{run_id}/view"
+    with urllib.request.urlopen(f"{web}{entry['view']}", timeout=10) as r:
+        assert (
+            r.headers["Content-Type"].startswith("text/html") and r.headers["Content-Security-Policy"] == CSP
+        )
+
+    async def browse() -> tuple[dict[str, Any], dict[str, Any], list[str], str]:
+        async with Chromium(chromium) as browser:
+            page = await browser.page()
+            await page.load(f"{web}/runs?limit=1000")
+            runs = await page.evaluate(READ_DOM)
+            page.loaded.clear()  # follow the run's link as a person would
+            await page.evaluate(f"[...document.links].find(a => a.textContent === {run_id!r}).click(), true")
+            await asyncio.wait_for(page.loaded.wait(), 30)
+            found = await page.evaluate(READ_DOM)
+            return runs, found, list(page.errors), await page.evaluate("location.pathname")
+
+    runs, found, errors, where = asyncio.run(browse())
+    assert errors == [], errors
+    assert [f"/runs/{run_id}/view", f"/runs/{run_id}/view", run_id] in runs["links"]
+    assert where == f"/runs/{run_id}/view" and found["h1"] == f"run {run_id}"
+    assert set(found["elements"]) <= ELEMENTS and found["handlers"] == []
+    cols = found["cols"]
+    assert {m for row in found["rows"] for m in row[cols.index("monitors fired")].split(", ") if m} == fired
+    assert shown(texts[-1]) in found["text"]  # the last steering text, on its step
