@@ -4,7 +4,8 @@ screenshot, and reads the rendered DOM back: every step has its row, every monit
 is in its step's row, every steering text the agent received is in its step's row, and loading
 it caused no script error. Hostile event text renders as text: no element, attribute or script
 comes from it. And on the real worker's web server a browser follows `GET /runs` to a run's
-page. One Chromium start per test (~0.5 s); only the last test needs the broker."""
+page. Three Chromium starts (~0.5 s each): the real runs' pages, the hostile ones, the worker's;
+only the last needs the broker."""
 
 from __future__ import annotations
 
@@ -120,15 +121,28 @@ def replay_page(source: str, run_id: str, tmp: Path) -> tuple[Path, list[dict[st
     return page, [orjson.loads(ln) for ln in decisions.read_bytes().splitlines()]
 
 
+Rendered = dict[str, tuple[list[dict[str, Any]], dict[str, Any], list[str], bytes]]
+
+
+@pytest.fixture(scope="module")
+def real_pages(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> Rendered:
+    """Every source's run replayed to its page, all pages loaded in one Chromium (one start:
+    half the time of a start per page): source -> (decisions, DOM, script errors, PNG)."""
+    tmp = tmp_path_factory.mktemp("pages")
+    sources = [s for s in sorted(RUNS) if (REAL_DEV / f"{s}.jsonl").is_file()]
+    replayed = {s: replay_page(s, RUNS[s], tmp) for s in sources}
+    loaded = asyncio.run(render(chromium, [replayed[s][0] for s in sources], tmp))
+    return {s: (replayed[s][1], *shown) for s, shown in zip(sources, loaded, strict=True)}
+
+
 @pytest.mark.parametrize("source", sorted(RUNS))
 def test_the_page_of_a_real_run_shows_every_fired_monitor_and_every_text_in_chromium(
-    source: str, chromium: str, tmp_path: Path
+    source: str, real_pages: Rendered
 ) -> None:
-    if not (REAL_DEV / f"{source}.jsonl").is_file():
+    if source not in real_pages:
         pytest.skip("real dev runs not present")
     run_id = RUNS[source]
-    path, decisions = replay_page(source, run_id, tmp_path)
-    [(found, errors, png)] = asyncio.run(render(chromium, [path], tmp_path))
+    decisions, found, errors, png = real_pages[source]
 
     assert errors == [], errors  # no script error, no CSP refusal
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
