@@ -9,9 +9,11 @@ only a replay knows: `steering` (the texts the agent received), `action` and `ac
 
 Every text comes from agents or their operators and is hostile until shown otherwise: each
 is cut to `TEXT_MAX` characters before it is escaped (`html.escape`, quotes too; control
-characters become U+FFFD), lists and
-rows are capped, numbers are drawn only when finite, and colours come from a fixed table,
-never from the input. The page forbids scripts itself (a CSP meta tag) as well.
+characters become U+FFFD), lists and rows are capped, numbers are drawn only when finite,
+links are whole or left out, and colours come from a fixed table, never from the input. The
+page forbids scripts itself (a CSP meta tag) as well.
+
+`render_runs_page` is `GET /runs` for a browser: the list of runs, each linked to its page.
 """
 
 from __future__ import annotations
@@ -305,7 +307,9 @@ def render_runs_page(runs: Sequence[Mapping[str, Any]], next_query: Mapping[str,
         )
     more = ""
     if next_query is not None:
-        more = f'<p><a href="?{text(urllib.parse.urlencode(dict(next_query)), 2000)}">next page</a></p>'
+        query = urllib.parse.urlencode(dict(next_query))
+        if len(query) <= LINK_MAX:
+            more = f'<p><a href="?{html.escape(query, quote=True)}">next page</a></p>'
     cols = ["run", "org", "FSM state", "step", "finished", "outcome"]
     return "\n".join(
         [

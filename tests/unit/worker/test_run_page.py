@@ -9,6 +9,7 @@ import html
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 import pytest
@@ -19,6 +20,7 @@ from streams.run_page import (
     CSP,
     ELLIPSIS,
     ITEMS_MAX,
+    LINK_MAX,
     ROWS_MAX,
     TEXT_MAX,
     render_run_page,
@@ -233,3 +235,7 @@ def test_the_runs_list_escapes_run_ids_in_text_and_in_links() -> None:
     assert hrefs == [html.escape(view_url(h)) for h in hostile]
     assert all(re.fullmatch(r"/runs/[A-Za-z0-9%._~-]+/view", h) for h in hrefs)  # one path segment each
     assert "A" * 201 not in page and page.count("<tr>") == 1 + len(runs)
+    # the next page's link is whole: an `after` id of 256 characters of any kind, or none at all
+    longest = "\U0001f600" * 256
+    assert f'href="?after={quote(longest, safe="")}"' in render_runs_page([], {"after": longest})
+    assert "next page" not in render_runs_page([], {"after": "A" * (LINK_MAX + 1)})
