@@ -130,18 +130,21 @@ class Chromium:
 
     async def __aenter__(self) -> Chromium:
         self.profile = tempfile.mkdtemp(prefix="rb-chromium-")
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop)
         self.proc = subprocess.Popen(
             [self.exe, *FLAGS, f"--user-data-dir={self.profile}", "--remote-debugging-port=0", "about:blank"],
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=self.stderr,
             stdin=subprocess.DEVNULL,
         )
         port_file = Path(self.profile) / "DevToolsActivePort"
         deadline = time.monotonic() + self.startup_timeout
         while not (port_file.is_file() and len(port_file.read_text().splitlines()) >= 2):
             if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stderr.seek(0)
+                said = self.stderr.read()[-2000:].decode(errors="replace")
                 await self.stop()
-                raise RuntimeError(f"chromium did not start (exit {self.proc.returncode})")
+                raise RuntimeError(f"chromium did not start (exit {self.proc.returncode}): {said}")
             await asyncio.sleep(0.05)
         port, path = port_file.read_text().splitlines()[:2]
         self.http = aiohttp.ClientSession()
@@ -166,6 +169,7 @@ class Chromium:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self.stderr.close()
         shutil.rmtree(self.profile, ignore_errors=True)
 
     async def read(self) -> None:
