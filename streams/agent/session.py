@@ -287,7 +287,9 @@ class SteeringSession:
             raise RuntimeError(f"end_step() for call {self._step} before beginning another")
         steer = Steering(self._step + 1, self._pending, self.model, self.placement)
         # how the decision steers this call, on the caller's span, if OpenTelemetry records one
-        tracing.record_steering(self._pending, late=self._late(), requested_model=self.model)
+        tracing.record_steering(
+            self._pending, late=self._late(), requested_model=self.model, guardrail=self._guardrail()
+        )
         if steer.action == "stop":
             self._stopped = True
             if self.on_stop == "raise":
@@ -377,8 +379,14 @@ class SteeringSession:
         if not verdict.allow:
             self.denied_calls += 1
             log_denial(self.run_id, memory.step, tool, verdict)
-            tracing.record_refusal(tool, verdict.reason, source_step=verdict.source_step)
+            tracing.record_refusal(
+                tool, verdict.reason, source_step=verdict.source_step, guardrail=self._guardrail()
+            )
         return verdict
+
+    def _guardrail(self) -> bool:
+        """The client's `trace_guardrail` (a stand-in client without one: off)."""
+        return getattr(self.client, "trace_guardrail", False) is True
 
 
 def client_memory(client: object, run_id: str) -> GateMemory | None:
