@@ -160,10 +160,11 @@ def record_evaluation(decision: Any, span: Any = None) -> None:
         scores = scores if isinstance(scores, Mapping) else {}
         explanation = _steering_text(data)
         for name in fired:
-            if not isinstance(name, str) or not name:
+            said = _text(name, TOOL_MAX)
+            if said is None:
                 continue
             event: dict[str, Any] = {
-                "gen_ai.evaluation.name": name[:TOOL_MAX],
+                "gen_ai.evaluation.name": said,
                 "gen_ai.evaluation.score.label": "fired",
             }
             score = _number(scores.get(name))
@@ -196,8 +197,9 @@ def record_steering(
         if target is None:
             return
         attrs: dict[str, Any] = {}
-        if isinstance(requested_model, str) and requested_model:
-            attrs["rb.model.requested"] = requested_model[:TOOL_MAX]
+        asked = _text(requested_model, TOOL_MAX)
+        if asked is not None:
+            attrs["rb.model.requested"] = asked
         if late:
             attrs["rb.decision.late"] = True
         data = _data(decision)
@@ -206,9 +208,9 @@ def record_steering(
             if type(step) is int:
                 attrs["rb.step"] = step
             for key, name in (("fsm_state", "rb.fsm.state"), ("model", "rb.model.routed"), ("arm", "rb.arm")):
-                value = data.get(key)
-                if isinstance(value, str) and value:
-                    attrs[name] = value[:TOOL_MAX]
+                value = _text(data.get(key), TOOL_MAX)
+                if value is not None:
+                    attrs[name] = value
             if "rb.model.routed" not in attrs and "rb.model.requested" in attrs:
                 attrs["rb.model.routed"] = attrs["rb.model.requested"]  # not routed: the call's own model
             difficulty = _number(data.get("difficulty"))

@@ -133,7 +133,7 @@ def test_session_gate_refusal_as_event_and_guardrail_span(exported: Exported) ->
     (event,) = tc.events_of(spans, tc.REFUSAL)
     assert event == {
         "rb.tool.name": "send_money",
-        "rb.gate.reason": tc.cleaned(verdict.reason, 600),
+        "rb.gate.reason": tc.short(verdict.reason, 600),
         "rb.gate.source_step": verdict.source_step,
     }
     (g,) = tc.guardrails_under(spans, tool)  # type: ignore[arg-type]

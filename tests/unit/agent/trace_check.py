@@ -61,6 +61,14 @@ def cleaned(text: str | None, n: int = TEXT_MAX) -> str | None:
     return t or None
 
 
+def short(value: object, n: int = NAME_MAX) -> str | None:
+    """A name (a monitor's, a model's, a state's) or a reason as it may stand in a trace:
+    scrubbed, cut."""
+    if not isinstance(value, str):
+        return None
+    return scrub(value, n)[:n].strip() or None
+
+
 def explanation(d: Mapping[str, Any]) -> str | None:
     if "inject" in d and not d["inject"]:
         return None
@@ -73,7 +81,7 @@ def evaluations(d: Mapping[str, Any]) -> list[dict[str, Any]]:
     scores = monitors.get("scores") or {}
     out = []
     for name in monitors.get("fired") or []:
-        e: dict[str, Any] = {"gen_ai.evaluation.name": name, "gen_ai.evaluation.score.label": "fired"}
+        e: dict[str, Any] = {"gen_ai.evaluation.name": short(name), "gen_ai.evaluation.score.label": "fired"}
         score = scores.get(name)
         if isinstance(score, int | float) and not isinstance(score, bool):
             e["gen_ai.evaluation.score.value"] = float(score)
@@ -88,22 +96,22 @@ def steering(d: Mapping[str, Any] | None, requested: str | None, *, late: bool =
     """The `rb.` attributes of a decision applied to a call (None: none came)."""
     a: dict[str, Any] = {}
     if requested:
-        a["rb.model.requested"] = requested
+        a["rb.model.requested"] = short(requested)
     if late:
         a["rb.decision.late"] = True
     if d is None:
         return a
     a["rb.step"] = d["step"]
     for key, name in (("fsm_state", "rb.fsm.state"), ("model", "rb.model.routed"), ("arm", "rb.arm")):
-        if d.get(key):
-            a[name] = d[key]
+        if short(d.get(key)):
+            a[name] = short(d[key])
     if "rb.model.routed" not in a and requested:
-        a["rb.model.routed"] = requested  # not routed: the call goes to the model asked for
+        a["rb.model.routed"] = short(requested)  # not routed: the call goes to the model asked for
     if isinstance(d.get("difficulty"), int | float):
         a["rb.difficulty"] = float(d["difficulty"])
     a["rb.action"] = d.get("action") or "continue"
     reason = d.get("action_reason") or {}
-    if (said := cleaned(reason.get("text"))) is not None:
+    if (said := short(reason.get("text"), TEXT_MAX)) is not None:
         a["rb.action.reason"] = said
     return a
 
@@ -127,7 +135,7 @@ def guardrail(d: Mapping[str, Any]) -> dict[str, Any]:
         "rb.step": d["step"],
         "rb.action": action,
     }
-    if (said := cleaned((d.get("action_reason") or {}).get("text"))) is not None:
+    if (said := short((d.get("action_reason") or {}).get("text"), TEXT_MAX)) is not None:
         a["rb.action.reason"] = said
     return a
 
