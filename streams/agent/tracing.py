@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import logging
 import sys
 from collections.abc import Iterator, Mapping
@@ -87,10 +88,21 @@ def _recording(span: Any) -> Any:
 
 
 def _text(value: object, n: int) -> str | None:
+    """`value` scrubbed and cut to `n` characters (None: no text, or nothing left)."""
     if not isinstance(value, str):
         return None
+    return _clean(value, n) if len(value) <= CACHED_MAX else _scrubbed(value, n)
+
+
+def _scrubbed(value: str, n: int) -> str | None:
     t = scrub(value, n)[:n].strip()  # cut again: a defused marker is longer than the marker
     return t or None
+
+
+# A run's texts and names repeat from decision to decision (a monitor's warning, the states,
+# the model names): cleaned once. Only texts up to CACHED_MAX characters are kept here.
+CACHED_MAX = 4 * TEXT_MAX
+_clean = functools.lru_cache(maxsize=1024)(_scrubbed)
 
 
 def _number(value: object) -> float | None:
