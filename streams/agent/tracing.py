@@ -230,6 +230,12 @@ def record_steering(
                 attrs["rb.difficulty"] = difficulty
             action = data.get("action")
             attrs["rb.action"] = action if action in ("continue", "nudge", "escalate", "stop") else "continue"
+            said_text = _steering_text(data)
+            if said_text is not None:  # the text this call is given, and where it came from
+                attrs["rb.steering.text"] = said_text
+                sources = _sources(data.get("injections"))
+                if sources:
+                    attrs["rb.steering.sources"] = sources
             reason = data.get("action_reason")
             said = _text(reason.get("text"), TEXT_MAX) if isinstance(reason, Mapping) else None
             if said is not None:
@@ -242,6 +248,18 @@ def record_steering(
         _failed_once("decision", exc)
 
 
+def _sources(injections: object) -> list[str]:
+    """The distinct sources of a decision's injections (`monitor`, an E-trace's id), in order."""
+    if not isinstance(injections, list):
+        return []
+    out: list[str] = []
+    for i in injections[:64]:
+        source = _text(i.get("source"), TOOL_MAX) if isinstance(i, Mapping) else None
+        if source is not None and source not in out:
+            out.append(source)
+    return out[:16]
+
+
 def _verdict(data: Mapping[str, Any], attrs: Mapping[str, Any]) -> tuple[str, str]:
     """The guardrail verdict of a decision and the action the agent side enforces: a stop
     blocks the run; a text or a routed model modifies the call; a monitor that fired with
@@ -249,7 +267,7 @@ def _verdict(data: Mapping[str, Any], attrs: Mapping[str, Any]) -> tuple[str, st
     action = attrs.get("rb.action", "continue")
     if action == "stop":
         return "deny", "block"
-    if action == "escalate" or _steering_text(data) is not None:
+    if action == "escalate" or "rb.steering.text" in attrs:
         return "warn", "modify"
     monitors = data.get("monitors")
     fired = monitors.get("fired") if isinstance(monitors, Mapping) else None

@@ -69,6 +69,13 @@ def test_messages_loop_example_is_steered(shared: WorkerProcess) -> None:
     out = run("examples.messages_loop", shared).stdout
     assert "call 4: model claude-sonnet-4-5  steering blocks 1" in out  # after the third same answer
     assert "fired ['semantic_loop'] injected ['monitor']" in out
+    # the exported trace: each call's span carries the decision that steered it, and the
+    # monitor that fired on step 3 as an evaluation event with the text the agent received
+    trace = out[out.index("trace:") :]
+    assert trace.count("span 'chat claude-sonnet-4-5'") == 6  # the sixth call answered
+    assert "event gen_ai.evaluation.result: semantic_loop score" in trace
+    assert "(step 3)" in trace and "rb.action nudge" in trace
+    assert "given (monitor): 'You have called `search_docs` 3 times" in trace
 
 
 def test_the_cli_wrapper_example_exits_3_when_steering_stops_its_loop(shared: WorkerProcess) -> None:

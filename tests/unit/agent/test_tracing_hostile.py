@@ -57,6 +57,8 @@ KEYS = {
     "rb.model.routed",
     "rb.action",
     "rb.action.reason",
+    "rb.steering.text",
+    "rb.steering.sources",
     "rb.arm",
     "rb.decision.late",
     "rb.tool.name",
@@ -64,9 +66,20 @@ KEYS = {
     "rb.gate.source_step",
 }
 # where a canary may stand: the worker's texts (which may quote a tool's name), the refused call's name
-MAY_QUOTE = {"gen_ai.evaluation.explanation", "rb.action.reason", "rb.tool.name", "rb.gate.reason"}
-WORKER_TEXT = {"gen_ai.evaluation.explanation", "rb.action.reason"}
-BOUND = {"gen_ai.evaluation.explanation": 2000, "rb.action.reason": 2000, "rb.gate.reason": 600}
+MAY_QUOTE = {
+    "gen_ai.evaluation.explanation",
+    "rb.action.reason",
+    "rb.steering.text",
+    "rb.tool.name",
+    "rb.gate.reason",
+}
+WORKER_TEXT = {"gen_ai.evaluation.explanation", "rb.action.reason", "rb.steering.text"}
+BOUND = {
+    "rb.steering.text": 2000,
+    "gen_ai.evaluation.explanation": 2000,
+    "rb.action.reason": 2000,
+    "rb.gate.reason": 600,
+}
 OUR_SPANS = {"start", "tool", tc.GUARDRAIL} | {f"call {k}" for k in range(1, 8)}
 
 PIECES = [
@@ -138,7 +151,7 @@ def check(spans: Any, decisions: list[dict[str, Any]], event_canaries: set[str] 
             found = set(CANARY.findall(value))
             leaked = found if event_canaries is None else found & event_canaries
             assert not leaked, (where, key, value[:200])
-        if key in ("gen_ai.evaluation.explanation", "rb.action.reason"):
+        if key in WORKER_TEXT:
             assert value in texts, (where, key)  # exactly a decision's text, cleaned
         assert len(value) <= BOUND.get(key, 100), (where, key, len(value))
         if key not in WORKER_TEXT:  # the worker's warning may name the value it warns about

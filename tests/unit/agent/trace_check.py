@@ -110,6 +110,14 @@ def steering(d: Mapping[str, Any] | None, requested: str | None, *, late: bool =
     if isinstance(d.get("difficulty"), int | float):
         a["rb.difficulty"] = float(d["difficulty"])
     a["rb.action"] = d.get("action") or "continue"
+    if (text := explanation(d)) is not None:
+        a["rb.steering.text"] = text
+        sources: list[str] = []
+        for i in d.get("injections") or []:
+            if (src := short(i.get("source"))) is not None and src not in sources:
+                sources.append(src)
+        if sources:
+            a["rb.steering.sources"] = tuple(sources)
     reason = d.get("action_reason") or {}
     if (said := short(reason.get("text"), TEXT_MAX)) is not None:
         a["rb.action.reason"] = said
@@ -175,7 +183,7 @@ def all_values(spans: Sequence[ReadableSpan]) -> Iterator[tuple[str, str, Any]]:
     """(where, key, value) of every attribute written: the spans' and their events'."""
     for s in spans:
         for k, v in (s.attributes or {}).items():
-            yield s.name, k, v
+            yield from ((s.name, k, x) for x in (v if isinstance(v, tuple) else (v,)))
         for e in s.events:
             for k, v in (e.attributes or {}).items():
-                yield f"{s.name}/{e.name}", k, v
+                yield from ((f"{s.name}/{e.name}", k, x) for x in (v if isinstance(v, tuple) else (v,)))
