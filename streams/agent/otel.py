@@ -759,7 +759,7 @@ class SteeringSpanProcessor(SpanProcessor):
     `project_id`, `task_profile`, `monitors_off`, ...). `trace_decisions`: write each step's
     decision in the trace, on a `rb.steering.decision` span under the step's model call
     (`tracer_provider`'s, default the global one; with the client's `trace_guardrail`, the
-    proposed `run_guardrail` span under it too)."""
+    proposed `run_guardrail` span under it too, by the same provider)."""
 
     def __init__(
         self,
@@ -803,6 +803,7 @@ class SteeringSpanProcessor(SpanProcessor):
         self.dropped = 0  # events not published: too many in flight, or their run was dropped
         self.trace_decisions = trace_decisions
         self._tracer_provider = tracer_provider
+        self._tracer: Any = None  # its tracer, made at the first decision written
 
     @classmethod
     def connect(cls, settings: Any = None, **kwargs: Any) -> SteeringSpanProcessor:
@@ -930,9 +931,11 @@ class SteeringSpanProcessor(SpanProcessor):
         if o.context is None:
             return
         try:
-            provider = self._tracer_provider or otel_trace.get_tracer_provider()
+            if self._tracer is None:
+                provider = self._tracer_provider or otel_trace.get_tracer_provider()
+                self._tracer = provider.get_tracer(SCOPE)
             parent = otel_trace.set_span_in_context(NonRecordingSpan(o.context))
-            span = provider.get_tracer(SCOPE).start_span(
+            span = self._tracer.start_span(
                 DECISION_SPAN, context=parent, attributes={"rb.run_id": o.run_id[:256]}
             )
             model = o.fields.get("model_id")
@@ -942,6 +945,7 @@ class SteeringSpanProcessor(SpanProcessor):
                 late=decision is None,
                 requested_model=model if isinstance(model, str) else None,
                 guardrail=getattr(self.client, "trace_guardrail", False) is True,
+                tracer=self._tracer,
             )
             span.end()
         except Exception as exc:

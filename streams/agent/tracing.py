@@ -64,6 +64,7 @@ REASON_MAX = 600  # characters of the gate's reason (what the model is told, str
 # span of the call it steers (begin_step), so the client does not write it again.
 _QUIET: contextvars.ContextVar[bool] = contextvars.ContextVar("rb_tracing_quiet", default=False)
 _failed = False  # logged once
+_tracer: Any = None  # the global provider's tracer, for the guardrail spans
 
 
 @contextlib.contextmanager
@@ -136,13 +137,17 @@ def record_decision(
     late: bool = False,
     requested_model: str | None = None,
     guardrail: bool = False,
+    tracer: Any = None,
 ) -> None:
     """Write `decision` (a `Decision`, its wire dict, or None: none came) on `span`, else the
     current span: its evaluations (`record_evaluation`) and its steering (`record_steering`).
     `late`: the decision missed its deadline (the call went on unsteered); `requested_model`:
-    the model the agent asked for; `guardrail`: the proposed guardrail span too. Never raises."""
+    the model the agent asked for; `guardrail`: the proposed guardrail span too, made with
+    `tracer` (default: the global tracer provider's). Never raises."""
     record_evaluation(decision, span)
-    record_steering(decision, span, late=late, requested_model=requested_model, guardrail=guardrail)
+    record_steering(
+        decision, span, late=late, requested_model=requested_model, guardrail=guardrail, tracer=tracer
+    )
 
 
 def _data(decision: Any) -> Mapping[str, Any] | None:
@@ -198,10 +203,11 @@ def record_steering(
     late: bool = False,
     requested_model: str | None = None,
     guardrail: bool = False,
+    tracer: Any = None,
 ) -> None:
     """The `rb.` attributes of how `decision` steers the next call (None: none came; `late`:
     it missed its deadline), on `span`, else the current span; `guardrail`: and a
-    `run_guardrail` child span (`_guardrail_span`). Never raises."""
+    `run_guardrail` child span (`_guardrail_span`, made with `tracer`). Never raises."""
     try:
         if _QUIET.get():
             return
@@ -243,7 +249,7 @@ def record_steering(
         if attrs:
             target.set_attributes(attrs)
         if guardrail and data is not None:
-            _guardrail_span(target, "llm_input", *_verdict(data, attrs), attrs)
+            _guardrail_span(target, "llm_input", *_verdict(data, attrs), attrs, tracer)
     except Exception as exc:  # a broken tracer never stops the agent
         _failed_once("decision", exc)
 
@@ -275,15 +281,19 @@ def _verdict(data: Mapping[str, Any], attrs: Mapping[str, Any]) -> tuple[str, st
 
 
 def _guardrail_span(
-    target: Any, target_type: str, verdict: str, action: str, attrs: Mapping[str, Any]
+    target: Any, target_type: str, verdict: str, action: str, attrs: Mapping[str, Any], tracer: Any
 ) -> None:
     """The proposed GenAI guardrail shape: a `run_guardrail rb-streams` span, a child of
     `target` (the operation guarded), ended at once (the verdict was taken by the worker, it
-    is applied now), made with the application's global tracer provider."""
+    is applied now), made with `tracer`, else the application's global tracer provider's."""
     trace = sys.modules.get("opentelemetry.trace")
     if trace is None:
         return
-    tracer = trace.get_tracer(SCOPE)
+    global _tracer
+    if tracer is None:
+        if _tracer is None:  # the API's proxy until a provider is set, then the provider's
+            _tracer = trace.get_tracer(SCOPE)
+        tracer = _tracer
     span = tracer.start_span(
         f"{GUARDRAIL_OP} {GUARDRAIL_NAME}",
         context=trace.set_span_in_context(target),
@@ -321,6 +331,6 @@ def record_refusal(
             event["rb.gate.source_step"] = source_step
         target.add_event(REFUSAL_EVENT, event)
         if guardrail:
-            _guardrail_span(target, "tool_call", "deny", "block", event)
+            _guardrail_span(target, "tool_call", "deny", "block", event, None)
     except Exception as exc:
         _failed_once("gate's refusal", exc)

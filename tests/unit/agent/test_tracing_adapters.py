@@ -353,7 +353,7 @@ def test_otel_span_processor_writes_each_steps_decision_under_its_model_call(exp
     from streams.agent.otel import DECISION_SPAN, SteeringSpanProcessor
     from tests.unit.agent.test_otel import LoopClient
 
-    _, exporter = exported  # the global provider: where the guardrail spans go
+    _, exporter = exported  # the global provider: none of the processor's spans go there
     own = InMemorySpanExporter()
     loop = LoopClient(_Async())  # type: ignore[arg-type]
     loop.trace_guardrail = True  # type: ignore[attr-defined]
@@ -389,5 +389,7 @@ def test_otel_span_processor_writes_each_steps_decision_under_its_model_call(exp
         assert {k: v for k, v in tc.attrs(span).items() if k != "rb.run_id"} == tc.steering(d, "gpt-4.1")
     # the processor's own spans are no steps: 3 steps published, not 6
     assert proc.decisions == 4
-    g = exporter.get_finished_spans()
-    assert [tc.attrs(x) for x in tc.named(g, tc.GUARDRAIL)] == [tc.guardrail(d) for d in ds]
+    # the guardrail spans: by the processor's provider, each under its decision span
+    assert exporter.get_finished_spans() == ()
+    for span, d in zip(ours, ds, strict=True):
+        assert tc.guardrails_under(spans, span) == [tc.guardrail(d)]
