@@ -38,7 +38,8 @@ the run is then finished as `failure: stopped_by_steering` (`stopped_by_steering
 With OpenTelemetry in use, the decisions are in the caller's traces (`streams.agent.tracing`):
 the monitors that fired as evaluation events on the span current when `end_step` returns (the
 step evaluated), how it steers on the span current at `begin_step` (the call steered), and a
-call `check_call` refuses as an `rb.gate.refused` event.
+call `check_call` refuses as an `rb.gate.refused` event; with the client's `trace_guardrail`
+(`RB_CLIENT_TRACE_GUARDRAIL`), a proposed `run_guardrail` span under each of those spans too.
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ steered it."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -18,14 +17,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from streams.agent.client import Decision
 from streams.agent.session import RunStopped, SteeringSession
+from tests.fixtures.golden_decisions import REAL_DEV
 from tests.unit.agent import trace_check as tc
 from tests.unit.agent.trace_check import exported
 
 __all__ = ["exported"]
 
-DEV = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "real-dev"
-if not DEV.is_dir():
-    DEV = Path("/work/wt/shared/data/real-dev")
+DEV = REAL_DEV  # ../shared/data/real-dev beside the checkout; skipped without it
 SOURCES = sorted(p.stem for p in DEV.glob("*.jsonl")) if DEV.is_dir() else []
 RUNS_PER_SOURCE = 2  # the longest two of the source's first eight runs (more steps, more fires)
 MAX_STEPS = 40  # of a run, replayed (a 50-turn OpenHands run: its first 40)
