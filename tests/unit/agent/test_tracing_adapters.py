@@ -3,7 +3,9 @@ adapters (LangChain middleware, OpenAI Agents, Claude Agent SDK hooks, the OpenT
 processor), decisions scripted, no broker: the spans an in-memory exporter received carry one
 `gen_ai.evaluation.result` event per monitor that fired and the `rb.` attributes of the
 decision, field for field (`trace_check` computes them from the decision's own fields); with
-the guardrail setting on, one proposed `run_guardrail` span per applied decision too."""
+the guardrail setting on, one proposed `run_guardrail` span per applied decision too. A call
+the pre-call gate refuses, in each adapter that gates (through the SDK's own run loop where
+it has one): an `rb.gate.refused` event on the span current there, never the refused value."""
 
 from __future__ import annotations
 
@@ -393,3 +395,75 @@ def test_otel_span_processor_writes_each_steps_decision_under_its_model_call(exp
     assert exporter.get_finished_spans() == ()
     for span, d in zip(ours, ds, strict=True):
         assert tc.guardrails_under(spans, span) == [tc.guardrail(d)]
+
+
+def test_claude_agent_through_the_sdk_a_refused_call_is_on_the_callers_span(exported: Exported) -> None:
+    """Through the SDK's own `query()` (a scripted CLI): its hooks run in the SDK's tasks, which
+    see the span the caller made current; the gate's refusal is an event there, its
+    guardrail span under it, and the IBAN it refused is in neither."""
+    from claude_agent_sdk import ClaudeAgentOptions, query
+
+    from examples.scripted_cli import ScriptedCLI
+    from streams.agent.claude_agent import ClaudeAgentSteering
+    from tests.unit.agent.test_claude_agent_gate import IBAN, reading_taints, session
+
+    tracer, exporter = exported
+    client = guarded(FakeClient(reading_taints))
+    st = ClaudeAgentSteering(client, model="claude-sonnet-4-5")  # type: ignore[arg-type]
+
+    async def go() -> None:
+        with tracer.start_as_current_span("invoke_agent claude"):
+            options = ClaudeAgentOptions(hooks=st.hooks())
+            async for _ in st.watch(
+                query(prompt="pay the rent", options=options, transport=ScriptedCLI(session(IBAN)))
+            ):
+                pass
+
+    asyncio.run(go())
+    spans = exporter.get_finished_spans()
+    (run,) = tc.named(spans, "invoke_agent claude")
+    (event,) = tc.events_of([run], tc.REFUSAL)
+    assert event["rb.tool.name"] == "mcp__bank__send_money" and event["rb.gate.source_step"] == 1
+    (g,) = [a for a in tc.guardrails_under(spans, run) if a["gen_ai.security.target.type"] == "tool_call"]
+    assert (g["gen_ai.security.verdict.type"], g["gen_ai.security.action.type"]) == ("deny", "block")
+    assert IBAN not in json.dumps([dict(x.attributes or {}) for x in spans] + tc.events_of(spans, tc.REFUSAL))
+    # and each applied decision as well: decision 0 at the prompt, decision 1 after the read
+    steered = [a for a in tc.guardrails_under(spans, run) if a["gen_ai.security.target.type"] == "llm_input"]
+    assert [a["rb.step"] for a in steered] == [0, 1]
+
+
+def test_openai_agents_a_call_its_tool_guardrail_refuses_is_on_the_callers_span(exported: Exported) -> None:
+    """The tool input guardrail the adapter adds refuses the tainted call inside the SDK's run
+    loop: the refusal event (and its guardrail span) is on the span current around the run."""
+    from streams.agent.openai_agents import AgentsSteering
+    from tests.unit.agent.test_openai_agents_gate import IBAN, reading_taints, run, script, sent
+
+    tracer, exporter = exported
+    with tracer.start_as_current_span("invoke_agent Banker"):
+        run(AgentsSteering(guarded(FakeClient(reading_taints))), script(IBAN))  # type: ignore[arg-type]
+    assert sent == []  # refused, not run
+    spans = exporter.get_finished_spans()
+    (span,) = tc.named(spans, "invoke_agent Banker")
+    (event,) = tc.events_of([span], tc.REFUSAL)
+    assert event["rb.tool.name"] == "send_money" and event["rb.gate.source_step"] == 1
+    assert [a["gen_ai.security.verdict.type"] for a in tc.guardrails_under(spans, span)].count("deny") == 1
+    assert IBAN not in json.dumps([dict(x.attributes or {}) for x in spans] + tc.events_of(spans, tc.REFUSAL))
+
+
+def test_langchain_a_call_the_middleware_refuses_is_on_the_callers_span(exported: Exported) -> None:
+    from tests.unit.agent import test_langchain_gate as lg
+
+    tracer, exporter = exported
+    lg.sent.clear()
+    agent, mw = lg.agent_for(guarded(FakeClient(lg.reading_taints)), lg.script(lg.IBAN))
+    with tracer.start_as_current_span("invoke_agent"):
+        agent.invoke(lg.ask())
+    assert lg.sent == [] and mw.denied_calls == 1
+    spans = exporter.get_finished_spans()
+    (event,) = tc.events_of(spans, tc.REFUSAL)
+    assert event["rb.tool.name"] == "send_money" and event["rb.gate.source_step"] == 1
+    (span,) = tc.named(spans, "invoke_agent")
+    assert [a["gen_ai.security.verdict.type"] for a in tc.guardrails_under(spans, span)].count("deny") == 1
+    assert lg.IBAN not in json.dumps(
+        [dict(x.attributes or {}) for x in spans] + tc.events_of(spans, tc.REFUSAL)
+    )
