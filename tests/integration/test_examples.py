@@ -98,6 +98,8 @@ def test_otel_example_monitors_an_instrumented_smolagents_run(shared: WorkerProc
     out = run("examples.otel_smolagents", shared).stdout
     assert "fired ['semantic_loop'] loop" in out, out
     assert "late 0, dropped 0, errors 0" in out, out
+    trace = out[out.index("trace:") :]  # the decisions in the trace, with the monitor that fired
+    assert "rb.steering.decision (step 1)" in trace and "evaluations ['semantic_loop']" in trace, out
 
 
 def test_openai_agents_example_hands_off_injects_and_escalates(shared: WorkerProcess) -> None:
