@@ -20,14 +20,18 @@ The contract (the worker computes, the agent side checks):
 - `values_in_args(args)`: the values a call's JSON arguments carry (strings, numbers, lists,
   dicts, bounded); a short whole string value counts as an `ident` too.
 - A decision's optional `taint` field: at most TAINT_WIRE_MAX entries, each
-  `{"h": <16 hex>, "kind": str, "step": int, "tool": str, "instr": bool}`: a value that a tool
+  `{"h": <16 hex>, "kind": str, "step": int, "tool": str, "instr": bool}` (and `"dir": true`
+  when the result sent something to the value or hid it: never a lookup's find): a value that a tool
   result introduced (not the user's task or messages), `step` the step whose result brought it,
   `tool` that step's action (cut to TOOL_KEPT chars), `instr` true when that result held
   instructions addressed to the agent and the value stood near them.
 - `call_values(args)`: what the gate reads in a call: `values_in_args`, and each string also
   without separators, prefix and case, and decoded once from base64 or hex (bounded).
   `decoded_values`, `parts`: what a flagged result hides (an encoded value it names, an
-  account's halves), read by `core.provenance` on flagged results only.
+  account's halves); `split_parts`, `assembled`: what any result hides (an account printed in
+  two parts from an IBAN country's head, an address spelled apart); `directed`, `points_on`:
+  the destinations a result sends something to, in any wording (`core.provenance` marks them
+  `dir`).
 - `gate(taint, tool, args)`: a `GateVerdict`. Denies a call whose argument values (or two
   tainted parts joined) match a taint entry with `instr` when the call acts on it
   (`call_acts`: a read is never refused), and (`acting_strict=True`) any tainted value in a

@@ -19,7 +19,8 @@ with the user's task. The gate is on by default; `RB_CLIENT_CALL_GATE=false` (or
 Provenance decides (`streams.gate_policy`): an acting call is denied when a value it carries
 came from a source its argument may not take values from. In "lenient" mode (the default) a
 destination (an address, an account, a URL) may come from the user, a trusted tool, or a tool
-output the agent looked up for an action the user asked for; a value that stood near
+output the agent looked up for an action the user asked for (not one that output asked things
+to go to, named by reference or hid: `dir` in the taint entry); a value that stood near
 instructions addressed to the agent is denied in any acting call, and a destination from data
 is denied in a run whose user asked for no action, however it was worded. "strict" also denies
 any value a tool result introduced in an acting call, at the cost of refusing some calls the
