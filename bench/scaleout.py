@@ -68,26 +68,48 @@ from streams.settings import Settings
 Key = tuple[str, int]
 
 
+WALL_CLOCK = ("processed_ts",)  # when the worker decided: a decision computed again differs here
+
+
+def same_but_wall_clock(a: bytes, b: bytes) -> bool:
+    """Two decision records equal but for when they were computed."""
+    da, db = orjson.loads(a), orjson.loads(b)
+    for k in WALL_CLOCK:
+        da.pop(k, None)
+        db.pop(k, None)
+    return bool(da == db)
+
+
 @dataclass
 class Tally:
-    """Decisions per (run, step): the first copy's bytes, the copies seen, and the keys whose
-    re-sent copies differ from the first (a re-send must be byte-identical)."""
+    """Decisions per (run, step): the first copy's bytes and the copies seen. A re-sent copy is
+    byte-identical to the first (re-sent from the stored state), restamped (the same decision
+    computed again from the same state: only `processed_ts` differs) or differing."""
 
     first: dict[Key, bytes] = field(default_factory=dict)
     copies: Counter[Key] = field(default_factory=Counter)
+    identical: int = 0
+    restamped: set[Key] = field(default_factory=set)
     differing: set[Key] = field(default_factory=set)
 
     def add(self, key: Key, value: bytes) -> bool:
         """Count one decision; True if it is the first of its (run, step)."""
         self.copies[key] += 1
         was = self.first.setdefault(key, value)
-        if was is not value and was != value:
+        if was is value:
+            return True
+        if was == value:
+            self.identical += 1
+        elif same_but_wall_clock(was, value):
+            self.restamped.add(key)
+        else:
             self.differing.add(key)
-        return self.copies[key] == 1
+        return False
 
     def check(self, expected: Iterable[Key]) -> dict[str, Any]:
         """Missing (expected without a decision), unexpected (decided, not expected),
-        duplicates (copies past the first) and differing re-sends, with a few examples."""
+        duplicates (copies past the first: byte-identical, restamped or differing; keys for
+        the last two), with a few examples."""
         want = set(expected)
         missing = sorted(want - self.first.keys())
         unexpected = sorted(self.first.keys() - want)
@@ -98,6 +120,8 @@ class Tally:
             "missing_examples": missing[:10],
             "unexpected": len(unexpected),
             "duplicates": sum(self.copies.values()) - len(self.copies),
+            "identical": self.identical,
+            "restamped": len(self.restamped),
             "differing": len(self.differing),
             "differing_examples": sorted(self.differing)[:10],
         }
@@ -223,10 +247,12 @@ async def collect(
     timeout_s: float,
     on_progress: Callable[[int], None] | None = None,
     grace_s: float = 2.0,
+    hold: Callable[[], bool] = lambda: False,
 ) -> tuple[Tally, dict[int, list[float]]]:
     """Read `topic` from its end at the call (then set `ready`) until every expected (run,
     step) of runs `prefix-*` has a decision, plus `grace_s` for late re-sends, or `timeout_s`.
-    Returns the tally and, per partition, the timestamps of first copies (seconds)."""
+    `hold`: read on while it says so. Returns the tally and, per partition, the timestamps of
+    first copies (seconds)."""
     c = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, isolation_level="read_committed"
     )
@@ -247,7 +273,9 @@ async def collect(
         deadline = time.monotonic() + timeout_s
         done_at: float | None = None
         next_log = time.monotonic() + 10
-        while time.monotonic() < deadline and (done_at is None or time.monotonic() < done_at + grace_s):
+        while time.monotonic() < deadline and (
+            done_at is None or time.monotonic() < done_at + grace_s or hold()
+        ):
             batch = await c.getmany(timeout_ms=300, max_records=10_000)
             for tp, recs in batch.items():
                 for r in recs:
@@ -272,13 +300,40 @@ async def collect(
 
 @dataclass
 class Kill:
-    """SIGKILL the worker owning the most partitions once `fraction` of the decisions are in."""
+    """SIGKILL the worker owning the most partitions once `fraction` of the decisions are in;
+    with `freeze_s`, SIGSTOP it instead and SIGCONT it that long after (past the session
+    timeout: a worker that sees the rebalance late, and comes back)."""
 
     fraction: float
+    freeze_s: float = 0.0
     victim: int = -1
     partitions: list[int] = field(default_factory=list)
     events: float = 0.0
     at: float = 0.0
+    resumed: float = 0.0  # when the frozen worker was resumed
+    # (seconds after the kill, partition, workers owning it) whenever two claim one partition
+    overlaps: list[tuple[float, int, list[int]]] = field(default_factory=list)
+    _next_look: float = 0.0
+
+    def look(self, workers: list[WorkerProcess]) -> None:
+        """Once a second after the kill: which live, running worker owns what (a frozen one
+        would not answer); a partition claimed by two is recorded."""
+        now = time.monotonic()
+        if now < self._next_look:
+            return
+        self._next_look = now + 1.0
+        claims: dict[int, list[int]] = {}
+        for i, w in enumerate(workers):
+            if i == self.victim and (not self.freeze_s or not self.resumed):
+                continue
+            try:
+                for p in owned(w):
+                    claims.setdefault(p, []).append(i)
+            except OSError:
+                continue
+        for p, who in sorted(claims.items()):
+            if len(who) > 1:
+                self.overlaps.append((round(time.time() - self.at, 1), p, who))
 
 
 def drain(g: Group, prefix: str, runs: int, steps: int, kill: Kill | None = None) -> dict[str, Any]:
@@ -304,21 +359,46 @@ def drain(g: Group, prefix: str, runs: int, steps: int, kill: Kill | None = None
         gen["events"] = asyncio.run(preload(s, runs, steps, prefix=prefix))
         gen["cpu_s"], gen["wall_s"] = time.thread_time() - c0, time.perf_counter() - t0
 
+    def resume(pid: int) -> None:
+        assert kill is not None
+        os.kill(pid, signal.SIGCONT)
+        kill.resumed = time.time()
+        log(f"    resumed worker {kill.victim} after {kill.freeze_s:g}s")
+
+    def held() -> bool:
+        """A frozen worker: read on until 15 s after it resumed (what it sends then counts)."""
+        if kill is None or not kill.freeze_s or kill.victim < 0:
+            return False
+        return not kill.resumed or time.time() < kill.resumed + 15.0
+
     def progress(n: int) -> None:
-        if kill is None or kill.victim >= 0 or n < kill.fraction * len(expected):
+        if kill is None:
+            return
+        if kill.victim >= 0:
+            kill.look(workers)
+            return
+        if n < kill.fraction * len(expected):
             return
         parts = [owned(w) for w in workers]
         kill.victim = max(range(len(workers)), key=lambda i: len(parts[i]))
         kill.partitions = parts[kill.victim]
         kill.events = processed(workers[kill.victim]) - before[kill.victim]
         kill.at = time.time()
-        os.kill(workers[kill.victim].proc.pid, signal.SIGKILL)
-        log(f"    killed worker {kill.victim} (partitions {kill.partitions}) at {n}/{len(expected)}")
+        pid = workers[kill.victim].proc.pid
+        if kill.freeze_s:
+            os.kill(pid, signal.SIGSTOP)
+            asyncio.get_running_loop().call_later(kill.freeze_s, resume, pid)
+        else:
+            os.kill(pid, signal.SIGKILL)
+        what = f"froze for {kill.freeze_s:g}s" if kill.freeze_s else "killed"
+        log(f"    {what} worker {kill.victim} (partitions {kill.partitions}) at {n}/{len(expected)}")
 
     async def both() -> tuple[Tally, dict[int, list[float]]]:
         ready = asyncio.Event()
         reader = asyncio.create_task(
-            collect(s.bootstrap_servers, s.steering_topic, prefix, expected, ready, 300.0, progress)
+            collect(
+                s.bootstrap_servers, s.steering_topic, prefix, expected, ready, 300.0, progress, hold=held
+            )
         )
         await ready.wait()
         await asyncio.to_thread(generate)
@@ -335,17 +415,21 @@ def drain(g: Group, prefix: str, runs: int, steps: int, kill: Kill | None = None
     per_worker = []
     for i, (w, sm) in enumerate(zip(workers, samplers, strict=True)):
         cpu = sm.between(first, last) or {}
-        events = kill.events if kill is not None and i == kill.victim else processed(w) - before[i]
+        gone = kill is not None and i == kill.victim and not kill.freeze_s
+        events = kill.events if gone else processed(w) - before[i]
         per_worker.append(
             {
                 "events": events,
                 "cpu_s": cpu.get("cpu_s", float("nan")),
                 "loop_cpu_s": cpu.get("main_cpu_s", float("nan")),
-                "killed": kill is not None and i == kill.victim,
+                "killed": gone,
+                "frozen": kill is not None and i == kill.victim and bool(kill.freeze_s),
             }
         )
     m = samplers[0].between(first, last) or {}
     dt, dsteal = stat1[0] - stat0[0], stat1[1] - stat0[1]
+    # the generator's CPU falls almost all inside the window (it writes while the workers drain)
+    ours = sum(w["cpu_s"] for w in per_worker) + m.get("broker_cpu_s", 0.0) + gen.get("cpu_s", 0.0)
     row: dict[str, Any] = {
         "workers": g.n,
         "prefix": prefix,
@@ -355,6 +439,8 @@ def drain(g: Group, prefix: str, runs: int, steps: int, kill: Kill | None = None
         "per_worker": per_worker,
         "broker_cpu_s": m.get("broker_cpu_s", float("nan")),
         "machine_busy_cores": m.get("machine_busy_s", float("nan")) / secs,
+        "ours_cores": ours / secs,  # workers + broker + generator
+        "others_cores": (m.get("machine_busy_s", float("nan")) - ours) / secs,  # other helpers
         "generator": gen,
         "load1": load[0],
         "idle_stall_s": stalls,
@@ -370,25 +456,55 @@ def drain(g: Group, prefix: str, runs: int, steps: int, kill: Kill | None = None
             "pause_elsewhere_s": max(
                 (longest_gap(v) for p, v in stamps.items() if p not in kill.partitions), default=0.0
             ),
-            "survivors_own": [owned(w) for i, w in enumerate(workers) if i != kill.victim],
+            "freeze_s": kill.freeze_s,
+            "survivors_own": [owned(w) for i, w in enumerate(workers) if i != kill.victim or kill.freeze_s],
+            "overlaps": kill.overlaps,
+            # what it had answered: its partitions' first copies stamped before the kill
+            "decided_before_kill": sum(1 for p in kill.partitions for t in stamps.get(p, []) if t <= kill.at),
         }
-        g.workers[kill.victim].stop()
-        g.workers = [w for i, w in enumerate(workers) if i != kill.victim]
+        row["kill"]["taken_over"] = sorted(p for o in row["kill"]["survivors_own"] for p in o) == list(
+            range(s.partitions)
+        )
+        if not kill.freeze_s:
+            g.workers[kill.victim].stop()
+            g.workers = [w for i, w in enumerate(workers) if i != kill.victim]
     return row
 
 
 def show(row: dict[str, Any]) -> str:
     pw = "; ".join(
-        f"w{i}{'(killed)' if w['killed'] else ''} {w['events']:.0f} ev {w['cpu_s']:.1f} s CPU"
+        f"w{i}{'(killed)' if w['killed'] else '(frozen)' if w.get('frozen') else ''} {w['events']:.0f} ev "
+        f"{w['cpu_s']:.1f} s CPU"
         for i, w in enumerate(row["per_worker"])
     )
     return (
         f"{row['workers']} worker(s): {row['decisions']} in {row['seconds']:.1f}s = {row['rate']:.0f}/s; {pw}; "
         f"broker {row['broker_cpu_s']:.1f} s, generator {row['generator'].get('cpu_s', 0):.1f} s "
-        f"({row['generator'].get('wall_s', 0):.1f} s wall); busy {row['machine_busy_cores']:.2f} cores; "
+        f"({row['generator'].get('wall_s', 0):.1f} s wall); ours {row['ours_cores']:.2f} cores, "
+        f"others {row['others_cores']:.2f}; "
         f"load {row['load1']:.1f} steal {row['steal_pct']:.1f}%; missing {row['missing']} "
-        f"dup {row['duplicates']} differing {row['differing']}"
+        f"dup {row['duplicates']} (identical {row['identical']}, restamped keys {row['restamped']}, "
+        f"differing keys {row['differing']})"
     )
+
+
+def idle_cores(groups: list[Group], seconds: float = 3.0) -> dict[str, float]:
+    """Cores the broker and all the (idle) workers use while nothing is sent: the floor the
+    apps kept warm side by side add to every drain (fetch polls, heartbeats, gauges)."""
+    from bench.common import _ticks
+
+    hz = os.sysconf("SC_CLK_TCK")
+    brk = broker_pid()
+    pids = [w.proc.pid for g in groups for w in g.workers]
+
+    def now() -> tuple[float, float]:
+        b = _ticks(f"/proc/{brk}/stat") or 0 if brk else 0
+        return float(b), float(sum(_ticks(f"/proc/{p}/stat", reaped=True) or 0 for p in pids))
+
+    b0, w0 = now()
+    time.sleep(seconds)
+    b1, w1 = now()
+    return {"broker": (b1 - b0) / hz / seconds, "workers": (w1 - w0) / hz / seconds, "n_workers": len(pids)}
 
 
 # ---------------------------------------------------------------- references
@@ -472,6 +588,10 @@ def summarise(rounds: list[dict[int, dict[str, Any]]], refs: list[dict[str, Any]
         fig[f"{n}w events/s"] = spread([r["rate"] for r in rows])
         fig[f"{n}w / 1w"] = spread([r[n]["rate"] / r[counts[0]]["rate"] for r in rounds])
         fig[f"{n}w busy cores"] = spread([r["machine_busy_cores"] for r in rows])
+        fig[f"{n}w our cores (workers + broker + generator)"] = spread([r["ours_cores"] for r in rows])
+        fig[f"{n}w other helpers' cores"] = spread([r["others_cores"] for r in rows])
+        fig[f"{n}w load"] = spread([r["load1"] for r in rows])
+        fig[f"{n}w steal %"] = spread([r["steal_pct"] for r in rows])
         fig[f"{n}w worker CPU cores"] = spread(
             [sum(w["cpu_s"] for w in r["per_worker"]) / r["seconds"] for r in rows]
         )
@@ -513,6 +633,12 @@ def main() -> int:
     ap.add_argument("--workers", default="1,2,3", help="worker counts, comma-separated")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-kill", action="store_true", help="skip the kill test")
+    ap.add_argument(
+        "--freeze",
+        type=float,
+        default=0.0,
+        help="first, freeze (SIGSTOP) one of the 3 workers this long mid-drain, then resume it",
+    )
     ap.add_argument("--quix-python", help="an interpreter with quixstreams (for its pass-through)")
     ap.add_argument("--no-refs", action="store_true", help="skip the pass-through references")
     ap.add_argument("--json", help="also write the rows and figures to this file")
@@ -523,6 +649,7 @@ def main() -> int:
     rounds: list[dict[int, dict[str, Any]]] = []
     kills: list[dict[str, Any]] = []
     refs: list[dict[str, Any]] = []
+    idle: list[dict[str, float]] = []
     groups: list[Group] = []
     t_start = time.monotonic()
     try:
@@ -530,6 +657,10 @@ def main() -> int:
         for g in groups:  # warm: models, caches, the first changelog writes
             drain(g, "warm", 20, 5)
         for rnd in range(args.repeat):
+            idle.append(idle_cores(groups))
+            log(
+                f"idle: broker {idle[-1]['broker']:.3f} cores, {idle[-1]['n_workers']} workers {idle[-1]['workers']:.3f}"
+            )
             rows: dict[int, dict[str, Any]] = {}
             for g in groups:
                 log(
@@ -540,10 +671,18 @@ def main() -> int:
             rounds.append(rows)
             if not args.no_refs:
                 refs.append(references(args.runs, args.steps, args.partitions, args.quix_python))
+        if args.freeze:
+            g = max(groups, key=lambda g: g.n)
+            g.wait_split()
+            log(f"freeze test: one of {g.n} workers stopped {args.freeze:g}s a third of the way in")
+            row = drain(g, "freeze", args.runs, args.steps, Kill(1 / 3, freeze_s=args.freeze))
+            log("  " + show(row) + f"; {row['kill']}")
+            kills.append(row)
         if not args.no_kill:
             for g in sorted(groups, key=lambda g: -g.n):
                 if g.n < 2:
                     continue
+                g.wait_split()
                 log(f"kill test: one of {g.n} workers killed a third of the way in")
                 row = drain(g, "kill", args.runs, args.steps, Kill(1 / 3))
                 log("  " + show(row) + f"; {row['kill']}")
@@ -569,21 +708,31 @@ def main() -> int:
         )
     for r in kills:
         print(f"kill: {show(r)}; {r['kill']}")
+    for r in idle:
+        print(
+            f"idle: broker {r['broker']:.3f} cores, {r['n_workers']:.0f} idle workers {r['workers']:.3f} cores"
+        )
     print(f"\nMedians of {len(rounds)} rounds (min to max):")
     for k, v in fig.items():
         print(f"| {k} | {_fmt(v, 0 if ('events/s' in k or 'us/event' in k) else 2)} |")
     if args.json:
         Path(args.json).write_text(
             json.dumps(
-                {"rounds": rounds, "kills": kills, "refs": refs, "figures": fig}, indent=1, default=str
+                {"rounds": rounds, "kills": kills, "refs": refs, "idle": idle, "figures": fig},
+                indent=1,
+                default=str,
             )
         )
+    # the freeze test shows a known weakness (a worker back from a freeze sends beside the
+    # new owner): reported, not a failure of this benchmark
     bad = sum(r["missing"] + r["differing"] for rows in rounds for r in rows.values())
-    bad += sum(r["missing"] + r["differing"] for r in kills)
+    bad += sum(r["missing"] + r["differing"] for r in kills if not r["kill"]["freeze_s"])
+    frozen = [r for r in kills if r["kill"]["freeze_s"]]
     print(
         "SUMMARY scaleout: "
         + ", ".join(f"{n}w {fig[f'{n}w events/s']['median']:.0f}/s" for n in counts)
-        + f"; lost or differing decisions: {bad}"
+        + f"; lost or differing decisions (rounds, SIGKILL): {bad}"
+        + "".join(f"; freeze: missing {r['missing']}, differing {r['differing']}" for r in frozen)
     )
     return 1 if bad else 0
 

@@ -1,7 +1,10 @@
 """bench.scaleout's bookkeeping: every valid event's decision counted once per (run, step),
-re-sends compared byte for byte, the longest pause in a partition's decisions."""
+re-sends compared byte for byte (and but for the wall clock), the longest pause in a
+partition's decisions."""
 
 from __future__ import annotations
+
+import orjson
 
 from bench.scaleout import Tally, expected_keys, longest_gap
 
@@ -19,17 +22,23 @@ def test_a_complete_drain_has_nothing_missing_duplicated_or_differing() -> None:
     assert (got["missing"], got["unexpected"], got["duplicates"], got["differing"]) == (0, 0, 0, 0)
 
 
-def test_identical_re_sends_are_duplicates_and_a_changed_one_differs() -> None:
+def d(step: int, ts: float = 1.0, inject: bool = False) -> bytes:
+    return orjson.dumps({"run_id": "r-0", "step": step, "inject": inject, "processed_ts": ts})
+
+
+def test_re_sends_are_identical_restamped_or_differing() -> None:
     t = Tally()
-    assert t.add(("r-0", 0), b"d0")
-    assert t.add(("r-0", 1), b"d1")
-    assert not t.add(("r-0", 1), b"d1")  # a re-send, byte-identical (another bytes object)
-    assert not t.add(("r-0", 0), b"d0-other")  # a re-send that differs
-    got = t.check({("r-0", 0), ("r-0", 1), ("r-0", 2)})
-    assert got["duplicates"] == 2
+    assert t.add(("r-0", 0), d(0))
+    assert t.add(("r-0", 1), d(1))
+    assert t.add(("r-0", 2), d(2))
+    assert not t.add(("r-0", 1), d(1))  # re-sent from the stored state: byte-identical
+    assert not t.add(("r-0", 2), d(2, ts=9.0))  # computed again: only the wall clock differs
+    assert not t.add(("r-0", 0), d(0, ts=9.0, inject=True))  # another decision
+    got = t.check({("r-0", 0), ("r-0", 1), ("r-0", 2), ("r-0", 3)})
+    assert (got["duplicates"], got["identical"], got["restamped"]) == (3, 1, 1)
     assert got["differing"] == 1 and got["differing_examples"] == [("r-0", 0)]
-    assert got["missing"] == 1 and got["missing_examples"] == [("r-0", 2)]
-    assert t.first[("r-0", 0)] == b"d0"  # the first copy is what is kept
+    assert got["missing"] == 1 and got["missing_examples"] == [("r-0", 3)]
+    assert t.first[("r-0", 0)] == d(0)  # the first copy is what is kept
 
 
 def test_a_decision_nobody_expected_is_counted_apart() -> None:
