@@ -420,8 +420,9 @@ def drain(g: Group, prefix: str, runs: int, steps: int, kill: Kill | None = None
         per_worker.append(
             {
                 "events": events,
-                "cpu_s": cpu.get("cpu_s", float("nan")),
-                "loop_cpu_s": cpu.get("main_cpu_s", float("nan")),
+                # a killed worker's embedding child goes with it: its sum is not kept
+                "cpu_s": float("nan") if gone else cpu.get("cpu_s", float("nan")),
+                "loop_cpu_s": float("nan") if gone else cpu.get("main_cpu_s", float("nan")),
                 "killed": gone,
                 "frozen": kill is not None and i == kill.victim and bool(kill.freeze_s),
             }
@@ -429,7 +430,11 @@ def drain(g: Group, prefix: str, runs: int, steps: int, kill: Kill | None = None
     m = samplers[0].between(first, last) or {}
     dt, dsteal = stat1[0] - stat0[0], stat1[1] - stat0[1]
     # the generator's CPU falls almost all inside the window (it writes while the workers drain)
-    ours = sum(w["cpu_s"] for w in per_worker) + m.get("broker_cpu_s", 0.0) + gen.get("cpu_s", 0.0)
+    ours = (
+        sum(w["cpu_s"] for w in per_worker if not w["killed"])
+        + m.get("broker_cpu_s", 0.0)
+        + gen.get("cpu_s", 0.0)
+    )
     row: dict[str, Any] = {
         "workers": g.n,
         "prefix": prefix,
