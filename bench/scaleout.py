@@ -47,7 +47,6 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from bench.common import (
-    REPO,
     STARTER,
     CpuSampler,
     bench_settings,
@@ -62,6 +61,7 @@ from bench.common import (
     stop_broker,
 )
 from bench.throughput import drain_timing, passthrough, preload
+from streams.local.broker import REPO
 from streams.local.worker_process import WorkerProcess, free_port
 from streams.settings import Settings
 
@@ -416,7 +416,7 @@ def drain(g: Group, prefix: str, runs: int, steps: int, kill: Kill | None = None
     for i, (w, sm) in enumerate(zip(workers, samplers, strict=True)):
         cpu = sm.between(first, last) or {}
         gone = kill is not None and i == kill.victim and not kill.freeze_s
-        events = kill.events if gone else processed(w) - before[i]
+        events = kill.events if gone and kill is not None else processed(w) - before[i]
         per_worker.append(
             {
                 "events": events,
