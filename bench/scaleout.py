@@ -2,7 +2,7 @@
 fleet; then one of 2 or 3 workers is killed (SIGKILL) mid-drain.
 
     RB_BENCH_KAFKA_PORT=19192 RB_BENCH_KAFKA_DIR=/tmp/scaleout-kafka \\
-        .venv/bin/python -m bench.scaleout --runs 200 --steps 60 --repeat 3 \\
+        .venv/bin/python -m bench.scaleout --runs 200 --steps 30 --repeat 3 --freeze 10 \\
         --quix-python /path/to/venv-with-quixstreams/bin/python --json bench/results/scaleout.json
 
 One app (consumer group, own topics) per worker count, all started side by side and kept
@@ -13,12 +13,17 @@ Throughput = distinct decisions / (last - first decision timestamp). Per worker:
 events it processed (rb_steps_processed) and its CPU seconds (with its embedding child);
 beside them the broker's, the load generator's and the whole machine's busy cores, the
 load average and CPU steal. Every round counts decisions per (run, step): each valid event
-must have one, and a re-sent copy must be byte-identical to the first.
+must have one, and a re-sent copy must be byte-identical to the first (or, computed again
+from the same state, differ in `processed_ts` only).
 
 Kill test (after the rounds): a fleet drains through the 3-worker app, then the 2-worker
 app; at a third of the decisions the worker owning the most partitions is killed. The
 survivors must take its partitions and answer every step; the figure is the longest pause
-in decisions on the victim's partitions (session timeout + changelog recovery).
+in decisions on the victim's partitions (session timeout + changelog recovery). With
+`--freeze S`, first one of the 3 workers is stopped (SIGSTOP) S seconds, past the session
+timeout, then resumed: a worker that sees the rebalance late. Partitions two workers claim at
+once are recorded, and its decisions counted like the others' (reported, not failed: see
+BENCHMARKS.md, Scale-out).
 
 Pass-through references on one backlog of the fleet: bench.passthrough (Faust, with a table
 write) and bench.quix_passthrough (quix-streams, without and with a state write), run by
