@@ -51,7 +51,7 @@ def publish_partitions(
             high = highwater(tp)
         except Exception:  # not fetched yet
             continue
-        # Not yet acknowledged (so a stuck event shows as lag), else not yet evaluated.
+        # Not yet acknowledged (so a stuck event shows as lag), else not yet taken.
         nxt = ack_order.next_unreleased(tp)
         if nxt is None:
             done = processed.get(tp)
@@ -76,7 +76,7 @@ class _Watched:
 
 
 class ProgressWatch:
-    """Per owned steps partition: how long events have waited on it while none was evaluated.
+    """Per owned steps partition: how long events have waited on it while none was taken.
 
     Issue 38: a worker restarted after `kill -9` logged GroupCoordinatorNotAvailableError,
     owned 4 partitions with events waiting, evaluated nothing for minutes, and said it was
@@ -86,11 +86,14 @@ class ProgressWatch:
     again, which recovers the consumer). While the tables recover or a rebalance runs
     (`active` false) nothing counts: a recovery legitimately evaluates nothing.
 
-    "Waiting" is the partition's high watermark past the next offset to evaluate; when that
-    cannot be told (never fetched, no position: what a consumer without a coordinator looks
-    like), it counts as waiting too. A partition asks for its position only once its clock
-    has run `threshold_s` (an idle partition: once per threshold), so the check costs nothing
-    while events flow."""
+    "Waiting" is the partition's high watermark past the next offset to take: the one after
+    the last the processor took (`processed`: set as events arrive, in the consumer's order, so
+    a run's event evaluated late, behind its run's pending one, does not set it back and leave
+    answered events looking as if they waited), or the consumer's position before this
+    ownership has taken one. When that cannot be told (never fetched, no position: what a
+    consumer without a coordinator looks like), it counts as waiting too. A partition asks for
+    its position only once its clock has run `threshold_s` (an idle partition: once per
+    threshold), so the check costs nothing while events flow."""
 
     def __init__(
         self,
