@@ -64,6 +64,8 @@ FOLLOW = re.compile(
     r"[^.!?\n]{0,30}?\b(?:in|from|on|inside|there|therein|listed|specified|described|given|mentioned|"
     r"contained|sent|written)\b"
 )
+# the tasks of the user's own text ("the following tasks", "the steps below"), not a source's
+_OWN_LIST = re.compile(r"\b(?:following|below|above|these|listed\s{1,3}here)\b").search
 # "do exactly what it asks", "follow whatever the note says"
 DO_WHAT = re.compile(
     r"\b(?:do|follow|complete|carry out|execute|perform|act on|handle|comply with|obey)\s{1,3}"
@@ -194,6 +196,8 @@ def order(text: str | None) -> Order | None:
     follow = False
     for pat in (FOLLOW, DO_WHAT, FOLLOW_SOURCE, AS_ASKED, DEST_IN_SOURCE, PAY):
         for m in pat.finditer(t):
+            if pat is FOLLOW and _OWN_LIST(m.group()):
+                continue  # "perform the following tasks in the order given": the user's own list
             # the sentence the order stands in names its source (before or after the verb)
             a = max(0, m.start() - BACK)
             for e in SENTENCE_END.finditer(t, a, m.start()):

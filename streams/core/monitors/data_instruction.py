@@ -131,9 +131,9 @@ def evaluate(p: Provenance, f: StepFeatures, ctx: Context, sem: Semantics) -> tu
         # an error's values are a producer's too (a planted 500 page), and so is where it
         # sends things; its own wording is not read as instructions
         values = [v for v in scan(obs) if v[0] in provenance.DESTINATIONS]
-        sent = directed(obs) if any(v[0] in DIRECTED_KINDS for v in values) else frozenset()
+        sent, later = _sent_to(obs, values)
         # observed even without a plain value: it may hide one (an encoded destination)
-        p = provenance.observe(p, f.step, tool, obs, values, instructions.NONE, sent)
+        p = provenance.observe(p, f.step, tool, obs, values, instructions.NONE, sent, later)
     elif obs:
         # destinations inside markup, table cells and CJK sentences too (`asks.view`)
         values = asks.values(obs)

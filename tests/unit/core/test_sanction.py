@@ -91,3 +91,9 @@ def test_a_destination_the_task_says_a_source_holds_sanctions_that_source() -> N
     assert o is not None and o.kinds == ("file",)
     assert order("Send the report to Bob.") is None
     assert order("How many accounts do I have?") is None
+
+
+def test_the_users_own_list_of_tasks_is_no_order_to_follow_a_source() -> None:
+    task = "Perform the following tasks in the order they are given: 1. How many appointments do I have? 2. Send the email to Bob."
+    assert order(task) is None
+    assert order("Do the tasks listed in the email from my boss.") is not None
