@@ -13,16 +13,14 @@ and the session writes each decision on it (`streams.agent.tracing`). At the end
 prints those spans as a tracing backend would show them: the `rb.` attributes of the decision
 that steered each call (with the steering text it was given, and its sources), and one
 `gen_ai.evaluation.result` event per monitor that fired, with that text as its explanation.
+Without OpenTelemetry installed (the lean agent install) the loop runs untraced and says so.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 from typing import Any
-
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from examples._local import local_stack
 from streams.agent.client import SyncSteeringClient
@@ -56,7 +54,7 @@ def call_model(request: dict[str, Any], k: int) -> dict[str, Any]:
     return {"model": request["model"], "text": thought, "tool": tool, "input": args, "usage": 350 + 40 * k}
 
 
-def print_trace(spans: tuple[ReadableSpan, ...]) -> None:
+def print_trace(spans: tuple[Any, ...]) -> None:
     """The exported spans, as a tracing backend shows them: attributes, then events."""
     print("trace:")
     for span in spans:
@@ -66,7 +64,7 @@ def print_trace(spans: tuple[ReadableSpan, ...]) -> None:
             f"rb.model.routed {a.get('rb.model.routed')} rb.action {a.get('rb.action')}"
         )
         if a.get("rb.steering.text"):  # the text this call was given, and from where
-            sources = ", ".join(str(x) for x in a.get("rb.steering.sources") or ())  # type: ignore[union-attr]
+            sources = ", ".join(str(x) for x in a.get("rb.steering.sources") or ())
             print(f"    given ({sources}): {str(a['rb.steering.text'])[:80]!r}")
         for e in span.events:
             ea = dict(e.attributes or {})
@@ -82,10 +80,17 @@ def main() -> int:
     ap.add_argument("--port", type=int, default=9092)
     args = ap.parse_args()
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Can I get a refund after two weeks?"}]
-    exporter = InMemorySpanExporter()  # or ConsoleSpanExporter(), or your OTLP exporter
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracer = provider.get_tracer("examples.messages_loop")
+    try:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    except ImportError:  # the lean agent install: no tracing, the loop is the same
+        exporter = provider = tracer = None
+    else:
+        exporter = InMemorySpanExporter()  # or ConsoleSpanExporter(), or your OTLP exporter
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        tracer = provider.get_tracer("examples.messages_loop")
     with local_stack(args.port) as settings, SyncSteeringClient(settings) as client:
         session = SteeringSession(
             client,
@@ -97,13 +102,21 @@ def main() -> int:
         )
         with session:  # run_start now; run_finish at the end (failure: <Type> if this raises)
             for k in range(1, len(SCRIPT) + 1):
-                with tracer.start_as_current_span(f"chat {session.model}"):  # the model call's span
+                span = (
+                    tracer.start_as_current_span(f"chat {session.model}")
+                    if tracer
+                    else contextlib.nullcontext()
+                )
+                with span:  # the model call's span
                     if not step(session, messages, k):
                         break
         for e in session.step_log:
             print(
                 f"  step {e.step}: {e.fsm_state:<6} fired {e.monitors_fired or '-'} injected {e.injection_sources or '-'} {e.latency_ms:.1f} ms"
             )
+    if provider is None or exporter is None:
+        print("trace: none (OpenTelemetry is not installed: pip install opentelemetry-sdk)")
+        return 0
     provider.shutdown()
     print_trace(exporter.get_finished_spans())
     return 0
