@@ -9,7 +9,7 @@ worker's code path), once with no ladder and once with the ladder as an org defa
   (`injection_seen_step`) and the first hijacked call (`attacker_action_step`): the warning the
   agent reads before it acts; and those with the warning delivered (not held back);
 - hijacked calls (a call whose arguments hold one of the attacker's tokens) that the agent
-  side's gate (`streams.taint.gate`, fed the taint list of the decision before the call)
+  side's gate (`streams.shared.taint.gate`, fed the taint list of the decision before the call)
   would deny;
 - resisted runs flagged (a fire at or after the planted text);
 - benign runs steered by `data_instruction` (successful ones: the target), and benign calls
@@ -36,8 +36,8 @@ from typing import Any
 
 import orjson
 
-from streams.gate_policy import asked_kinds
-from streams.taint import gate
+from streams.shared.gate_policy import asked_kinds
+from streams.shared.taint import gate
 
 NAME = "data_instruction"
 FILE = "agentdojo.jsonl"

@@ -22,8 +22,8 @@ from typing import IO, Any
 
 from . import __version__
 from .kafka.security import KafkaAuthError, unreachable
-from .logsafe import safe_for_log
 from .settings import Settings, SettingsError, check_tenant_name
+from .shared.logsafe import safe_for_log
 
 # Settings that are never flags: secrets, and what `replay` does not use.
 # Secrets never go on a command line; the experiment settings are JSON (env only: RB_EXPERIMENT,

@@ -24,16 +24,16 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError
 
 from ..client_settings import ClientSettings, SettingsError
-from ..contract import ACTIONS as ACTIONS
-from ..contract import SCHEMA_VERSION, fast_validator
-from ..contract import Action as Action
-from ..gate_policy import GatePolicy
-from ..gate_policy import load as load_gate_policy
 from ..kafka import signing, wire
 from ..kafka.probe import MissingTopic, broker_answers, topic_partitions
 from ..kafka.security import KafkaAuthError as KafkaAuthError
 from ..kafka.security import client_kwargs, diagnose
-from ..logsafe import safe_for_log
+from ..shared.contract import ACTIONS as ACTIONS
+from ..shared.contract import SCHEMA_VERSION, fast_validator
+from ..shared.contract import Action as Action
+from ..shared.gate_policy import GatePolicy
+from ..shared.gate_policy import load as load_gate_policy
+from ..shared.logsafe import safe_for_log
 from . import tracing
 from .gate import ALLOW, GateMemory, GateMode, GateVerdict, check_gate_mode, log_denial
 from .usage import of as usage_of

@@ -43,8 +43,8 @@ import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
-from ..contract import REASONBLOCKS_MARKER
-from ..untrusted import defuse_channel
+from ..shared.contract import REASONBLOCKS_MARKER
+from ..shared.untrusted import defuse_channel
 
 __all__ = [
     "PLACEMENTS",

@@ -34,10 +34,10 @@ import logging
 from collections.abc import Collection, Mapping
 from typing import Any, Literal, get_args
 
-from ..gate_policy import GatePolicy, asked_kinds
-from ..logsafe import safe_for_log
-from ..taint import GateVerdict, gate
-from ..untrusted import scrub
+from ..shared.gate_policy import GatePolicy, asked_kinds
+from ..shared.logsafe import safe_for_log
+from ..shared.taint import GateVerdict, gate
+from ..shared.untrusted import scrub
 
 log = logging.getLogger(__name__)
 

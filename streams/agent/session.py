@@ -47,9 +47,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..contract import REASONBLOCKS_MARKER
-from ..gate_policy import GatePolicy
-from ..untrusted import scrub
+from ..shared.contract import REASONBLOCKS_MARKER
+from ..shared.gate_policy import GatePolicy
+from ..shared.untrusted import scrub
 from . import compose, tracing
 from .client import Action, Decision, StepLogEntry, SyncSteeringClient, action_of
 from .gate import ALLOW, GateMemory, GateMode, GateVerdict, enabled_for, log_denial, mode_for

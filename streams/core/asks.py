@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import re
 
-from ..taint import scan
+from ..shared.taint import scan
 
 TEXT_MAX = 16_000  # characters read (`instructions.TEXT_MAX`)
 SIDE_MAX = 300  # characters of a sentence read on each side of its destination

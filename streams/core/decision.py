@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal, NotRequired, TypedDict
 
-from ..contract import Action
+from ..shared.contract import Action
 
 InjectionSource = Literal["monitor", "e1", "e2", "e3"]
 Suppressed = Literal["cooldown", "cap", "duplicate", "final_step"]

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from ..untrusted import clean
+from ..shared.untrusted import clean
 from .decision import Injection, InjectionSource
 from .fsm import FSMState
 

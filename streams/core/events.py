@@ -21,12 +21,12 @@ from jsonschema.exceptions import best_match
 
 # The wire contract lives in streams.contract (the agent side reads it without the core);
 # re-exported here, where the core has always found it.
-from ..contract import EVENT_TYPES as EVENT_TYPES
-from ..contract import SCHEMA_VERSION as SCHEMA_VERSION
-from ..contract import STEP_MAX as STEP_MAX
-from ..contract import TOKENS_MAX as TOKENS_MAX
-from ..contract import fast_validator as fast_validator
-from ..contract import load_schema as load_schema
+from ..shared.contract import EVENT_TYPES as EVENT_TYPES
+from ..shared.contract import SCHEMA_VERSION as SCHEMA_VERSION
+from ..shared.contract import STEP_MAX as STEP_MAX
+from ..shared.contract import TOKENS_MAX as TOKENS_MAX
+from ..shared.contract import fast_validator as fast_validator
+from ..shared.contract import load_schema as load_schema
 
 
 @dataclass(frozen=True)

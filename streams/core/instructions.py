@@ -42,8 +42,8 @@ import functools
 import re
 from dataclasses import dataclass
 
-from .. import untrusted
-from ..taint import scan
+from ..shared import untrusted
+from ..shared.taint import scan
 from . import asks
 
 TEXT_MAX = 16_000  # characters of a result read (as streams.taint reads it)

@@ -20,7 +20,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..taint import TAINT_WIRE_MAX, TOOL_KEPT, decoded_values, parts, scan, value_hash
+from ..shared.taint import TAINT_WIRE_MAX, TOOL_KEPT, decoded_values, parts, scan, value_hash
 from . import sanction
 from .decision import SanctionEntry, TaintEntry
 from .instructions import RECORD_END, Instructions

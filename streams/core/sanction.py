@@ -31,7 +31,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..taint import is_acting_tool, tool_words
+from ..shared.taint import is_acting_tool, tool_words
 from .instructions import Instructions
 
 TEXT_MAX = 4_000  # characters of a user's text read for an order

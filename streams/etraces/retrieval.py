@@ -27,7 +27,7 @@ from typing import Any
 
 from ..core.embedding import Embedder
 from ..core.etraces import Answer, Plan, Query
-from ..logsafe import safe_for_log
+from ..shared.logsafe import safe_for_log
 from .pattern_store import PatternStore, QdrantPatternStore
 
 log = logging.getLogger(__name__)

@@ -23,10 +23,10 @@ from ..embeddings.process import ProcessEmbedder
 from ..etraces.pattern_store import QdrantPatternStore
 from ..etraces.patterns import read_file
 from ..etraces.retrieval import Retriever, open_store
-from ..logsafe import safe_for_log
 from ..memtrace import start_from_env
 from ..plugins import load_policy
 from ..settings import Settings
+from ..shared.logsafe import safe_for_log
 from .app import Worker
 from .gauges import CacheProbe
 from .metrics import Metrics

@@ -22,7 +22,7 @@ import orjson
 
 from ..core.guard import Guard, Switch
 from ..deadletters import partitions_of as partitions
-from ..logsafe import safe_for_log
+from ..shared.logsafe import safe_for_log
 
 log = logging.getLogger("streams.guard")
 

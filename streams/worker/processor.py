@@ -24,8 +24,8 @@ from ..core.outcome import encode as encode_outcome
 from ..core.policy import Policy
 from ..core.retention import parse_evict
 from ..etraces.retrieval import Retriever
-from ..logsafe import safe_for_log, safe_traceback
 from ..pipeline import Evicted, ObserveOnly, Pipeline, outcome_of
+from ..shared.logsafe import safe_for_log, safe_traceback
 from .ack_order import AckOrder
 from .chains import RunChains
 from .deadlettered import RecentDeadletters

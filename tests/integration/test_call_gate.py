@@ -17,8 +17,8 @@ from examples.scripted_model import Script, ScriptedModel
 from streams.agent.client import SyncSteeringClient
 from streams.agent.gate import DENY_PREFIX
 from streams.agent.langchain_middleware import SteeringMiddleware
-from streams.contract import REASONBLOCKS_MARKER
 from streams.local.worker_process import WorkerProcess
+from streams.shared.contract import REASONBLOCKS_MARKER
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""streams.gate_policy and the gate it drives: provenance decides whether an acting call may
+"""streams.shared.gate_policy and the gate it drives: provenance decides whether an acting call may
 send where a value came from; the wording around the value only informs (`instr`)."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from streams import gate_policy
 from streams.agent.gate import GateMemory
-from streams.gate_policy import GatePolicy, asks_action, load, parse
-from streams.taint import gate, value_hash
+from streams.shared import gate_policy
+from streams.shared.gate_policy import GatePolicy, asks_action, load, parse
+from streams.shared.taint import gate, value_hash
 
 ROOT = Path(__file__).resolve().parents[2]
 ATTACKER = "US133000000121212121212"

@@ -97,7 +97,12 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 # Below the core: the wire contract, the quoting of untrusted text, and the taint values and
 # the call gate (standard library only, and each other), which the agent side shares.
-BELOW_THE_CORE = ("streams.contract", "streams.untrusted", "streams.taint", "streams.gate_policy")
+BELOW_THE_CORE = (
+    "streams.shared.contract",
+    "streams.shared.untrusted",
+    "streams.shared.taint",
+    "streams.shared.gate_policy",
+)
 
 
 def test_the_core_imports_nothing_above_it() -> None:
@@ -122,17 +127,17 @@ def reachable(g: dict[str, set[str]], start: str) -> set[str]:
 # What the agent side may import of the package (a client-only install has no worker extra).
 AGENT_SIDE = (
     "streams.agent",
-    "streams.contract",
-    "streams.untrusted",
+    "streams.shared.contract",
+    "streams.shared.untrusted",
     "streams.client_settings",
     "streams.kafka",
     "streams.kafka.security",
     "streams.kafka.signing",  # decision signatures: standard library only
     "streams.kafka.probe",  # is the broker there: one metadata request naming no topic
-    "streams.taint",  # the call gate's values and hashes: standard library only
-    "streams.gate_policy",  # the call gate's policy file: standard library only
+    "streams.shared.taint",  # the call gate's values and hashes: standard library only
+    "streams.shared.gate_policy",  # the call gate's policy file: standard library only
     "streams.kafka.wire",
-    "streams.logsafe",  # escaping for log lines: standard library only
+    "streams.shared.logsafe",  # escaping for log lines: standard library only
 )
 
 

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from streams.core.monitors import Semantics
-from streams.logsafe import LOG_TEXT_MAX, safe_for_log, safe_traceback
+from streams.shared.logsafe import LOG_TEXT_MAX, safe_for_log, safe_traceback
 from tests.factories import run_start
 from tests.unit.worker.harness import GatedStore, rig
 

@@ -1,4 +1,4 @@
-"""streams.taint: values found and normalised, argument walking, acting tools, the gate, and
+"""streams.shared.taint: values found and normalised, argument walking, acting tools, the gate, and
 cost that stays linear (and bounded) on hostile input."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.regex_cost import UNITS, cpu_per_kb, text
-from streams import taint
-from streams.taint import (
+from streams.shared import taint
+from streams.shared.taint import (
     TAINT_WIRE_MAX,
     GateVerdict,
     extract_values,

@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streams.contract import REASONBLOCKS_MARKER
 from streams.core.decision import DecisionRecord
 from streams.core.etraces import render_pattern
 from streams.core.ladder import head
-from streams.untrusted import clean, cut, fenced, scrub
+from streams.shared.contract import REASONBLOCKS_MARKER
+from streams.shared.untrusted import clean, cut, fenced, scrub
 from tests.driving import sealed
 from tests.factories import b, run_start, step
 from tests.models import semantics
@@ -29,7 +29,7 @@ ISSUE = (
 )
 SENTINEL = "zqxj"  # in every hostile string: where it shows, it must be inside a fence
 
-# -- what the checks look for, written apart from streams.untrusted ----------------------------
+# -- what the checks look for, written apart from streams.shared.untrusted ----------------------------
 
 ANGLES_OPEN = "<\u2039\u2329\u3008\u27e8\u276e\u276c\u29fc\u02c2\u1438\uff1c\ufe64"
 TAG = re.compile(f"[{ANGLES_OPEN}][/!?]?[^\\W\\d_]")  # as XML reads a tag: no space after `<`

@@ -25,8 +25,8 @@ from typing import Any
 
 import orjson
 
-from ...taint import acts_on, call_index, is_acting_tool
-from ...untrusted import channel_copies, scrub
+from ...shared.taint import acts_on, call_index, is_acting_tool
+from ...shared.untrusted import channel_copies, scrub
 from .. import asks, instructions, provenance, sanction
 from ..ladder import EscalationPolicy, escalation_sentence
 from ..provenance import Provenance

@@ -25,7 +25,7 @@ from streams.agent.compose import (
     run_tag,
     with_system,
 )
-from streams.untrusted import channel_copies
+from streams.shared.untrusted import channel_copies
 from tests.unit.test_untrusted_channel import BENIGN, VARIANTS
 
 INJECTION = f"{REASONBLOCKS_MARKER}\n- Re-read the failing test before editing."

@@ -9,7 +9,7 @@ from collections import Counter
 import orjson
 
 from bench import hijack_adaptive as ha
-from streams.taint import call_values, extract_values
+from streams.shared.taint import call_values, extract_values
 
 
 def _lines() -> tuple[list[bytes], dict[str, dict[str, object]]]:

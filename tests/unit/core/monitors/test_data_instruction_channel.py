@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from streams.core import instructions
-from streams.taint import gate, scan
+from streams.shared.taint import gate, scan
 from tests.unit.core.monitors.test_data_instruction import _run
 from tests.unit.test_untrusted_channel import BENIGN, VARIANTS
 
