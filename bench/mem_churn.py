@@ -36,7 +36,7 @@ from streams.etraces.patterns import read_file
 from streams.etraces.retrieval import Retriever
 from streams.kafka import wire
 from streams.local.simulate import BEHAVIOURS, trajectory
-from streams.memtrace import rss_bytes
+from streams.runtime.memtrace import rss_bytes
 from streams.worker.gauges import CacheProbe
 from streams.worker.metrics import Metrics
 from streams.worker.processor import Processor

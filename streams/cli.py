@@ -128,8 +128,8 @@ class _Bar:
 def cmd_worker(args: argparse.Namespace) -> int:
     import faust
 
+    from .admin.topics import ensure_topics
     from .embeddings.process import kill_all
-    from .kafka.topics import ensure_topics
     from .plugins import load_policy
     from .worker.assemble import assemble
 
@@ -708,8 +708,8 @@ def cmd_tenants_add(args: argparse.Namespace) -> int:
     """A tenant's topics and ACLs (multi-tenant mode), then the settings its agents need."""
     from aiokafka.errors import KafkaError
 
-    from .kafka.quotas import Quotas, set_quotas
-    from .kafka.tenants import add_tenant, client_env
+    from .admin.quotas import Quotas, set_quotas
+    from .admin.tenants import add_tenant, client_env
 
     s = _settings(args)
     try:
@@ -753,7 +753,7 @@ def cmd_deadletters(args: argparse.Namespace) -> int:
     """Read the dead-letter topic: why the worker refused an event (a run it never steered)."""
     from aiokafka.errors import KafkaError
 
-    from . import deadletters as dl
+    from .admin import deadletters as dl
 
     known = dl.reasons()
     if args.reason is not None and args.reason not in known:

@@ -118,7 +118,7 @@ def client_only(argv: list[str], missing: list[str]) -> int:
 def _client_config(as_json: bool) -> int:
     """The settings an agent's client reads (`ClientSettings`), as `rb-streams config` shows
     the worker's; a bad value is one line and exit 2."""
-    from .client_settings import ClientSettings, SettingsError
+    from .kafka.client_settings import ClientSettings, SettingsError
 
     try:
         shown = ClientSettings.from_env().as_dict(mask_secrets=True)

@@ -30,27 +30,28 @@ from typing import Any, ClassVar, Literal, Self
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
-# The broker's and the agent side's settings live in streams.client_settings (no core import:
-# a client-only install reads them); re-exported here, where the worker has always found them.
-from .client_settings import ENV_PREFIX as ENV_PREFIX
-from .client_settings import MASK as MASK
-from .client_settings import SECRETS_DIR_ENV as SECRETS_DIR_ENV
-from .client_settings import TENANT_NAME as TENANT_NAME
-from .client_settings import TOPIC_CHARS as TOPIC_CHARS
-from .client_settings import TOPIC_KINDS as TOPIC_KINDS
-from .client_settings import ClientSettings as ClientSettings
-from .client_settings import KafkaSettings as KafkaSettings
-from .client_settings import SettingsError as SettingsError
-from .client_settings import TopicKind as TopicKind
-from .client_settings import _env, _secrets_dir
-from .client_settings import check_tenant_name as check_tenant_name
-from .client_settings import read_secret_file as read_secret_file
 from .core.budget import WAIT_BUDGET_CALLS, WAIT_BUDGET_S, WAIT_BUDGET_USD, WaitBudget
 from .core.events import Limits
 from .core.experiment import Experiments
 from .core.ladder import Defaults
 from .core.prices import NO_PRICES, PriceTable
 from .core.retention import DEFAULT_MAX_RUNS, DEFAULT_MAX_RUNS_PER_ORG
+
+# The broker's and the agent side's settings live in streams.client_settings (no core import:
+# a client-only install reads them); re-exported here, where the worker has always found them.
+from .kafka.client_settings import ENV_PREFIX as ENV_PREFIX
+from .kafka.client_settings import MASK as MASK
+from .kafka.client_settings import SECRETS_DIR_ENV as SECRETS_DIR_ENV
+from .kafka.client_settings import TENANT_NAME as TENANT_NAME
+from .kafka.client_settings import TOPIC_CHARS as TOPIC_CHARS
+from .kafka.client_settings import TOPIC_KINDS as TOPIC_KINDS
+from .kafka.client_settings import ClientSettings as ClientSettings
+from .kafka.client_settings import KafkaSettings as KafkaSettings
+from .kafka.client_settings import SettingsError as SettingsError
+from .kafka.client_settings import TopicKind as TopicKind
+from .kafka.client_settings import _env, _secrets_dir
+from .kafka.client_settings import check_tenant_name as check_tenant_name
+from .kafka.client_settings import read_secret_file as read_secret_file
 
 Guarantee = Literal["at_least_once", "exactly_once"]
 # The worker's producer codec (Kafka's compression.type setting; aiokafka's codecs come with cramjam,

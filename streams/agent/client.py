@@ -23,8 +23,8 @@ from typing import Any, Literal, TypeVar
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError
 
-from ..client_settings import ClientSettings, SettingsError
 from ..kafka import signing, wire
+from ..kafka.client_settings import ClientSettings, SettingsError
 from ..kafka.probe import MissingTopic, broker_answers, topic_partitions
 from ..kafka.security import KafkaAuthError as KafkaAuthError
 from ..kafka.security import client_kwargs, diagnose

@@ -70,8 +70,8 @@ def _start(model_dir: str, nice: int, parent: int | None = None, deathsig: bool 
     _die_with(os.getppid() if parent is None else parent, deathsig)
     from threadpoolctl import threadpool_limits
 
-    from ..allocator import configure
-    from ..memtrace import start_from_env
+    from ..runtime.allocator import configure
+    from ..runtime.memtrace import start_from_env
     from .minilm import MiniLMEmbedder
     from .models import BLAS_THREADS
 

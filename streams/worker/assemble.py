@@ -12,7 +12,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from .. import allocator
 from ..core.embedding import Embedder
 from ..core.policy import Policy
 from ..embeddings.cache import CachedEmbedder
@@ -23,8 +22,9 @@ from ..embeddings.process import ProcessEmbedder
 from ..etraces.pattern_store import QdrantPatternStore
 from ..etraces.patterns import read_file
 from ..etraces.retrieval import Retriever, open_store
-from ..memtrace import start_from_env
 from ..plugins import load_policy
+from ..runtime import allocator
+from ..runtime.memtrace import start_from_env
 from ..settings import Settings
 from ..shared.logsafe import safe_for_log
 from .app import Worker

@@ -20,8 +20,8 @@ from typing import Any
 
 import orjson
 
+from ..admin.deadletters import partitions_of as partitions
 from ..core.guard import Guard, Switch
-from ..deadletters import partitions_of as partitions
 from ..shared.logsafe import safe_for_log
 
 log = logging.getLogger("streams.guard")

@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
+from streams.admin.topics import ensure_topics
 from streams.agent.client import SyncSteeringClient
 from streams.agent.session import SteeringSession
-from streams.kafka.topics import ensure_topics
 from streams.local.broker import REPO, kafka
 from streams.local.worker_process import WorkerProcess
 from streams.settings import ClientSettings

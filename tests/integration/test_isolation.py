@@ -2,7 +2,7 @@
 (issue 48): a worker on its prefix's default app id neither lists nor serves the other's runs,
 before or after a restart (the run table's changelog is its own), its consumer group commits
 only its own steps topic, and a worker whose app id another prefix owns refuses to start with
-one line (streams.kafka.ownership), whether the owner claimed the id or only used it before
+one line (streams.admin.ownership), whether the owner claimed the id or only used it before
 claims existed."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from streams import allocator
+from streams.runtime import allocator
 
 pytestmark = pytest.mark.skipif(not allocator.available(), reason="glibc malloc only")
 

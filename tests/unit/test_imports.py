@@ -129,7 +129,7 @@ AGENT_SIDE = (
     "streams.agent",
     "streams.shared.contract",
     "streams.shared.untrusted",
-    "streams.client_settings",
+    "streams.kafka.client_settings",
     "streams.kafka",
     "streams.kafka.security",
     "streams.kafka.signing",  # decision signatures: standard library only

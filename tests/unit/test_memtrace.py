@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.memtrace import FILE_ENV, INTERVAL_ENV, MemTracer, rss_bytes, start_from_env
+from streams.runtime.memtrace import FILE_ENV, INTERVAL_ENV, MemTracer, rss_bytes, start_from_env
 
 
 def test_off_unless_the_variable_names_a_file() -> None:

@@ -13,7 +13,7 @@ from streams.agent import gate
 from streams.agent.client import SteeringClient, SyncSteeringClient, _Run
 from streams.agent.gate import DENY_PREFIX, GateMemory, check, denial_text
 from streams.agent.session import SteeringSession
-from streams.client_settings import ClientSettings, SettingsError
+from streams.kafka.client_settings import ClientSettings, SettingsError
 from streams.shared import taint
 from tests.unit.agent.fake_client import EngineClient, FakeClient, decision
 

@@ -44,7 +44,7 @@ from streams import (
     Decision, RunStopped, SteeringClient, SteeringSession, SyncSteeringClient,
     anthropic_request, openai_system_message, with_system,
 )
-from streams.client_settings import ClientSettings
+from streams.kafka.client_settings import ClientSettings
 import importlib
 for name in sys.argv[1:]:
     importlib.import_module(name)

@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from streams.agent import tracing
 from streams.agent.client import Decision, SteeringClient, SyncSteeringClient
 from streams.agent.session import RunStopped, SteeringSession
-from streams.client_settings import ClientSettings
+from streams.kafka.client_settings import ClientSettings
 from streams.shared import taint
 from tests.unit.agent.fake_client import FakeClient, decision, stop
 

@@ -1,4 +1,4 @@
-"""Who owns an app id (streams.kafka.ownership), against an in-memory stand-in for the admin
+"""Who owns an app id (streams.admin.ownership), against an in-memory stand-in for the admin
 client's four calls; the real broker's side is tests/integration/test_isolation.py."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from aiokafka import TopicPartition
 from aiokafka.errors import TopicAlreadyExistsError
 
-from streams.kafka.ownership import claim_app_id, claimed_by, foreign_steps
+from streams.admin.ownership import claim_app_id, claimed_by, foreign_steps
 from streams.settings import Settings, SettingsError, owner_topic
 
 

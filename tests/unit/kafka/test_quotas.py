@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from streams import cli
-from streams.kafka.quotas import (
+from streams.admin.quotas import (
     DEFAULT_PRODUCER_BYTE_RATE,
     AlterClientQuotasRequest,
     AlterClientQuotasRequest_v0,

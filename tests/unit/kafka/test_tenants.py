@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from streams.kafka.tenants import (
+from streams.admin.tenants import (
     CLUSTER,
     GROUP,
     TOPIC,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from streams.kafka.topics import check_partitions
+from streams.admin.topics import check_partitions
 from streams.settings import Settings, SettingsError
 
 S = Settings(partitions=8)
@@ -28,7 +28,7 @@ def test_the_outcomes_topic_is_created_compacted_and_the_others_are_not():
     import asyncio
     from typing import Any
 
-    from streams.kafka.topics import create_missing
+    from streams.admin.topics import create_missing
 
     class Admin:
         def __init__(self) -> None:

@@ -21,9 +21,9 @@ from typing import Any, TextIO
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from .kafka.security import client_kwargs
-from .settings import KafkaSettings
-from .shared.logsafe import safe_for_log
+from ..kafka.security import client_kwargs
+from ..settings import KafkaSettings
+from ..shared.logsafe import safe_for_log
 
 DETAIL_CHARS = 120  # of a record's detail on its line (--json for all of it)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -9,9 +9,9 @@ import logging
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
 
+from ..kafka.security import client_kwargs, diagnose
 from ..settings import TOPIC_KINDS, Settings, SettingsError
 from .ownership import claim_app_id
-from .security import client_kwargs, diagnose
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.protocol.admin import CreateAclsRequest
 
+from ..kafka.security import client_kwargs
 from ..settings import TOPIC_KINDS, Settings, SettingsError, check_tenant_name
-from .security import client_kwargs
 from .topics import create_missing
 
 # Kafka's protocol numbers (org.apache.kafka.common.acl / resource).
