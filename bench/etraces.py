@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from bench.common import STARTER, add_rounds_args, commit, log, machine, pct, spread
-from streams.core.etraces import E1_THOUGHTS, E2_THOUGHTS, Query, query_text
+from streams.core.etrace_rules import E1_THOUGHTS, E2_THOUGHTS, Query, query_text
 from streams.embeddings.models import load_models
 from streams.etraces.pattern_store import E2_ALL, QdrantPatternStore, e1_collection, e2_collection
 from streams.etraces.patterns import FAILURE_TYPE_VALUES, Pattern, read_file

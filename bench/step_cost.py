@@ -21,7 +21,7 @@ import time
 from bench.common import add_rounds_args, commit, fmt_spread, log, machine, spread
 from bench.fairness import flood_events
 from streams.core.engine import Decided, Engine
-from streams.core.etraces import Answer
+from streams.core.etrace_rules import Answer
 from streams.core.events import Limits
 from streams.embeddings.models import load_models
 from streams.kafka import wire

@@ -32,7 +32,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from .core.budget import WAIT_BUDGET_CALLS, WAIT_BUDGET_S, WAIT_BUDGET_USD, WaitBudget
 from .core.events import Limits
-from .core.experiment import Experiments
+from .core.holdout import Experiments
 from .core.ladder import Defaults
 from .core.prices import NO_PRICES, PriceTable
 from .core.retention import DEFAULT_MAX_RUNS, DEFAULT_MAX_RUNS_PER_ORG
@@ -256,7 +256,7 @@ class Settings(ClientSettings):
     @classmethod
     def _prices_valid(cls, v: str) -> str:
         if v.strip():
-            from .prices import load_prices
+            from .price_file import load_prices
 
             load_prices(v)  # a PriceFileError (a ValueError): one line naming the file and entry
         return v
@@ -266,7 +266,7 @@ class Settings(ClientSettings):
         """The user's price table (RB_PRICES_FILE), or the empty table (routing's prior)."""
         if not self.prices_file.strip():
             return NO_PRICES
-        from .prices import load_prices
+        from .price_file import load_prices
 
         return load_prices(self.prices_file)
 

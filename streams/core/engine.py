@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from . import compliance, etraces, experiment, guard, ladder, provenance, routing
+from . import compliance, etrace_rules, guard, holdout, ladder, provenance, routing
 from .budget import DEFAULT_BUDGET, WaitBudget
 from .decision import DecisionRecord, DifficultySource, Injection, MonitorsWire
 from .difficulty import DEFAULT_SCORER, clamp01
@@ -58,10 +58,10 @@ class Effects:
 
     # Queries to answer before the decision goes out (E3 on the first call; the E1/E2 queries
     # the run's previous step planned): `seal` takes their answers.
-    answer_now: etraces.Plan | None = None
+    answer_now: etrace_rules.Plan | None = None
     # E1/E2 queries this step planned (kept in the state as pending): may start now, in the
     # background, so the run's next decision finds them answered.
-    prefetch: etraces.Plan | None = None
+    prefetch: etrace_rules.Plan | None = None
     # Texts the run's next step embeds with the full model (a drift check planned this step).
     to_embed: tuple[str, ...] = ()
 
@@ -186,7 +186,7 @@ class Sealed:
     duplicate: bool = False
     transition: tuple[str, str] | None = None
     etrace_outcomes: Mapping[str, str] = field(default_factory=dict)  # tier -> hit | miss | error
-    prefetch: etraces.Plan | None = None  # start now, for the run's next decision
+    prefetch: etrace_rules.Plan | None = None  # start now, for the run's next decision
     to_embed: tuple[str, ...] = ()  # embed now, for the run's next step
     opens_run: bool = False  # an accepted run_start (the run counts against its org's cap)
     finishes_run: bool = False  # an accepted run_finish (what is kept for the run may go)
@@ -240,7 +240,7 @@ class Engine:
     def seal(
         self,
         outcome: Outcome,
-        answers: Sequence[etraces.Answer] = (),
+        answers: Sequence[etrace_rules.Answer] = (),
         source: dict[str, Any] | None = None,
         observe_only: frozenset[str] = frozenset(),
     ) -> Sealed:
@@ -293,7 +293,7 @@ class Engine:
             return Sealed(*head, finishes_run=True)
         sent, shadow = outcome.decision, None
         if outcome.state.config.arm == "control":  # last, so the worker and replay send the same
-            sent, shadow = experiment.mask(sent, outcome.state.config.model), sent
+            sent, shadow = holdout.mask(sent, outcome.state.config.model), sent
         decision_bytes = orjson.dumps(sent)
         if len(decision_bytes) > limits.max_decision_bytes:
             raise OversizeError(
@@ -596,7 +596,7 @@ def run_config(ev: dict[str, Any], policy: Policy) -> RunConfig:
         thresholds = parse_thresholds(raw_levels, known)
         escalation = resolve_escalation(ev.get("escalation"), org_id, policy.escalation)
         exp = policy.experiments.resolve(ev.get("experiment"), org_id)
-    except (InvalidRunSettings, experiment.InvalidExperiment) as exc:
+    except (InvalidRunSettings, holdout.InvalidExperiment) as exc:
         raise Rejected("invalid_run_start", str(exc), run_id) from None
     task = ev.get("task")
     return RunConfig(
@@ -623,7 +623,7 @@ def run_config(ev: dict[str, Any], policy: Policy) -> RunConfig:
         cross_provider_tool_switch=bool(ev.get("cross_provider_tool_switch", False)),
         wait_budget=_wait_budget(policy.escalation.wait_for_org(org_id)),
         experiment=None if exp is None else exp.name,
-        arm=None if exp is None else experiment.assign_arm(org_id, exp, run_id),
+        arm=None if exp is None else holdout.assign_arm(org_id, exp, run_id),
     )
 
 
@@ -683,7 +683,9 @@ def start_run(inc: Incoming, now: float, limits: Limits, policy: Policy) -> Deci
     )
     routed = None if mem is None else routing.Routed(None, "none", routing.INIT_REASON)
     decision = _decision(st, 0, None, None, None, ts, now, None, routed)
-    plan = etraces.plan_first_call(st.e3_calls, cfg.e_traces_enabled, etraces.model_family(cfg.model))
+    plan = etrace_rules.plan_first_call(
+        st.e3_calls, cfg.e_traces_enabled, etrace_rules.model_family(cfg.model)
+    )
     st = st.evolve(**count_decision(None, st, decision))
     return Decided(
         inc, None, _with_log(st, decision, limits.step_log_kept), decision, now, Effects(plan or None)
@@ -725,7 +727,7 @@ def apply_step(
         new_state = previous
     tokens = ev.get("tokens") or 0
     ts = ev.get("ts")
-    pending = [etraces.Query.from_wire(q) for q in st.etraces_pending]
+    pending = [etrace_rules.Query.from_wire(q) for q in st.etraces_pending]
     new = st.evolve(
         state=new_state,
         history=history,
@@ -781,13 +783,15 @@ def apply_step(
     new, prefetch = _plan_etraces(new, ev, decision, fired_before, [q.tier for q in pending])
     if prefetch:
         new = new.evolve(etraces_pending=[q.to_wire() for q in prefetch.queries])
-        reason = etraces.deferred_reason(prefetch.queries)
+        reason = etrace_rules.deferred_reason(prefetch.queries)
         decision["skipped_reason"] = f"{skipped}; {reason}" if skipped else reason
     # The queries planned on the step before are answered now, for this decision (the call
     # they steer is the next one either way), unless the run just became terminal.
     answer_now = None
     if pending and new_state is not FSMState.END:
-        answer_now = etraces.Plan(tuple(pending), etraces.model_family(decision["model"] or cfg.model))
+        answer_now = etrace_rules.Plan(
+            tuple(pending), etrace_rules.model_family(decision["model"] or cfg.model)
+        )
     new = new.evolve(**count_decision(st, new, decision))
     return Decided(
         inc,
@@ -806,20 +810,20 @@ def _plan_etraces(
     decision: DecisionRecord,
     fired_before: list[list[str]],
     pending: list[str],
-) -> tuple[TraceState, etraces.Plan]:
+) -> tuple[TraceState, etrace_rules.Plan]:
     """Keep the thought window while a tier may still be called, and plan this step's queries
     (none for a tier still `pending`)."""
     cfg = st.config
     wanted = cfg.e_traces_enabled and (
-        st.e1_calls < etraces.CALLS_PER_RUN or st.e2_calls < etraces.CALLS_PER_RUN
+        st.e1_calls < etrace_rules.CALLS_PER_RUN or st.e2_calls < etrace_rules.CALLS_PER_RUN
     )
-    thoughts = etraces.remember_thought(st.recent_thoughts, ev.get("thought")) if wanted else []
+    thoughts = etrace_rules.remember_thought(st.recent_thoughts, ev.get("thought")) if wanted else []
     st = st.evolve(recent_thoughts=thoughts)
     if not wanted:
-        return st, etraces.Plan()
+        return st, etrace_rules.Plan()
     mon = decision["monitors"]
-    gate = etraces.e1_gate_open(cfg.monitors_enabled, mon["fired"], mon["composite"], fired_before)
-    return st, etraces.plan_step(
+    gate = etrace_rules.e1_gate_open(cfg.monitors_enabled, mon["fired"], mon["composite"], fired_before)
+    return st, etrace_rules.plan_step(
         enabled=True,
         fsm_state=st.state,
         org_id=cfg.org_id,
@@ -828,12 +832,12 @@ def _plan_etraces(
         e2_calls=st.e2_calls,
         gate_open=gate,
         failure_type=mon["failure_type"],
-        family=etraces.model_family(decision["model"] or cfg.model),
+        family=etrace_rules.model_family(decision["model"] or cfg.model),
         pending=pending,
     )
 
 
-def _complete(out: Decided, answers: Sequence[etraces.Answer], outcomes: dict[str, str]) -> Decided:
+def _complete(out: Decided, answers: Sequence[etrace_rules.Answer], outcomes: dict[str, str]) -> Decided:
     """The decision and state with the store's answers applied (new objects: `out` is not
     changed); `outcomes` gets each tier's hit, miss or error."""
     plan = out.effects.answer_now
@@ -850,9 +854,9 @@ def _complete(out: Decided, answers: Sequence[etraces.Answer], outcomes: dict[st
             outcomes[q.tier] = "error"
             continue
         st = st.with_etrace_call(q.tier)
-        chosen = etraces.select(q, a.hits, plan.family)
+        chosen = etrace_rules.select(q, a.hits, plan.family)
         outcomes[q.tier] = "hit" if chosen else "miss"
-        added.extend(etraces.injections_for(q, chosen, plan.family))
+        added.extend(etrace_rules.injections_for(q, chosen, plan.family))
     if added:
         counts = dict(st.injections_by_source)
         for inj in added:
@@ -862,9 +866,9 @@ def _complete(out: Decided, answers: Sequence[etraces.Answer], outcomes: dict[st
         d["inject"] = True
         d["injection_text"] = render_block(d["injections"])
     if errors:
-        reason = etraces.failure_reason(errors)
+        reason = etrace_rules.failure_reason(errors)
         d["skipped_reason"] = f"{d['skipped_reason']}; {reason}" if d["skipped_reason"] else reason
-    if st.e1_calls >= etraces.CALLS_PER_RUN and st.e2_calls >= etraces.CALLS_PER_RUN:
+    if st.e1_calls >= etrace_rules.CALLS_PER_RUN and st.e2_calls >= etrace_rules.CALLS_PER_RUN:
         st = st.evolve(recent_thoughts=[])
     if st.step_log and st.step_log[-1][0] == d["step"]:
         st = st.evolve(step_log=[*st.step_log[:-1], log_entry(d, st.log_score_names)])

@@ -12,8 +12,8 @@ from types import MappingProxyType
 from typing import Any
 
 from .difficulty import BUILTIN_SCORERS, StepScorer, TextScorer, on_thought
-from .experiment import NO_EXPERIMENTS, Experiments
 from .fsm import BUILTIN_TRANSITIONS, TransitionFn
+from .holdout import NO_EXPERIMENTS, Experiments
 from .ladder import NO_DEFAULTS, Defaults
 from .monitors import loop
 from .monitors.base import Monitor

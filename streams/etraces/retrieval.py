@@ -25,8 +25,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.embedding import Embedder
-from ..core.etraces import Answer, Plan, Query
+from ..core.embedding_port import Embedder
+from ..core.etrace_rules import Answer, Plan, Query
 from ..shared.logsafe import safe_for_log
 from .pattern_store import PatternStore, QdrantPatternStore
 

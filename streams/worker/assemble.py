@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ..core.embedding import Embedder
+from ..core.embedding_port import Embedder
 from ..core.policy import Policy
 from ..embeddings.cache import CachedEmbedder
 from ..embeddings.minilm import MiniLMEmbedder

@@ -14,7 +14,7 @@ import pytest
 from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, query
 
 from examples.scripted_cli import ScriptedCLI, load, repeated
-from streams.agent.claude_agent import STOP_PREFIX, ClaudeAgentSteering, tokens_of
+from streams.agent.adapters.claude_agent import STOP_PREFIX, ClaudeAgentSteering, tokens_of
 from streams.agent.client import SyncSteeringClient
 from streams.agent.compose import REASONBLOCKS_MARKER
 from streams.agent.session import STOPPED_OUTCOME

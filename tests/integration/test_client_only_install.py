@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.entry import HINT
+from streams.cli.entry import HINT
 from streams.local.worker_process import WorkerProcess
 from tests.integration.conftest import without_checkout
 

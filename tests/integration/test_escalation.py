@@ -160,7 +160,7 @@ def test_a_langchain_agent_is_stopped_with_a_message_that_says_why(ladder_worker
     from langchain_core.tools import tool
 
     from examples.scripted_model import Script, ScriptedModel
-    from streams.agent.langchain_middleware import STOP_NAME, STOP_PREFIX, SteeringMiddleware
+    from streams.agent.adapters.langchain_middleware import STOP_NAME, STOP_PREFIX, SteeringMiddleware
 
     @tool
     def run_tests(path: str) -> str:

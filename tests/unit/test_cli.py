@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from streams import __version__
-from streams.cli import build_parser, main
+from streams.cli.main import build_parser, main
 from streams.plugins import SCORERS, TRANSITIONS
 from tests.factories import b, run_start, step
 from tests.plugin_dist import CONSTANT_DIFFICULTY, write_dist
@@ -191,7 +191,7 @@ def test_config_prints_json_with_secrets_masked(
 def test_an_internal_error_is_one_line_unless_debugging(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import streams.cli as cli
+    import streams.cli.main as cli
 
     def broken(args: object) -> int:
         raise RuntimeError("boom")

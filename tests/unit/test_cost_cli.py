@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.cli import main
+from streams.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "deploy" / "prices.example.toml"
@@ -141,7 +141,7 @@ def test_an_unknown_run_is_one_line(slice_file: Path, capsys: pytest.CaptureFixt
 
 
 def test_retimed_spaces_each_runs_steps_from_its_start() -> None:
-    from streams.cost import retimed
+    from streams.cli.cost import retimed
 
     runs = [({"run_id": "r", "ts": 100.0}, [{"step": 1, "ts": 102.0}, {"step": 2, "ts": 104.0}])]
     ((start, steps),) = retimed(runs, 30.0)
@@ -150,8 +150,8 @@ def test_retimed_spaces_each_runs_steps_from_its_start() -> None:
 
 
 def test_the_cost_table_headings_say_what_each_column_is_and_a_legend_follows() -> None:
+    from streams.cli.cost import COLUMNS, Fleet, table
     from streams.core.cost import Tally
-    from streams.cost import COLUMNS, Fleet, table
 
     tallies = {k: Tally(usd=u) for k, u in (("base", 10.0), ("steer_end", 10.5), ("steer_system", 11.0))}
     tallies |= {"naive": Tally(usd=9.0), "routed": Tally(usd=8.0, switches=3), "net": Tally(usd=8.4)}

@@ -8,7 +8,7 @@ import argparse
 import pytest
 
 from streams import __version__
-from streams.entry import HINT, main, missing_worker_dependencies, worker_requirements
+from streams.cli.entry import HINT, main, missing_worker_dependencies, worker_requirements
 
 REQUIRES = [
     "aiokafka<0.15,>=0.14",
@@ -62,8 +62,8 @@ def test_a_client_only_install_prints_its_version_and_help(capsys: pytest.Captur
 
 
 def test_the_client_only_commands_cover_the_clis_commands() -> None:
-    from streams.cli import build_parser
-    from streams.entry import WORKER_COMMANDS
+    from streams.cli.entry import WORKER_COMMANDS
+    from streams.cli.main import build_parser
 
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     assert set(sub.choices) == {*WORKER_COMMANDS, "kafka", "config"}

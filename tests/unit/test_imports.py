@@ -155,7 +155,7 @@ def test_the_agent_side_imports_nothing_of_the_worker() -> None:
 
 
 def test_the_reach_finder_follows_imports_inside_functions() -> None:
-    src = ROOT / "cli.py"
+    src = ROOT / "cli" / "main.py"
     assert "streams.worker.assemble" in reachable(graph(), module_name(src))
 
 

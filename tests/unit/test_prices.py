@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from streams.core.prices import PriceError, parse_prices
-from streams.prices import PriceFileError, load_prices
+from streams.price_file import PriceFileError, load_prices
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "deploy" / "prices.example.toml"
 

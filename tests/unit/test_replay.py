@@ -4,7 +4,7 @@ import io
 
 import orjson
 
-from streams.cli import main
+from streams.cli.main import main
 from streams.replay import Replayer, replay_file
 from tests.factories import b, run_finish, run_start, step
 from tests.models import semantics

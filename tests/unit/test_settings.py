@@ -143,7 +143,7 @@ def test_ssl_settings_build_a_verifying_context(tmp_path):
 
 
 def test_cli_flags_are_typed_like_env_vars():
-    from streams.cli import build_parser
+    from streams.cli.main import build_parser
 
     args = build_parser().parse_args(["config", "--ssl-check-hostname", "no", "--partitions", "3"])
     assert args.ssl_check_hostname is False and args.partitions == 3
@@ -242,7 +242,7 @@ def test_qdrant_url_is_also_read_from_qdrant_url():
 
 
 def test_a_flag_is_checked_alone_and_cross_field_rules_when_all_are_known():
-    from streams.cli import build_parser, main
+    from streams.cli.main import build_parser, main
 
     # --heartbeat-interval-s 20 alone breaks "below the session timeout"; with --session-timeout-s 30 it is fine
     args = build_parser().parse_args(["config", "--heartbeat-interval-s", "20", "--session-timeout-s", "30"])

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streams.core.decision import DecisionRecord
-from streams.core.etraces import render_pattern
+from streams.core.etrace_rules import render_pattern
 from streams.core.ladder import head
 from streams.shared.contract import REASONBLOCKS_MARKER
 from streams.shared.untrusted import clean, cut, fenced, scrub

@@ -15,7 +15,7 @@ import unicodedata
 
 import pytest
 
-from streams.core.etraces import render_pattern
+from streams.core.etrace_rules import render_pattern
 from streams.shared.contract import REASONBLOCKS_MARKER
 from streams.shared.untrusted import MARKER_SHOWN, channel_copies, defuse_channel
 

@@ -23,11 +23,11 @@ SCHEMA = Path(__file__).parents[3] / "streams" / "schemas" / "run_start.schema.j
 
 # (adapter module, the framework module it needs, the extra that installs it)
 ADAPTERS = [
-    ("streams.agent.openai_agents", "agents", "openai-agents"),
-    ("streams.agent.claude_agent", "claude_agent_sdk", "claude-agent-sdk"),
-    ("streams.agent.otel", "opentelemetry", "otel"),
-    ("streams.agent.otel", "openinference", "otel"),
-    ("streams.agent.langchain_middleware", "langchain", "langchain"),
+    ("streams.agent.adapters.openai_agents", "agents", "openai-agents"),
+    ("streams.agent.adapters.claude_agent", "claude_agent_sdk", "claude-agent-sdk"),
+    ("streams.agent.adapters.otel", "opentelemetry", "otel"),
+    ("streams.agent.adapters.otel", "openinference", "otel"),
+    ("streams.agent.adapters.langchain_middleware", "langchain", "langchain"),
 ]
 
 
@@ -50,10 +50,10 @@ def test_run_fields_are_the_run_start_schema_properties_but_the_envelope() -> No
 
 
 def adapters(client: Any) -> dict[str, Any]:
-    from streams.agent.claude_agent import ClaudeAgentSteering
-    from streams.agent.langchain_middleware import SteeringMiddleware
-    from streams.agent.openai_agents import AgentsSteering
-    from streams.agent.otel import SteeringSpanProcessor
+    from streams.agent.adapters.claude_agent import ClaudeAgentSteering
+    from streams.agent.adapters.langchain_middleware import SteeringMiddleware
+    from streams.agent.adapters.openai_agents import AgentsSteering
+    from streams.agent.adapters.otel import SteeringSpanProcessor
 
     return {
         "AgentsSteering": lambda **kw: AgentsSteering(client, **kw),
@@ -150,7 +150,7 @@ def test_an_arun_block_whose_runner_call_is_not_wired_warns_that_nothing_was_ste
     from agents import Agent, RunConfig, Runner
 
     from examples.openai_scripted import ScriptedProvider, say
-    from streams.agent.openai_agents import AgentsSteering
+    from streams.agent.adapters.openai_agents import AgentsSteering
 
     client = FakeClient()
     steering = AgentsSteering(client)
@@ -170,7 +170,7 @@ def test_watching_a_claude_session_without_the_hooks_warns_that_it_was_not_steer
     from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, ResultMessage
 
     from examples.scripted_cli import ScriptedCLI, load
-    from streams.agent.claude_agent import ClaudeAgentSteering
+    from streams.agent.adapters.claude_agent import ClaudeAgentSteering
 
     client = FakeClient()
     steering = ClaudeAgentSteering(client)  # type: ignore[arg-type]

@@ -46,7 +46,7 @@ def langchain(client: SyncSteeringClient) -> Any:
 
 
 def openai_agents(client: SyncSteeringClient) -> Any:
-    from streams.agent.openai_agents import AgentsSteering
+    from streams.agent.adapters.openai_agents import AgentsSteering
     from tests.unit.agent.test_openai_agents import ScriptedProvider, coder, looping, run
 
     steering, agent, provider = AgentsSteering(client, model="gpt-4.1"), coder(), ScriptedProvider(looping(3))
@@ -54,7 +54,7 @@ def openai_agents(client: SyncSteeringClient) -> Any:
 
 
 def claude_agent(client: SyncSteeringClient) -> Any:
-    from streams.agent.claude_agent import ClaudeAgentSteering
+    from streams.agent.adapters.claude_agent import ClaudeAgentSteering
     from tests.unit.agent.test_claude_agent import call, hook_inputs
 
     st = ClaudeAgentSteering(client, model="claude-sonnet-4-5")
@@ -69,7 +69,7 @@ def claude_agent(client: SyncSteeringClient) -> Any:
 
 
 def otel(client: SyncSteeringClient) -> Any:
-    from streams.agent.otel import SteeringSpanProcessor
+    from streams.agent.adapters.otel import SteeringSpanProcessor
     from tests.unit.agent.test_otel import agent_run, tracer_with
 
     proc = SteeringSpanProcessor(client)

@@ -13,7 +13,7 @@ from claude_agent_sdk import AssistantMessage, ClaudeAgentOptions, ClaudeSDKClie
 from claude_agent_sdk.types import TextBlock, ToolUseBlock
 
 from examples.scripted_cli import ScriptedCLI, load, repeated
-from streams.agent.claude_agent import (
+from streams.agent.adapters.claude_agent import (
     STOP_PREFIX,
     ClaudeAgentSteering,
     observation_of,

@@ -11,7 +11,7 @@ import pytest
 from claude_agent_sdk import ClaudeAgentOptions, query
 
 from examples.scripted_cli import ScriptedCLI
-from streams.agent.claude_agent import ClaudeAgentSteering
+from streams.agent.adapters.claude_agent import ClaudeAgentSteering
 from streams.agent.gate import DENY_PREFIX
 from tests.unit.agent.fake_client import FakeClient, decision
 from tests.unit.agent.test_gate import IBAN, OWN_IBAN, entry, tainted

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from streams.agent.adapters.otel import SteeringSpanProcessor
 from streams.agent.client import SteeringClient, SyncSteeringClient
-from streams.agent.otel import SteeringSpanProcessor
 from streams.settings import SettingsError
 
 # variable -> (its bad value, the variable the reason names)

@@ -215,7 +215,7 @@ def test_langchain_tool_messages_reach_the_model_defused_and_the_state_keeps_the
     from langchain_core.tools import tool
 
     from examples.scripted_model import Script, ScriptedModel
-    from streams.agent.langchain_middleware import SteeringMiddleware
+    from streams.agent.adapters.langchain_middleware import SteeringMiddleware
     from tests.unit.agent.fake_client import FakeClient
     from tests.unit.agent.fake_client import decision as fake_decision
 
@@ -256,7 +256,7 @@ def test_openai_agents_function_outputs_reach_the_model_defused():
     from agents import Agent, RunConfig, function_tool
 
     from examples.openai_scripted import ScriptedProvider, reply, say
-    from streams.agent.openai_agents import AgentsSteering
+    from streams.agent.adapters.openai_agents import AgentsSteering
     from tests.unit.agent.fake_client import FakeClient
     from tests.unit.agent.fake_client import decision as fake_decision
 
@@ -294,7 +294,7 @@ def test_openai_agents_function_outputs_reach_the_model_defused():
 
 
 def test_the_claude_hook_hands_back_the_defused_tool_output():
-    from streams.agent.claude_agent import ClaudeAgentSteering
+    from streams.agent.adapters.claude_agent import ClaudeAgentSteering
     from tests.unit.agent.fake_client import FakeClient
     from tests.unit.agent.fake_client import decision as fake_decision
     from tests.unit.agent.test_claude_agent import CTX, hook_inputs

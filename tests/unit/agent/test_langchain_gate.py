@@ -14,8 +14,8 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
 
 from examples.scripted_model import Script, ScriptedModel
+from streams.agent.adapters.langchain_middleware import SteeringMiddleware
 from streams.agent.gate import DENY_PREFIX
-from streams.agent.langchain_middleware import SteeringMiddleware
 from tests.unit.agent.fake_client import FakeClient, decision
 from tests.unit.agent.test_gate import IBAN, OWN_IBAN, entry, tainted
 

@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.tools import tool
 
 from examples.scripted_model import Script, ScriptedModel
-from streams.agent.langchain_middleware import STOP_NAME, STOP_PREFIX, SteeringMiddleware
+from streams.agent.adapters.langchain_middleware import STOP_NAME, STOP_PREFIX, SteeringMiddleware
 from streams.agent.session import STOPPED_OUTCOME
 from tests.unit.agent.fake_client import FakeClient, decision, sent, stop
 

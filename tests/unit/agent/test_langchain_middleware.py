@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from streams.agent.langchain_middleware import previous_step
+from streams.agent.adapters.langchain_middleware import previous_step
 from streams.agent.session import SteeringSession, failure_outcome
 
 
@@ -101,7 +101,7 @@ def test_previous_step_reports_every_tool_call_of_the_message() -> None:
 
 
 def test_runs_must_be_thread_or_invocation() -> None:
-    from streams.agent.langchain_middleware import SteeringMiddleware
+    from streams.agent.adapters.langchain_middleware import SteeringMiddleware
 
     with pytest.raises(ValueError, match="runs must be"):
         SteeringMiddleware(object(), runs="session")  # type: ignore[arg-type]
@@ -113,7 +113,7 @@ def test_org_and_project_come_from_the_runtime_context_when_given() -> None:
     from dataclasses import dataclass
     from types import SimpleNamespace
 
-    from streams.agent.langchain_middleware import SteeringMiddleware
+    from streams.agent.adapters.langchain_middleware import SteeringMiddleware
 
     @dataclass
     class Ctx:

@@ -16,8 +16,8 @@ from agents.testing import assistant_message, function_call
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
 from examples.openai_scripted import ScriptedProvider, reply, say
+from streams.agent.adapters.openai_agents import WIRING, AgentsSteering, RunStoppedBySteering, response_step
 from streams.agent.compose import REASONBLOCKS_MARKER
-from streams.agent.openai_agents import WIRING, AgentsSteering, RunStoppedBySteering, response_step
 from streams.agent.session import STOPPED_OUTCOME, RunStopped
 from tests.unit.agent.fake_client import FakeClient, decision, sent, stop
 

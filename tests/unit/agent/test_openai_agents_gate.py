@@ -13,8 +13,8 @@ import pytest
 from agents import Agent, RunConfig, Runner, function_tool
 
 from examples.openai_scripted import ScriptedProvider, reply, say
+from streams.agent.adapters.openai_agents import AgentsSteering, call_gate_guardrail
 from streams.agent.gate import DENY_PREFIX
-from streams.agent.openai_agents import AgentsSteering, call_gate_guardrail
 from tests.unit.agent.fake_client import FakeClient, decision
 from tests.unit.agent.test_gate import IBAN, OWN_IBAN, entry, tainted
 

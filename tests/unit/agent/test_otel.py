@@ -19,8 +19,15 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.trace import Status, StatusCode
 
+from streams.agent.adapters.otel import (
+    TEXT_CHARS,
+    ObservedStep,
+    Out,
+    SpanMapper,
+    SteeringSpanProcessor,
+    parse_args,
+)
 from streams.agent.client import Decision
-from streams.agent.otel import TEXT_CHARS, ObservedStep, Out, SpanMapper, SteeringSpanProcessor, parse_args
 
 
 class Recorder(SpanProcessor):
@@ -493,7 +500,7 @@ def test_publishing_errors_are_counted_and_logged_once(caplog: pytest.LogCapture
     seen: list[ObservedStep] = []
     try:
         proc = SteeringSpanProcessor(c, on_decision=seen.append)  # type: ignore[arg-type]
-        with caplog.at_level(logging.WARNING, logger="streams.agent.otel"):
+        with caplog.at_level(logging.WARNING, logger="streams.agent.adapters.otel"):
             agent_run(tracer_with(proc), 4)
             assert proc.force_flush(10_000)
     finally:
@@ -521,7 +528,7 @@ def test_bad_run_options_are_refused_at_construction(loop_client: LoopClient) ->
 
 def test_the_module_imports_nothing_of_the_worker() -> None:
     """The agent side stays light: stdlib, OpenTelemetry, OpenInference, streams.agent."""
-    src = Path(__file__).parents[3] / "streams" / "agent" / "otel.py"
+    src = Path(__file__).parents[3] / "streams" / "agent" / "adapters" / "otel.py"
     tree = ast.parse(src.read_text())
     mods = set()
     for node in ast.walk(tree):
@@ -529,7 +536,7 @@ def test_the_module_imports_nothing_of_the_worker() -> None:
             mods.add(("." * node.level) + (node.module or ""))
         elif isinstance(node, ast.Import):
             mods.update(a.name for a in node.names)
-    allowed = ("opentelemetry", "openinference", ".client", ".usage", ".validation", "__future__")
+    allowed = ("opentelemetry", "openinference", "..client", "..usage", "..validation", "__future__")
     stdlib = {
         "asyncio",
         "contextlib",

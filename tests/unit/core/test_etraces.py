@@ -7,9 +7,9 @@ from typing import Any
 import orjson
 import pytest
 
-from streams.core import etraces
+from streams.core import etrace_rules
 from streams.core.engine import Decided, Engine, Finished
-from streams.core.etraces import Answer, Hit, Query
+from streams.core.etrace_rules import Answer, Hit, Query
 from streams.core.events import Limits
 from streams.core.render import MARKER
 from streams.core.state import TraceState
@@ -41,33 +41,33 @@ def hit(pid: str, sim: float | None, tier: str = "e2", **payload: Any) -> Hit:
     ],
 )
 def test_model_family_follows_the_model_id(model: str | None, family: str) -> None:
-    assert etraces.model_family(model) == family
+    assert etrace_rules.model_family(model) == family
 
 
 # -- E1 gate ------------------------------------------------------------------------------
 
 
 def test_e1_gate_opens_on_a_fire_now_or_composite_above_015() -> None:
-    assert etraces.e1_gate_open(True, ["semantic_loop"], 0.0, [])
-    assert etraces.e1_gate_open(True, [], 0.1501, [])
-    assert not etraces.e1_gate_open(True, [], 0.15, [])  # strictly above
+    assert etrace_rules.e1_gate_open(True, ["semantic_loop"], 0.0, [])
+    assert etrace_rules.e1_gate_open(True, [], 0.1501, [])
+    assert not etrace_rules.e1_gate_open(True, [], 0.15, [])  # strictly above
 
 
 def test_e1_gate_stays_open_two_steps_after_a_fire_then_closes() -> None:
-    assert etraces.e1_gate_open(True, [], 0.0, [["semantic_loop"], []])  # two steps ago
-    assert etraces.e1_gate_open(True, [], 0.0, [[], ["late_sprawl"]])  # previous step
-    assert not etraces.e1_gate_open(True, [], 0.0, [["semantic_loop"], [], []])  # three ago
-    assert not etraces.e1_gate_open(True, [], 0.0, [[], []])
+    assert etrace_rules.e1_gate_open(True, [], 0.0, [["semantic_loop"], []])  # two steps ago
+    assert etrace_rules.e1_gate_open(True, [], 0.0, [[], ["late_sprawl"]])  # previous step
+    assert not etrace_rules.e1_gate_open(True, [], 0.0, [["semantic_loop"], [], []])  # three ago
+    assert not etrace_rules.e1_gate_open(True, [], 0.0, [[], []])
 
 
 def test_e1_gate_is_always_open_when_the_run_disabled_monitors() -> None:
-    assert etraces.e1_gate_open(False, [], 0.0, [])
+    assert etrace_rules.e1_gate_open(False, [], 0.0, [])
 
 
 # -- planning -----------------------------------------------------------------------------
 
 
-def plan(**kw: Any) -> etraces.Plan:
+def plan(**kw: Any) -> etrace_rules.Plan:
     args: dict[str, Any] = {
         "enabled": True,
         "fsm_state": "NORMAL",
@@ -80,7 +80,7 @@ def plan(**kw: Any) -> etraces.Plan:
         "family": "generic",
     }
     args.update(kw)
-    return etraces.plan_step(**args)
+    return etrace_rules.plan_step(**args)
 
 
 def test_e1_queries_the_last_3_thoughts_top_1_at_08_in_the_runs_org() -> None:
@@ -111,21 +111,21 @@ def test_closed_gate_means_no_e1_query() -> None:
 
 
 def test_e3_only_on_the_first_call() -> None:
-    (q,) = etraces.plan_first_call(0, True, "generic").queries
+    (q,) = etrace_rules.plan_first_call(0, True, "generic").queries
     assert q == Query("e3", None, None, None, 32, None)
-    assert not etraces.plan_first_call(1, True, "generic")
-    assert not etraces.plan_first_call(0, False, "generic")
+    assert not etrace_rules.plan_first_call(1, True, "generic")
+    assert not etrace_rules.plan_first_call(0, False, "generic")
 
 
 def test_thought_window_is_bounded_and_truncated() -> None:
     window: list[str] = []
     for i in range(50):
-        window = etraces.remember_thought(window, f"thought {i} " + "x" * 1000)
-    assert len(window) == etraces.THOUGHTS_KEPT
-    assert all(len(t) <= etraces.THOUGHT_CHARS_KEPT for t in window)
+        window = etrace_rules.remember_thought(window, f"thought {i} " + "x" * 1000)
+    assert len(window) == etrace_rules.THOUGHTS_KEPT
+    assert all(len(t) <= etrace_rules.THOUGHT_CHARS_KEPT for t in window)
     assert window[-1].startswith("thought 49")
-    assert etraces.remember_thought(window, None) is window
-    assert etraces.remember_thought(window, "   ") is window
+    assert etrace_rules.remember_thought(window, None) is window
+    assert etrace_rules.remember_thought(window, "   ") is window
 
 
 # -- selection ----------------------------------------------------------------------------
@@ -135,48 +135,48 @@ E2 = Query("e2", "q", None, None, 2, 0.7)
 
 
 def test_e1_threshold_is_inclusive_at_08() -> None:
-    assert [h.pattern_id for h in etraces.select(E1, [hit("a", 0.8, "e1", org_id="acme")], "generic")] == [
-        "a"
-    ]
-    assert etraces.select(E1, [hit("a", 0.7999, "e1", org_id="acme")], "generic") == []
+    assert [
+        h.pattern_id for h in etrace_rules.select(E1, [hit("a", 0.8, "e1", org_id="acme")], "generic")
+    ] == ["a"]
+    assert etrace_rules.select(E1, [hit("a", 0.7999, "e1", org_id="acme")], "generic") == []
 
 
 def test_e1_respects_the_patterns_own_gate_threshold() -> None:
     h = hit("a", 0.84, "e1", org_id="acme", gate_threshold=0.85)
-    assert etraces.select(E1, [h], "generic") == []
+    assert etrace_rules.select(E1, [h], "generic") == []
     h = hit("a", 0.86, "e1", org_id="acme", gate_threshold=0.85)
-    assert len(etraces.select(E1, [h], "generic")) == 1
+    assert len(etrace_rules.select(E1, [h], "generic")) == 1
 
 
 def test_e1_never_returns_another_orgs_pattern_whatever_the_similarity() -> None:
     hits = [hit("g", 0.99, "e1", org_id="globex"), hit("a", 0.81, "e1", org_id="acme")]
-    assert [h.pattern_id for h in etraces.select(E1, hits, "generic")] == ["a"]
-    assert etraces.select(E1, [hit("g", 1.0, "e1", org_id="globex")], "generic") == []
+    assert [h.pattern_id for h in etrace_rules.select(E1, hits, "generic")] == ["a"]
+    assert etrace_rules.select(E1, [hit("g", 1.0, "e1", org_id="globex")], "generic") == []
 
 
 def test_e1_top_1_and_e2_top_2_by_similarity() -> None:
     e1 = [hit(p, s, "e1", org_id="acme") for p, s in (("a", 0.81), ("b", 0.95), ("c", 0.9))]
-    assert [h.pattern_id for h in etraces.select(E1, e1, "generic")] == ["b"]
+    assert [h.pattern_id for h in etrace_rules.select(E1, e1, "generic")] == ["b"]
     e2 = [hit(p, s) for p, s in (("a", 0.71), ("b", 0.95), ("c", 0.9), ("d", 0.69))]
-    assert [h.pattern_id for h in etraces.select(E2, e2, "generic")] == ["b", "c"]
+    assert [h.pattern_id for h in etrace_rules.select(E2, e2, "generic")] == ["b", "c"]
 
 
 def test_e2_threshold_is_inclusive_at_07_and_filters_failure_type() -> None:
-    assert len(etraces.select(E2, [hit("a", 0.7)], "generic")) == 1
-    assert etraces.select(E2, [hit("a", 0.6999)], "generic") == []
+    assert len(etrace_rules.select(E2, [hit("a", 0.7)], "generic")) == 1
+    assert etrace_rules.select(E2, [hit("a", 0.6999)], "generic") == []
     typed = Query("e2", "q", None, "loop", 2, 0.7)
     hits = [hit("x", 0.9, failure_type="drift"), hit("y", 0.8, failure_type="loop"), hit("z", 0.95)]
-    assert [h.pattern_id for h in etraces.select(typed, hits, "generic")] == ["y"]
+    assert [h.pattern_id for h in etrace_rules.select(typed, hits, "generic")] == ["y"]
 
 
 def test_model_specific_patterns_apply_only_to_their_family() -> None:
     hits = [hit("a", 0.9, model_family="openai"), hit("b", 0.8, model_family="anthropic"), hit("c", 0.75)]
-    assert [h.pattern_id for h in etraces.select(E2, hits, "anthropic")] == ["b", "c"]
+    assert [h.pattern_id for h in etrace_rules.select(E2, hits, "anthropic")] == ["b", "c"]
 
 
 def test_e3_takes_up_to_32_rules_in_store_order() -> None:
     rules = [hit(f"r{i:02d}", None, "e3") for i in range(40)]
-    got = etraces.select(Query("e3", None, None, None, 32, None), rules, "generic")
+    got = etrace_rules.select(Query("e3", None, None, None, 32, None), rules, "generic")
     assert [h.pattern_id for h in got] == [f"r{i:02d}" for i in range(32)]
 
 
@@ -190,19 +190,19 @@ def test_patterns_render_per_model_family() -> None:
         "dead_ends": ["re-running"],
         "unlock": "read the diff",
     }
-    xml = etraces.render_pattern("e2", p, "anthropic")
+    xml = etrace_rules.render_pattern("e2", p, "anthropic")
     assert (
         xml.startswith('<guidance source="e2" title="Re-run fails">')
         and "<dead_ends>re-running</dead_ends>" in xml
     )
-    md = etraces.render_pattern("e2", p, "openai")
+    md = etrace_rules.render_pattern("e2", p, "openai")
     assert (
         md.startswith("**Guidance for this situation: Re-run fails**")
         and "Known dead ends: re-running." in md
     )
-    assert etraces.render_pattern("e3", p, "openai") == "- Re-run fails: Change one thing per run."
+    assert etrace_rules.render_pattern("e3", p, "openai") == "- Re-run fails: Change one thing per run."
     assert (
-        etraces.render_pattern("e3", p, "anthropic")
+        etrace_rules.render_pattern("e3", p, "anthropic")
         == '<rule title="Re-run fails">Change one thing per run.</rule>'
     )
 
@@ -293,7 +293,7 @@ def test_pending_queries_are_those_of_the_thoughts_up_to_the_planning_step(sem: 
     run.feed(step(1, "First I read the session module."))
     seen: list[Query] = []
 
-    def answer(p: etraces.Plan) -> list[Answer]:
+    def answer(p: etrace_rules.Plan) -> list[Answer]:
         seen.extend(p.queries)
         return [Answer(q.tier) for q in p.queries]
 
@@ -356,7 +356,7 @@ def test_e1_waits_for_its_gate_and_uses_the_runs_org(sem: Any) -> None:
     assert run.planned[1] == ["e2"]
     seen: list[Query] = []
 
-    def answer(p: etraces.Plan) -> list[Answer]:
+    def answer(p: etrace_rules.Plan) -> list[Answer]:
         seen.extend(p.queries)
         return [Answer(q.tier) for q in p.queries]
 

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from streams.core import compliance
-from streams.core.experiment import (
+from streams.core.holdout import (
     Experiment,
     Experiments,
     InvalidExperiment,

@@ -12,7 +12,7 @@ import time
 import orjson
 
 from streams.core.engine import Decided, Engine, Incoming
-from streams.core.etraces import Answer
+from streams.core.etrace_rules import Answer
 from streams.core.events import Limits
 from streams.core.monitors import contradiction, drift
 from streams.core.scoring import heuristic

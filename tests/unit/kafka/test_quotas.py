@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from streams import cli
 from streams.admin.quotas import (
     DEFAULT_PRODUCER_BYTE_RATE,
     AlterClientQuotasRequest,
@@ -12,6 +11,7 @@ from streams.admin.quotas import (
     Quotas,
     user_of,
 )
+from streams.cli import main as cli
 from streams.settings import SettingsError
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from aiokafka.partitioner import murmur2
 
-from streams.core.etraces import Answer, Query
+from streams.core.etrace_rules import Answer, Query
 from streams.core.events import Limits
 from streams.core.monitors import Semantics
 from streams.core.policy import Policy

@@ -6,7 +6,7 @@ import asyncio
 
 import orjson
 
-from streams.core.etraces import Plan, Query
+from streams.core.etrace_rules import Plan, Query
 from streams.core.monitors import Semantics
 from streams.core.retention import OTHER_RUN, evict_request, parse_evict, version
 from tests.factories import run_finish, run_start, step

@@ -19,9 +19,9 @@ from typing import Any
 
 import orjson
 
-from .core.cost import Tally, error_streak_steps, run_cost
-from .core.prices import PriceTable
-from .core.routing import PRIOR_STINT_CALLS
+from ..core.cost import Tally, error_streak_steps, run_cost
+from ..core.prices import PriceTable
+from ..core.routing import PRIOR_STINT_CALLS
 
 SCENARIOS = ("base", "steer_end", "steer_system", "naive", "routed", "net", "upgrades")
 

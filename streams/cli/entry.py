@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None, requires: Sequence[str] | None = None) -
     missing = missing_worker_dependencies(requires)
     if missing:
         return client_only(sys.argv[1:] if argv is None else argv, missing)
-    from .cli import main as cli_main
+    from .main import main as cli_main
 
     return cli_main(argv)
 
@@ -82,7 +82,7 @@ def _needs_worker(missing: list[str]) -> str:
 def client_only(argv: list[str], missing: list[str]) -> int:
     """The command on an install without the worker's packages: its own small parser (the
     CLI's imports the core), the same usage errors (exit 2), one line for a worker command."""
-    from . import __version__
+    from .. import __version__
 
     p = argparse.ArgumentParser(
         prog="rb-streams",
@@ -105,7 +105,7 @@ def client_only(argv: list[str], missing: list[str]) -> int:
         print(_needs_worker(missing), file=sys.stderr)
         return 2
     if args.command == "kafka":
-        from .local.broker import kafka
+        from ..local.broker import kafka
 
         try:
             kafka(args.action, args.port, args.data_dir)
@@ -118,7 +118,7 @@ def client_only(argv: list[str], missing: list[str]) -> int:
 def _client_config(as_json: bool) -> int:
     """The settings an agent's client reads (`ClientSettings`), as `rb-streams config` shows
     the worker's; a bad value is one line and exit 2."""
-    from .kafka.client_settings import ClientSettings, SettingsError
+    from ..kafka.client_settings import ClientSettings, SettingsError
 
     try:
         shown = ClientSettings.from_env().as_dict(mask_secrets=True)

@@ -97,14 +97,22 @@ except ImportError as exc:  # one line that says what to install, not a bare mod
         f"pip install './[openai-agents]' from a checkout, or the wheel with [openai-agents] ({exc})"
     ) from exc
 
-from . import compose
-from .client import StepLogEntry, SyncSteeringClient
-from .gate import GateMode, check_gate_mode, denial_text, enabled_for
-from .session import LastRun, RunStopped, Steering, SteeringSession, extra_names, failure_outcome, stop_reason
-from .usage import from_agents_sdk
-from .usage import of as usage_of
-from .usage import total as usage_total
-from .validation import check_run_field_names, validate_run_fields
+from .. import compose
+from ..client import StepLogEntry, SyncSteeringClient
+from ..gate import GateMode, check_gate_mode, denial_text, enabled_for
+from ..session import (
+    LastRun,
+    RunStopped,
+    Steering,
+    SteeringSession,
+    extra_names,
+    failure_outcome,
+    stop_reason,
+)
+from ..usage import from_agents_sdk
+from ..usage import of as usage_of
+from ..usage import total as usage_total
+from ..validation import check_run_field_names, validate_run_fields
 
 __all__ = ["AgentsSteering", "RunStoppedBySteering", "SteeredRun", "call_gate_guardrail", "response_step"]
 

@@ -99,12 +99,12 @@ except ImportError as exc:  # one line that says what to install, not a bare mod
         f"pip install './[claude-agent-sdk]' from a checkout, or the wheel with [claude-agent-sdk] ({exc})"
     ) from exc
 
-from . import compose
-from .client import SyncSteeringClient
-from .gate import GateMode, check_gate_mode, denial_text
-from .session import LastRun, Steering, SteeringSession, extra_names, failure_outcome
-from .usage import from_anthropic as usage_of
-from .validation import check_run_field_names, validate_run_fields
+from .. import compose
+from ..client import SyncSteeringClient
+from ..gate import GateMode, check_gate_mode, denial_text
+from ..session import LastRun, Steering, SteeringSession, extra_names, failure_outcome
+from ..usage import from_anthropic as usage_of
+from ..validation import check_run_field_names, validate_run_fields
 
 log = logging.getLogger(__name__)
 

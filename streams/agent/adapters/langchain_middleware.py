@@ -71,12 +71,12 @@ except ImportError as exc:  # one line that says what to install, not a bare mod
         f"checkout, or the wheel with [langchain] ({exc})"
     ) from exc
 
-from . import compose
-from .client import SyncSteeringClient
-from .gate import GateMode, check_gate_mode, denial_text
-from .session import LastRun, Steering, SteeringSession, extra_names, failure_outcome
-from .usage import from_langchain as usage_of
-from .validation import check_run_field_names, validate_run_fields
+from .. import compose
+from ..client import SyncSteeringClient
+from ..gate import GateMode, check_gate_mode, denial_text
+from ..session import LastRun, Steering, SteeringSession, extra_names, failure_outcome
+from ..usage import from_langchain as usage_of
+from ..validation import check_run_field_names, validate_run_fields
 
 # The final message of a run that steering stopped (`name` tells it from the model's own).
 STOP_PREFIX = "Run stopped by rb-streams steering:"

@@ -20,10 +20,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from . import __version__
-from .kafka.security import KafkaAuthError, unreachable
-from .settings import Settings, SettingsError, check_tenant_name
-from .shared.logsafe import safe_for_log
+from .. import __version__
+from ..kafka.security import KafkaAuthError, unreachable
+from ..settings import Settings, SettingsError, check_tenant_name
+from ..shared.logsafe import safe_for_log
 
 # Settings that are never flags: secrets, and what `replay` does not use.
 # Secrets never go on a command line; the experiment settings are JSON (env only: RB_EXPERIMENT,
@@ -128,10 +128,10 @@ class _Bar:
 def cmd_worker(args: argparse.Namespace) -> int:
     import faust
 
-    from .admin.topics import ensure_topics
-    from .embeddings.process import kill_all
-    from .plugins import load_policy
-    from .worker.assemble import assemble
+    from ..admin.topics import ensure_topics
+    from ..embeddings.process import kill_all
+    from ..plugins import load_policy
+    from ..worker.assemble import assemble
 
     _stop_on_sigterm()  # until Faust handles it: a stop during start-up unwinds (issue 48)
     s = _settings(args)
@@ -214,15 +214,15 @@ def _check_web_port(host: str, port: int) -> None:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """The worker's decisions for a file of wire events, from the same settings object."""
-    from .embeddings.models import load_models
-    from .plugins import load_policy
-    from .replay import replay_file
+    from ..embeddings.models import load_models
+    from ..plugins import load_policy
+    from ..replay import replay_file
 
     s = _settings(args)
     policy = load_policy(s)  # the worker's plugins and profiles: the worker's decisions
     guard = None
     if args.replay_guard:
-        from .core.guard import Guard, GuardSettings
+        from ..core.guard import Guard, GuardSettings
 
         guard = Guard(GuardSettings(enabled=True, alpha=s.guard_alpha, min_runs=s.guard_min_runs))
     if (args.run is None) != (args.html is None):
@@ -275,7 +275,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             for sw in guard.switches:
                 print(f"replay: {sw.why}", file=sys.stderr)
     if args.json:
-        from .kafka import wire
+        from ..kafka import wire
 
         sys.stderr.buffer.write(wire.dumps(summary) + b"\n")
     else:
@@ -306,7 +306,7 @@ class _RunPage:
                 self.costs[decision["step"]] = st.cost_usd
 
     def write(self, path: str, source: str) -> None:
-        from .run_page import render_run_page, steps_from_decisions
+        from ..run_page import render_run_page, steps_from_decisions
 
         if self.state is None:
             raise UserError(f"replay: run {self.run_id!r} is not in {source} (no event of it was applied)")
@@ -319,11 +319,11 @@ class _RunPage:
 
 def cmd_cost(args: argparse.Namespace) -> int:
     """What steering and routing do to a fleet's bill under prompt caching (COST.md)."""
+    from ..agent.compose import anthropic_request, check_placement
+    from ..embeddings.models import load_models
+    from ..plugins import load_policy
+    from ..replay import Replayer
     from . import cost as rc
-    from .agent.compose import anthropic_request, check_placement
-    from .embeddings.models import load_models
-    from .plugins import load_policy
-    from .replay import Replayer
 
     s = _settings(args)
     if not s.prices_file.strip():
@@ -469,8 +469,8 @@ def _counted(src: Any, bar: Any) -> Iterator[bytes]:
 def _replay_retriever(args: argparse.Namespace, s: Settings, embedder: Any) -> Any:
     """The pattern store replay queries: a server, a local store dir, or a seed file loaded
     into memory; None (E-traces answered "no pattern store configured") without any."""
-    from .etraces.pattern_store import QdrantPatternStore
-    from .etraces.retrieval import Retriever
+    from ..etraces.pattern_store import QdrantPatternStore
+    from ..etraces.retrieval import Retriever
 
     if not (args.patterns or s.qdrant_url or s.patterns_seed):
         return None
@@ -487,7 +487,7 @@ def _replay_retriever(args: argparse.Namespace, s: Settings, embedder: Any) -> A
 
 def _load_file(store: Any, path: str, quiet: bool = False) -> tuple[int, int]:
     """Upsert the valid records of a JSONL file; print per-line errors. -> (loaded, bad)."""
-    from .etraces.patterns import read_file
+    from ..etraces.patterns import read_file
 
     if not os.path.isfile(path):
         raise UserError(f"{path}: no such file")
@@ -505,8 +505,8 @@ def _load_file(store: Any, path: str, quiet: bool = False) -> tuple[int, int]:
 
 @contextlib.contextmanager
 def _store(args: argparse.Namespace) -> Iterator[Any]:
-    from .embeddings.models import load_models
-    from .etraces.pattern_store import QdrantPatternStore, StoreInUse
+    from ..embeddings.models import load_models
+    from ..etraces.pattern_store import QdrantPatternStore, StoreInUse
 
     s = _settings(args)
     try:
@@ -525,7 +525,7 @@ def _store(args: argparse.Namespace) -> Iterator[Any]:
 
 
 def cmd_patterns_load(args: argparse.Namespace) -> int:
-    from .etraces.patterns import starter_library
+    from ..etraces.patterns import starter_library
 
     if args.starter:
         args.files = [*args.files, str(starter_library())]
@@ -562,7 +562,7 @@ def cmd_patterns_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_patterns_list(args: argparse.Namespace) -> int:
-    from .kafka import wire
+    from ..kafka import wire
 
     listed = 0
     with _store(args) as store:
@@ -602,7 +602,7 @@ def cmd_patterns_stats(args: argparse.Namespace) -> int:
 def _experiment_arg(args: argparse.Namespace) -> dict[str, Any] | None:
     """`--experiment` (with `--holdout`, `--seed`): the runs' run_start `experiment`, or None.
     ValueError (said in one line by the caller) for a bad value or a build without them."""
-    from .local.demo import experiment_config, experiment_unsupported
+    from ..local.demo import experiment_config, experiment_unsupported
 
     if not args.experiment:
         return None
@@ -612,8 +612,8 @@ def _experiment_arg(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .local.demo import main as demo_main
-    from .local.respond import RESPONSIVE
+    from ..local.demo import main as demo_main
+    from ..local.respond import RESPONSIVE
 
     _stop_on_sigterm()  # a SIGTERM (a `timeout`, a closed terminal) stops the broker and worker too
     try:
@@ -632,7 +632,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from .local.demo import simulate
+    from ..local.demo import simulate
 
     try:
         experiment = _experiment_arg(args)
@@ -641,7 +641,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     s = _settings(args)
     if (why := unreachable(s)) is not None:
         return _fail(why, 1)
-    from .local.respond import RESPONSIVE
+    from ..local.respond import RESPONSIVE
 
     runs = args.runs if args.runs is not None else len(RESPONSIVE) if experiment is not None else 7
     return simulate(s, runs, args.steps, args.forever, experiment, args.rounds)
@@ -683,7 +683,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 def cmd_plugins(args: argparse.Namespace) -> int:
     """What runs may name (scorers, transitions, weight profiles) and where each comes from,
     as the worker and `replay` load them from these settings."""
-    from .plugins import load_plugins
+    from ..plugins import load_plugins
 
     policy, loaded = load_plugins(_settings(args))
     origin = {(x.kind, x.name): x.origin for x in loaded}  # the rest is built in
@@ -708,8 +708,8 @@ def cmd_tenants_add(args: argparse.Namespace) -> int:
     """A tenant's topics and ACLs (multi-tenant mode), then the settings its agents need."""
     from aiokafka.errors import KafkaError
 
-    from .admin.quotas import Quotas, set_quotas
-    from .admin.tenants import add_tenant, client_env
+    from ..admin.quotas import Quotas, set_quotas
+    from ..admin.tenants import add_tenant, client_env
 
     s = _settings(args)
     try:
@@ -753,7 +753,7 @@ def cmd_deadletters(args: argparse.Namespace) -> int:
     """Read the dead-letter topic: why the worker refused an event (a run it never steered)."""
     from aiokafka.errors import KafkaError
 
-    from .admin import deadletters as dl
+    from ..admin import deadletters as dl
 
     known = dl.reasons()
     if args.reason is not None and args.reason not in known:
@@ -782,8 +782,8 @@ def cmd_deadletters(args: argparse.Namespace) -> int:
 
 def cmd_experiment_report(args: argparse.Namespace) -> int:
     """Per arm and per monitor: success with intervals, cost, compliance, the sequential verdict."""
-    from .core.guard import GuardSettings
-    from .experiments import report as er
+    from ..core.guard import GuardSettings
+    from ..experiments import report as er
 
     guard = GuardSettings(enabled=True, alpha=args.alpha, min_runs=args.min_runs)
     if args.files:
@@ -792,7 +792,7 @@ def cmd_experiment_report(args: argparse.Namespace) -> int:
     else:
         from aiokafka.errors import KafkaError
 
-        from .experiments import topic as et
+        from ..experiments import topic as et
 
         s = _settings(args)
         if (why := unreachable(s)) is not None:
@@ -863,7 +863,7 @@ def _positive_int(raw: str) -> int:
 
 
 def cmd_kafka(args: argparse.Namespace) -> int:
-    from .local.broker import kafka
+    from ..local.broker import kafka
 
     try:
         kafka(args.action, args.port, args.data_dir)
@@ -876,8 +876,8 @@ def cmd_kafka(args: argparse.Namespace) -> int:
 def cmd_models(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .embeddings.model_build import STATIC_MODEL_NAME, build_static_model
-    from .embeddings.paths import ModelNotAvailable, default_models_dir
+    from ..embeddings.model_build import STATIC_MODEL_NAME, build_static_model
+    from ..embeddings.paths import ModelNotAvailable, default_models_dir
 
     out = Path(args.out) if args.out else default_models_dir() / STATIC_MODEL_NAME
     try:
@@ -897,7 +897,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def _print_json(data: Any) -> None:
-    from .kafka import wire
+    from ..kafka import wire
 
     sys.stdout.buffer.write(wire.dumps(data) + b"\n")
 

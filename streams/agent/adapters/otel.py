@@ -79,9 +79,9 @@ except ImportError as exc:  # one line that says what to install, not a bare mod
         f"pip install './[otel]' from a checkout, or the wheel with [otel] ({exc})"
     ) from exc
 
-from .client import Decision, SyncSteeringClient, step_event
-from .usage import from_otel as usage_of
-from .validation import check_run_field_names, validate_run_fields
+from ..client import Decision, SyncSteeringClient, step_event
+from ..usage import from_otel as usage_of
+from ..validation import check_run_field_names, validate_run_fields
 
 __all__ = ["ObservedStep", "SpanMapper", "SteeringSpanProcessor"]
 
