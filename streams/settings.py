@@ -37,21 +37,20 @@ from .core.ladder import Defaults
 from .core.prices import NO_PRICES, PriceTable
 from .core.retention import DEFAULT_MAX_RUNS, DEFAULT_MAX_RUNS_PER_ORG
 
-# The broker's and the agent side's settings live in streams.client_settings (no core import:
-# a client-only install reads them); re-exported here, where the worker has always found them.
-from .kafka.client_settings import ENV_PREFIX as ENV_PREFIX
-from .kafka.client_settings import MASK as MASK
-from .kafka.client_settings import SECRETS_DIR_ENV as SECRETS_DIR_ENV
-from .kafka.client_settings import TENANT_NAME as TENANT_NAME
-from .kafka.client_settings import TOPIC_CHARS as TOPIC_CHARS
-from .kafka.client_settings import TOPIC_KINDS as TOPIC_KINDS
-from .kafka.client_settings import ClientSettings as ClientSettings
-from .kafka.client_settings import KafkaSettings as KafkaSettings
-from .kafka.client_settings import SettingsError as SettingsError
-from .kafka.client_settings import TopicKind as TopicKind
-from .kafka.client_settings import _env, _secrets_dir
-from .kafka.client_settings import check_tenant_name as check_tenant_name
-from .kafka.client_settings import read_secret_file as read_secret_file
+# The broker's and the agent side's settings live in streams.kafka.client_settings (no core
+# import: a client-only install reads them); their names are imported from there, not from here.
+from .kafka.client_settings import (
+    ENV_PREFIX,
+    MASK,
+    SECRETS_DIR_ENV,
+    TOPIC_CHARS,
+    ClientSettings,
+    SettingsError,
+    _env,
+    _secrets_dir,
+    check_tenant_name,
+    read_secret_file,
+)
 
 Guarantee = Literal["at_least_once", "exactly_once"]
 # The worker's producer codec (Kafka's compression.type setting; aiokafka's codecs come with cramjam,

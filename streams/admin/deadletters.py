@@ -21,8 +21,8 @@ from typing import Any, TextIO
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from ..kafka.client_settings import KafkaSettings
 from ..kafka.security import client_kwargs
-from ..settings import KafkaSettings
 from ..shared.logsafe import safe_for_log
 
 DETAIL_CHARS = 120  # of a record's detail on its line (--json for all of it)

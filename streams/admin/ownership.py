@@ -30,7 +30,8 @@ import logging
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
-from ..settings import Settings, SettingsError, default_app_id, owner_topic
+from ..kafka.client_settings import SettingsError
+from ..settings import Settings, default_app_id, owner_topic
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,9 @@ from aiokafka.protocol.admin import DescribeClientQuotasRequest
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import Array, Boolean, Float64, Int16, Int32, Schema, String
 
+from ..kafka.client_settings import SettingsError
 from ..kafka.security import client_kwargs
-from ..settings import Settings, SettingsError
+from ..settings import Settings
 
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"

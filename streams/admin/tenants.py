@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.protocol.admin import CreateAclsRequest
 
+from ..kafka.client_settings import TOPIC_KINDS, SettingsError, check_tenant_name
 from ..kafka.security import client_kwargs
-from ..settings import TOPIC_KINDS, Settings, SettingsError, check_tenant_name
+from ..settings import Settings
 from .topics import create_missing
 
 # Kafka's protocol numbers (org.apache.kafka.common.acl / resource).

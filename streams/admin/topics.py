@@ -9,8 +9,9 @@ import logging
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
 
+from ..kafka.client_settings import TOPIC_KINDS, SettingsError
 from ..kafka.security import client_kwargs, diagnose
-from ..settings import TOPIC_KINDS, Settings, SettingsError
+from ..settings import Settings
 from .ownership import claim_app_id
 
 log = logging.getLogger(__name__)

@@ -47,11 +47,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..shared.contract import REASONBLOCKS_MARKER
+from ..shared.contract import REASONBLOCKS_MARKER, Action
 from ..shared.gate_policy import GatePolicy
 from ..shared.untrusted import scrub
 from . import compose, tracing
-from .client import Action, Decision, StepLogEntry, SyncSteeringClient, action_of
+from .client import Decision, StepLogEntry, SyncSteeringClient, action_of
 from .gate import ALLOW, GateMemory, GateMode, GateVerdict, enabled_for, log_denial, mode_for
 from .validation import check_run_field_names, validate_run_fields
 

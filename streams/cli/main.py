@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from .. import __version__
+from ..kafka.client_settings import SettingsError, check_tenant_name
 from ..kafka.security import KafkaAuthError, unreachable
-from ..settings import Settings, SettingsError, check_tenant_name
+from ..settings import Settings
 from ..shared.logsafe import safe_for_log
 
 # Settings that are never flags: secrets, and what `replay` does not use.

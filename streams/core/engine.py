@@ -26,11 +26,12 @@ from typing import Any
 
 import orjson
 
+from ..shared.contract import SCHEMA_VERSION, TOKENS_MAX
 from . import compliance, etrace_rules, guard, holdout, ladder, provenance, routing
 from .budget import DEFAULT_BUDGET, WaitBudget
 from .decision import DecisionRecord, DifficultySource, Injection, MonitorsWire
 from .difficulty import DEFAULT_SCORER, clamp01
-from .events import SCHEMA_VERSION, TOKENS_MAX, Limits, Rejected, deadletter_record, decode
+from .events import Limits, Rejected, deadletter_record, decode
 from .fsm import FSMState, validate_params
 from .ladder import InvalidRunSettings, check_weight_names, parse_monitors_off, parse_thresholds
 from .ladder import resolve as resolve_escalation

@@ -10,7 +10,7 @@ import orjson
 from aiokafka import TopicPartition
 
 from ..admin.deadletters import TopicMissing, partitions_of, reader
-from ..settings import KafkaSettings
+from ..kafka.client_settings import KafkaSettings
 
 MAX_RECORDS = 5_000_000  # a bound on what one report holds in memory (~1 KB a record)
 

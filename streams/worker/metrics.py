@@ -19,11 +19,11 @@ from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.metrics_core import Metric
 
 from ..core.engine import Sealed
-from ..core.events import load_schema
 from ..core.fsm import FSMState
 from ..core.ladder import RUNGS
 from ..core.monitors import MONITORS
 from ..core.outcome import outcome_label
+from ..shared.contract import load_schema
 
 # A decision takes ~0.1-5 ms of worker time; buckets resolve that range and the tail.
 PROCESSING_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)

@@ -26,9 +26,9 @@ import pytest
 from streams.admin.topics import ensure_topics
 from streams.agent.client import SyncSteeringClient
 from streams.agent.session import SteeringSession
+from streams.kafka.client_settings import ClientSettings
 from streams.local.broker import REPO, kafka
 from streams.local.worker_process import WorkerProcess
-from streams.settings import ClientSettings
 from tests.integration.conftest import make_settings
 from tests.integration.kafka_io import read_all
 

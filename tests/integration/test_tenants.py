@@ -29,8 +29,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAuthorizationFailedError
 
 from streams.admin.quotas import DEFAULT_PRODUCER_BYTE_RATE, read_quotas
-from streams.agent.client import KafkaAuthError, SteeringClient
-from streams.kafka.security import client_kwargs, diagnose
+from streams.agent.client import SteeringClient
+from streams.kafka.security import KafkaAuthError, client_kwargs, diagnose
 from streams.local.broker import REPO, kafka
 from streams.local.worker_process import WorkerProcess, free_port
 from streams.settings import Settings

@@ -164,7 +164,7 @@ def test_replay_dead_letters_a_run_start_with_misspelt_fields_as_the_worker_does
 def test_replay_outcomes_writes_one_record_per_run_as_the_worker_sends_it(tmp_path):
     from jsonschema import Draft202012Validator
 
-    from streams.core.events import load_schema
+    from streams.shared.contract import load_schema
 
     evs = [*events(), run_finish("b", "failure: Boom"), run_start("c"), step("c", 1)]  # b's finish twice
     src = tmp_path / "in.jsonl"

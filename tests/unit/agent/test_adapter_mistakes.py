@@ -16,7 +16,7 @@ import pytest
 
 from streams.agent.client import NOT_STARTED, SyncSteeringClient
 from streams.agent.validation import RUN_FIELDS
-from streams.settings import ClientSettings
+from streams.kafka.client_settings import ClientSettings
 from tests.unit.agent.fake_client import FakeClient
 
 SCHEMA = Path(__file__).parents[3] / "streams" / "schemas" / "run_start.schema.json"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from streams.agent.client import SyncSteeringClient
-from streams.settings import ClientSettings
+from streams.kafka.client_settings import ClientSettings
 
 
 @pytest.fixture(scope="module", params=["no broker", "an invalid RB_ value"])

@@ -19,10 +19,11 @@ from streams.core.holdout import (
     parse,
 )
 from streams.core.policy import Policy
+from streams.kafka.client_settings import SettingsError
 from streams.local.simulate import trajectory
 from streams.plugins import load_policy
 from streams.replay import Replayer
-from streams.settings import Settings, SettingsError
+from streams.settings import Settings
 from tests.factories import b, run_finish, run_start
 from tests.models import semantics
 

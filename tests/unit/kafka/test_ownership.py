@@ -11,7 +11,8 @@ from aiokafka import TopicPartition
 from aiokafka.errors import TopicAlreadyExistsError
 
 from streams.admin.ownership import claim_app_id, claimed_by, foreign_steps
-from streams.settings import Settings, SettingsError, owner_topic
+from streams.kafka.client_settings import SettingsError
+from streams.settings import Settings, owner_topic
 
 
 class Admin:

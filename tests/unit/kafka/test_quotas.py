@@ -12,7 +12,7 @@ from streams.admin.quotas import (
     user_of,
 )
 from streams.cli import main as cli
-from streams.settings import SettingsError
+from streams.kafka.client_settings import SettingsError
 
 
 def test_the_request_sets_the_users_quotas_and_removes_those_given_as_none() -> None:

@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from streams.admin.topics import check_partitions
-from streams.settings import Settings, SettingsError
+from streams.kafka.client_settings import SettingsError
+from streams.settings import Settings
 
 S = Settings(partitions=8)
 
