@@ -19,7 +19,7 @@ from streams.agent.client import SyncSteeringClient
 from streams.agent.compose import REASONBLOCKS_MARKER
 from streams.agent.session import STOPPED_OUTCOME
 from streams.local.worker_process import WorkerProcess
-from tests.integration.conftest import run_summary, steps_of
+from tests.integration.helpers import run_summary, steps_of
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ import pytest
 
 from streams.cli.entry import HINT
 from streams.local.worker_process import WorkerProcess
-from tests.integration.conftest import without_checkout
+from tests.integration.helpers import without_checkout
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ import pytest
 from streams.admin.topics import ensure_topics
 from streams.agent.client import SteeringClient
 from streams.local.broker import kafka
-from tests.integration.conftest import make_settings
+from tests.integration.helpers import make_settings
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ import pytest
 from streams.admin import deadletters as dl
 from streams.agent.client import SteeringClient
 from streams.local.worker_process import WorkerProcess, free_port
-from tests.integration.conftest import make_settings
+from tests.integration.helpers import make_settings
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ import pytest
 from streams.agent.client import Decision, SyncSteeringClient
 from streams.agent.session import STOPPED_OUTCOME, RunStopped, SteeringSession
 from streams.local.worker_process import WorkerProcess
-from tests.integration.conftest import run_summary
+from tests.integration.helpers import run_summary
 
 pytestmark = pytest.mark.integration
 

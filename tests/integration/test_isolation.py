@@ -24,7 +24,7 @@ from aiokafka.structs import OffsetAndMetadata
 from streams.agent.client import SteeringClient
 from streams.local.worker_process import WorkerProcess
 from streams.settings import Settings, owner_topic
-from tests.integration.conftest import make_settings, start_worker
+from tests.integration.helpers import make_settings, start_worker
 
 pytestmark = pytest.mark.integration
 

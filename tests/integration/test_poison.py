@@ -35,7 +35,7 @@ from streams.local.worker_process import WorkerProcess
 from streams.replay import Replayer
 from streams.settings import Settings
 from tests.integration import faults
-from tests.integration.conftest import make_settings
+from tests.integration.helpers import make_settings
 from tests.models import semantics
 from tests.poison import Recipe, Runs, materialize, recipes
 

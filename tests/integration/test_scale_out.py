@@ -23,7 +23,7 @@ from streams.local.simulate import BEHAVIOURS, trajectory
 from streams.local.worker_process import WorkerProcess, free_port
 from streams.replay import Replayer
 from streams.settings import Settings
-from tests.integration.conftest import STARTER, make_settings
+from tests.integration.helpers import STARTER, make_settings
 from tests.integration.kafka_io import read_all
 from tests.models import models, semantics
 

@@ -34,7 +34,7 @@ from streams.kafka.security import KafkaAuthError, client_kwargs, diagnose
 from streams.local.broker import REPO, kafka
 from streams.local.worker_process import WorkerProcess, free_port
 from streams.settings import Settings
-from tests.integration.conftest import make_settings
+from tests.integration.helpers import make_settings
 
 pytestmark = pytest.mark.integration
 

@@ -1,3 +1,5 @@
+"""Unit-tier fixtures (listed in tests/conftest.py's `pytest_plugins`)."""
+
 from __future__ import annotations
 
 import pytest
