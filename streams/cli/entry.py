@@ -20,7 +20,7 @@ DIST = "rb-streams"
 # rb-streams is not on a public index: the extra comes from where the package came from
 HINT = "pip install './[worker]'` in a checkout, or the wheel with `[worker]"
 # The CLI's commands that need the worker's packages (the rest are in `client_only`);
-# tests/unit/test_entry.py checks the two lists cover the CLI's commands.
+# tests/unit/cli/test_entry.py checks the two lists cover the CLI's commands.
 WORKER_COMMANDS = (
     "worker",
     "replay",

@@ -13,7 +13,7 @@ from streams.shared import gate_policy
 from streams.shared.gate_policy import GatePolicy, asks_action, load, parse
 from streams.shared.taint import gate, value_hash
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ATTACKER = "US133000000121212121212"
 
 

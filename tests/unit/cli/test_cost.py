@@ -9,7 +9,7 @@ import pytest
 
 from streams.cli.main import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "deploy" / "prices.example.toml"
 DEV = ROOT.parent / "shared" / "data" / "real-dev"
 

@@ -39,7 +39,7 @@ def client(request: pytest.FixtureRequest) -> Iterator[SyncSteeringClient]:
 
 
 def langchain(client: SyncSteeringClient) -> Any:
-    from tests.unit.agent.test_langchain_ladder import agent_for, ask, looping
+    from tests.unit.agent.adapters.test_langchain_ladder import agent_for, ask, looping
 
     agent, _ = agent_for(client, looping(3))  # type: ignore[arg-type]
     return lambda: ask(agent)["messages"][-1].content
@@ -47,7 +47,7 @@ def langchain(client: SyncSteeringClient) -> Any:
 
 def openai_agents(client: SyncSteeringClient) -> Any:
     from streams.agent.adapters.openai_agents import AgentsSteering
-    from tests.unit.agent.test_openai_agents import ScriptedProvider, coder, looping, run
+    from tests.unit.agent.adapters.test_openai_agents import ScriptedProvider, coder, looping, run
 
     steering, agent, provider = AgentsSteering(client, model="gpt-4.1"), coder(), ScriptedProvider(looping(3))
     return lambda: run(steering, agent, provider).final_output
@@ -55,7 +55,7 @@ def openai_agents(client: SyncSteeringClient) -> Any:
 
 def claude_agent(client: SyncSteeringClient) -> Any:
     from streams.agent.adapters.claude_agent import ClaudeAgentSteering
-    from tests.unit.agent.test_claude_agent import call, hook_inputs
+    from tests.unit.agent.adapters.test_claude_agent import call, hook_inputs
 
     st = ClaudeAgentSteering(client, model="claude-sonnet-4-5")
 
@@ -70,7 +70,7 @@ def claude_agent(client: SyncSteeringClient) -> Any:
 
 def otel(client: SyncSteeringClient) -> Any:
     from streams.agent.adapters.otel import SteeringSpanProcessor
-    from tests.unit.agent.test_otel import agent_run, tracer_with
+    from tests.unit.agent.adapters.test_otel import agent_run, tracer_with
 
     proc = SteeringSpanProcessor(client)
     tracer = tracer_with(proc)

@@ -528,7 +528,7 @@ def test_bad_run_options_are_refused_at_construction(loop_client: LoopClient) ->
 
 def test_the_module_imports_nothing_of_the_worker() -> None:
     """The agent side stays light: stdlib, OpenTelemetry, OpenInference, streams.agent."""
-    src = Path(__file__).parents[3] / "streams" / "agent" / "adapters" / "otel.py"
+    src = Path(__file__).parents[4] / "streams" / "agent" / "adapters" / "otel.py"
     tree = ast.parse(src.read_text())
     mods = set()
     for node in ast.walk(tree):

@@ -19,7 +19,7 @@ from streams.agent.validation import RUN_FIELDS
 from streams.kafka.client_settings import ClientSettings
 from tests.unit.agent.fake_client import FakeClient
 
-SCHEMA = Path(__file__).parents[3] / "streams" / "schemas" / "run_start.schema.json"
+SCHEMA = Path(__file__).parents[4] / "streams" / "schemas" / "run_start.schema.json"
 
 # (adapter module, the framework module it needs, the extra that installs it)
 ADAPTERS = [
