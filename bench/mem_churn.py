@@ -41,7 +41,7 @@ from streams.shared.contract import SCHEMA_VERSION
 from streams.worker.gauges import CacheProbe
 from streams.worker.metrics import Metrics
 from streams.worker.processor import Processor
-from streams.worker.retention import Retention
+from streams.worker.retention_sweep import Retention
 from streams.worker.run_table import RunTable
 
 PARTITIONS = 4

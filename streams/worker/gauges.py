@@ -20,7 +20,7 @@ from ..runtime import allocator
 from .ack_order import AckOrder
 from .chains import RunChains
 from .metrics import CACHES, ROCKSDB_MEMORY, Metrics
-from .retention import Retention
+from .retention_sweep import Retention
 from .run_table import DECODED_KEPT, RunTable
 
 log = logging.getLogger(__name__)

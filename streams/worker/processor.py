@@ -30,7 +30,7 @@ from .ack_order import AckOrder
 from .chains import RunChains
 from .deadlettered import RecentDeadletters
 from .metrics import Metrics
-from .retention import Retention
+from .retention_sweep import Retention
 from .run_table import RunTable
 
 log = logging.getLogger(__name__)

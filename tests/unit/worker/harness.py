@@ -22,7 +22,7 @@ from streams.etraces.retrieval import Retriever
 from streams.kafka import wire
 from streams.worker.metrics import Metrics
 from streams.worker.processor import Processor
-from streams.worker.retention import Retention
+from streams.worker.retention_sweep import Retention
 from streams.worker.run_table import RunTable
 
 PARTITIONS = 4

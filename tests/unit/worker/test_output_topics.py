@@ -7,7 +7,7 @@ from streams.core.state import RunConfig, TraceState
 from streams.kafka import wire
 from streams.kafka.signing import SIGNATURE_HEADER, sign
 from streams.settings import Settings
-from streams.worker.topics import Topics
+from streams.worker.output_topics import Topics
 
 
 class FakeTopic:

@@ -16,7 +16,7 @@ from ..core.state import TraceState
 from ..kafka import wire
 from ..kafka.signing import SIGNATURE_HEADER, sign
 from ..settings import Settings
-from .retention import SendStep
+from .retention_sweep import SendStep
 
 
 class Topics:
