@@ -20,9 +20,10 @@ import time
 
 from bench.common import add_rounds_args, commit, fmt_spread, log, machine, spread
 from bench.fairness import flood_events
-from streams.core.engine import Decided, Engine
+from streams.core.engine import Engine
 from streams.core.etrace_rules import Answer
 from streams.core.events import Limits
+from streams.core.results import Decided
 from streams.embeddings.models import load_models
 from streams.kafka import wire
 from streams.pipeline import Evicted, Pipeline

@@ -21,21 +21,10 @@ from typing import Any, Protocol
 import orjson
 
 from .core import etrace_rules
-from .core.engine import (
-    ANOTHER_TENANTS_RUN,
-    NO_KEY,
-    Decided,
-    Engine,
-    Outcome,
-    Raw,
-    Refused,
-    Sealed,
-    describe,
-    evict_refusal,
-    failed,
-)
+from .core.engine import ANOTHER_TENANTS_RUN, Engine, describe, evict_refusal, failed
 from .core.events import Rejected, deadletter_record
 from .core.outcome import outcome_record
+from .core.results import NO_KEY, Decided, Outcome, Raw, Refused, Sealed
 from .core.retention import (
     BAD_SIGNATURE,
     NOT_KEYED,

@@ -18,11 +18,11 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.metrics_core import Metric
 
-from ..core.engine import Sealed
 from ..core.fsm import FSMState
 from ..core.ladder import RUNGS
 from ..core.monitors import MONITORS
 from ..core.outcome import outcome_label
+from ..core.results import Sealed
 from ..shared.contract import load_schema
 
 # A decision takes ~0.1-5 ms of worker time; buckets resolve that range and the tail.

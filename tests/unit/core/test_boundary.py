@@ -11,10 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streams.core.engine import Decided, Engine, Refused, Sealed
+from streams.core.engine import Engine
 from streams.core.events import Limits, deadletter_bytes, validator
 from streams.core.fsm import FSMParams, FSMState
 from streams.core.policy import Policy
+from streams.core.results import Decided, Refused, Sealed
 from streams.core.retention import RunsHeld
 from streams.core.state import TraceState
 from streams.pipeline import MemoryRuns, Pipeline

@@ -8,10 +8,11 @@ import orjson
 import pytest
 
 from streams.core import etrace_rules
-from streams.core.engine import Decided, Engine, Finished
+from streams.core.engine import Engine
 from streams.core.etrace_rules import Answer, Hit, Query
 from streams.core.events import Limits
 from streams.core.render import MARKER
+from streams.core.results import Decided, Finished
 from streams.core.state import TraceState
 from tests.driving import outcome
 
