@@ -9,7 +9,7 @@ Three layers, each a superset of the one before:
   validates only these, never the worker's fields.
 * `Settings`: the worker's (and `replay`'s) full configuration.
 
-The first two live in `streams.client_settings` (no import of the core, for a client-only
+The first two live in `streams.kafka.client_settings` (no import of the core, for a client-only
 install) and are re-exported here; `Settings` needs the core (its run defaults and limits).
 
 Precedence: explicit values (CLI flags, keyword arguments) > RB_* variables > secret files
@@ -67,7 +67,7 @@ MAX_TOPIC_CHARS = 249
 
 def owner_topic(app_id: str, topic_prefix: str) -> str:
     """The topic whose existence says that `topic_prefix`'s deployment owns `app_id`
-    (streams.kafka.ownership): it holds no records, its name is the claim."""
+    (streams.admin.ownership): it holds no records, its name is the claim."""
     return f"{app_id}-owner-{topic_prefix}"
 
 
@@ -113,7 +113,7 @@ class Settings(ClientSettings):
     # Faust's app id: the consumer group, and the prefix of the run table's changelog and of
     # the app's other topics. Empty: `<RB_TOPIC_PREFIX>-streams` (rb-streams for the default
     # prefix), so two deployments with different prefixes share no state; a worker refuses an
-    # id that another prefix has claimed (streams.kafka.ownership).
+    # id that another prefix has claimed (streams.admin.ownership).
     app_id: str = ""
     store: str = Field("rocksdb://", pattern=r"^(rocksdb|memory)://")
     data_dir: str = ".local/worker"
@@ -183,7 +183,7 @@ class Settings(ClientSettings):
     wait_budget_calls: int = Field(WAIT_BUDGET_CALLS, ge=2, le=100_000)
     wait_budget_usd: float = Field(WAIT_BUDGET_USD, gt=0, le=1_000_000)
     org_wait_budget: str = ""
-    # A held-out arm (issue 50, core.experiment), JSON {"name", "holdout" (0 to 0.5), "seed"}:
+    # A held-out arm (issue 50, core.holdout), JSON {"name", "holdout" (0 to 0.5), "seed"}:
     # one experiment for every org, and {org_id: experiment or null} (an org's own wins; null
     # opts the org out). A run_start's `experiment` wins over both. Empty: no experiment.
     experiment: str = ""

@@ -22,7 +22,7 @@ async def ensure_topics(
 ) -> dict[str, int]:
     """Create steps/steering/deadletter/outcomes if missing (and every served tenant's three,
     in multi-tenant mode); return each topic's partition count. With `claim` (a worker's start),
-    first claim the app id for the topic prefix, or refuse it (streams.kafka.ownership)."""
+    first claim the app id for the topic prefix, or refuse it (streams.admin.ownership)."""
     names = [
         settings.steps_topic,
         settings.steering_topic,

@@ -426,7 +426,7 @@ class SteeringClient:
         dropped (`dropped_events`). `call_gate`: the pre-call gate on or off for this client's
         sessions and adapters (default `RB_CLIENT_CALL_GATE`, on); `gate`: its mode, "lenient"
         or "strict" (default `RB_CLIENT_GATE_MODE`, lenient; a session's or an adapter's wins);
-        `gate_policy`: its policy (`streams.gate_policy`: a `GatePolicy`, or a TOML/JSON file's
+        `gate_policy`: its policy (`streams.shared.gate_policy`: a `GatePolicy`, or a TOML/JSON file's
         path; default `RB_CLIENT_GATE_POLICY`, none: the defaults). A policy file that cannot be
         read or is invalid raises ValueError here, naming the file and what is wrong.
 

@@ -82,7 +82,7 @@ STOP_REASON_MAX = 2000  # characters of a stop reason kept (a decision is the wo
 
 def stop_reason(decision: Decision | None) -> str:
     """The readable reason of a stop: `action_reason.text`, else the injection (its marker line
-    dropped), else a default. Scrubbed (`streams.untrusted.scrub`) and cut: it becomes Claude's
+    dropped), else a default. Scrubbed (`streams.shared.untrusted.scrub`) and cut: it becomes Claude's
     `stopReason`, an exception's message, a chat message, so a decision that carries a forged
     marker, a tag or control characters must not pass them on."""
     if decision is not None:

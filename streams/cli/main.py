@@ -32,7 +32,7 @@ from ..shared.logsafe import safe_for_log
 _NO_FLAG = set(Settings.SECRETS) | {"experiment", "org_experiment"}
 # The settings the pattern commands use: where the store is.
 _STORE_FLAGS = ("data_dir", "patterns_path", "qdrant_url", "etrace_timeout_ms", "log_level")
-# bytes/s a tenant may produce per broker (streams.kafka.quotas, which needs aiokafka: kept here)
+# bytes/s a tenant may produce per broker (streams.admin.quotas, which needs aiokafka: kept here)
 DEFAULT_PRODUCER_BYTE_RATE = 1024 * 1024
 # `tenants add`: how to reach the broker as an admin, and the layout of the topics it creates
 KAFKA_FLAGS = (
@@ -144,7 +144,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     _check_web_port(s.web_host, s.web_port)
     if (why := unreachable(s)) is not None:
         return _fail(why, 1)
-    # the app id is this prefix's, or the worker refuses it (streams.kafka.ownership). asyncio.run,
+    # the app id is this prefix's, or the worker refuses it (streams.admin.ownership). asyncio.run,
     # not a bare loop: a stop mid-call (SIGTERM raises SystemExit in it) cancels the call and lets
     # its clients close before the loop does, where a closed loop left their tasks to die noisily.
     counts = asyncio.run(ensure_topics(s, claim=True))

@@ -42,7 +42,7 @@ class ActionReason(TypedDict):
 
 
 class TaintEntry(TypedDict):
-    """A value a tool result introduced (streams.taint): its hash, never the value."""
+    """A value a tool result introduced (streams.shared.taint): its hash, never the value."""
 
     h: str  # first 16 hex of sha256 of the normalised value
     kind: str
@@ -91,5 +91,5 @@ class DecisionRecord(TypedDict):
     taint: NotRequired[list[TaintEntry]]
     sanctioned: NotRequired[list[SanctionEntry]]
     # Issue 50: the run's arm, on every decision of a run in an experiment (absent otherwise).
-    # A control run's decisions are unsteered (core.experiment.mask).
+    # A control run's decisions are unsteered (core.holdout.mask).
     arm: NotRequired[Arm]

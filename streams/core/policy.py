@@ -49,7 +49,7 @@ class Policy:
     # The user's price table (RB_PRICES_FILE): cache-aware routing prices its switches with it
     # (core.routing); empty, the documented prior.
     prices: PriceTable = NO_PRICES
-    # The held-out arms (settings RB_EXPERIMENT, RB_ORG_EXPERIMENT; core.experiment): a run's
+    # The held-out arms (settings RB_EXPERIMENT, RB_ORG_EXPERIMENT; core.holdout): a run's
     # experiment is resolved at its run_start from these, as the worker and replay both do.
     experiments: Experiments = NO_EXPERIMENTS
 

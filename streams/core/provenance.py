@@ -9,7 +9,7 @@ source held instructions (the monitor fires, the gate denies) or when the call a
 pays, deletes: recorded, and denied by the gate's strict mode).
 
 Run-wide, not per agent: a value a sub-agent read and reported to the manager is still data
-when the manager uses it. Hashes only (`streams.taint.value_hash`), never the values. Capped:
+when the manager uses it. Hashes only (`streams.shared.taint.value_hash`), never the values. Capped:
 USER_MAX user hashes, TAINT_MAX entries (values from results that held instructions are
 dropped last), FLAGGED_MAX flagged results.
 """

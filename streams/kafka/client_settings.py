@@ -528,7 +528,7 @@ class ClientSettings(KafkaSettings):
     # its mode: "lenient" denies a value from a tool result that held instructions; "strict"
     # also denies any value a tool result introduced in an acting call (send, pay, delete, ...)
     client_gate_mode: Literal["lenient", "strict"] = "lenient"
-    # the gate's policy file (TOML or JSON, streams.gate_policy): which tools act, which arguments
+    # the gate's policy file (TOML or JSON, streams.shared.gate_policy): which tools act, which arguments
     # are destinations or payloads, which sources each may take values from, which tools are
     # trusted; empty: the defaults (tools named like send, pay, delete; arguments like to, iban, url)
     client_gate_policy: str = ""

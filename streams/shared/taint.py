@@ -1065,7 +1065,7 @@ def gate(
 ) -> GateVerdict:
     """Allow or deny one call before it runs, from the last decision's `taint` list.
 
-    Provenance decides (`streams.gate_policy`): each tainted value the call carries
+    Provenance decides (`streams.shared.gate_policy`): each tainted value the call carries
     (`call_values`: normalised, decoded once, or two tainted parts joined) has a source:
     `trusted` (its tool is trusted by the policy), `instructed` (its result held instructions
     addressed to the agent near it: `instr`), `data` (the user asked for no action: `asked`

@@ -168,7 +168,7 @@ def cut(text: str, n: int) -> str:
 # ---- copies of our own channel in text from a tool (issue 49) ---------------------------------
 #
 # The steering block is headed `[REASONBLOCKS ...]` and its guidance is tagged `<rule ...>` /
-# `<guidance ...>` (`streams.core.etraces`). A tool's output that holds a copy sits where the
+# `<guidance ...>` (`streams.core.etrace_rules`). A tool's output that holds a copy sits where the
 # real block sits (placement "end": right after the tool results), so the core flags it as an
 # injection (`streams.core.instructions`, signal `channel`) and the agent side rewrites it
 # before the model reads it (`streams.agent.compose.defused_content`). Both read the text the

@@ -97,7 +97,7 @@ def assemble(
     """A ready-to-run worker for `settings` (the topics exist already). `policy`: what runs
     may name (default: `load_policy(settings)`, which raises PluginError for a bad plugin)."""
     policy = policy if policy is not None else load_policy(settings)
-    allocator.configure()  # before the threads allocate: see streams.allocator
+    allocator.configure()  # before the threads allocate: see streams.runtime.allocator
     start_from_env("worker")  # opt-in heap tracing (RB_MEMTRACE_FILE), before anything is loaded
     models = load_models()  # once: the monitors and the pattern store share them
     metrics = Metrics()

@@ -97,7 +97,7 @@ ROCKSDB_MEMORY = {
     "block_cache": "rocksdb.block-cache-usage",
     "table_readers": "rocksdb.estimate-table-readers-mem",
 }
-MALLOC = ("in_use", "free", "mmapped")  # rb_malloc_bytes kinds: see streams.allocator.stats
+MALLOC = ("in_use", "free", "mmapped")  # rb_malloc_bytes kinds: see streams.runtime.allocator.stats
 RENDER_MAX_AGE_S = 1.0  # /metrics renders at most once per second, however many scrape
 # aiohttp takes the charset separately; the exposition format is UTF-8 anyway.
 CONTENT_TYPE = "; ".join(p for p in CONTENT_TYPE_LATEST.split("; ") if not p.startswith("charset="))

@@ -95,7 +95,7 @@ try:
     from claude_agent_sdk.types import HookEvent, SyncHookJSONOutput
 except ImportError as exc:  # one line that says what to install, not a bare module name
     raise ImportError(
-        "streams.agent.claude_agent needs the Claude Agent SDK: "
+        "streams.agent.adapters.claude_agent needs the Claude Agent SDK: "
         f"pip install './[claude-agent-sdk]' from a checkout, or the wheel with [claude-agent-sdk] ({exc})"
     ) from exc
 

@@ -13,7 +13,7 @@ with `end_thread(...)`, when a `run()`/`arun()` block it started in exits, or wh
 has been idle `thread_idle_s` (finished at its next turn or at any other run's start, which
 starts afresh). Without a thread, or with `runs="invocation"`, every invocation is one run,
 finished when the agent ends.
-`org_id`/`project_id` come from `runtime.context` when it has them (else the constructor's).
+`org_id`/`project_id` come from LangChain's `Runtime.context` when it has them (else the constructor's).
 
 Steps. Before every model call but the first (in `before_model`), the previous step (the last
 AI message as thought, its tool calls as action, the tool messages after it as observation,
@@ -67,7 +67,7 @@ try:
     from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 except ImportError as exc:  # one line that says what to install, not a bare module name
     raise ImportError(
-        "streams.agent.langchain_middleware needs LangChain 1.x: pip install './[langchain]' from a "
+        "streams.agent.adapters.langchain_middleware needs LangChain 1.x: pip install './[langchain]' from a "
         f"checkout, or the wheel with [langchain] ({exc})"
     ) from exc
 

@@ -93,7 +93,7 @@ try:
     from agents.tool_guardrails import ToolGuardrailFunctionOutput, ToolInputGuardrail, ToolInputGuardrailData
 except ImportError as exc:  # one line that says what to install, not a bare module name
     raise ImportError(
-        "streams.agent.openai_agents needs the OpenAI Agents SDK (openai-agents): "
+        "streams.agent.adapters.openai_agents needs the OpenAI Agents SDK (openai-agents): "
         f"pip install './[openai-agents]' from a checkout, or the wheel with [openai-agents] ({exc})"
     ) from exc
 

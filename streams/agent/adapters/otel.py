@@ -75,7 +75,7 @@ try:
     from opentelemetry.trace import StatusCode
 except ImportError as exc:  # one line that says what to install, not a bare module name
     raise ImportError(
-        "streams.agent.otel needs the OpenTelemetry SDK and OpenInference's conventions: "
+        "streams.agent.adapters.otel needs the OpenTelemetry SDK and OpenInference's conventions: "
         f"pip install './[otel]' from a checkout, or the wheel with [otel] ({exc})"
     ) from exc
 

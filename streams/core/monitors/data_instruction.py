@@ -8,7 +8,7 @@ arguments carry a value that only such a result introduced (`core.provenance`: a
 from a flagged source). The warning names the tool and the step, never the planted words.
 
 Its state is the run's provenance memory (bounded: see `core.provenance`); the engine reads it
-for the decision's `taint` list, which the agent side's gate (`streams.taint.gate`) checks
+for the decision's `taint` list, which the agent side's gate (`streams.shared.taint.gate`) checks
 before a call runs. A call that acts (sends, pays, deletes) with a value from a plain result is
 scored low (recorded, no warning): the user often asks for exactly that.
 
