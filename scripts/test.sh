@@ -7,6 +7,19 @@ bash scripts/bootstrap.sh
 bash scripts/install_prometheus.sh >/dev/null
 export HF_HUB_OFFLINE=1
 
+# Chromium for the browser tests (integration tier): installed, when missing, in the background
+# while lint and the unit tier run (apt-get is done with: bootstrap and Prometheus came first).
+chromium_log="$PWD/.local/install_chromium.log"
+mkdir -p .local
+bash scripts/install_chromium.sh >"$chromium_log" 2>&1 &
+chromium_pid=$!
+wait_chromium() {
+  [ -n "$chromium_pid" ] || return 0
+  if ! wait "$chromium_pid"; then echo "installing chromium failed:"; cat "$chromium_log"; exit 1; fi
+  cat "$chromium_log"
+  chromium_pid=""
+}
+
 # The tests' broker (tests/integration/helpers.py: port RB_TEST_KAFKA_PORT, data in
 # .local/test-kafka-<port>) starts in the background while ruff and mypy run, instead of after
 # them (a JVM start: ~10 s); the tests find it listening, and this script stops it at the end.
@@ -39,6 +52,7 @@ if [ "$#" -gt 0 ]; then
   echo "== ruff"; .venv/bin/ruff check streams tests bench && .venv/bin/ruff format --check streams tests bench
   echo "== mypy"; .venv/bin/mypy
   wait_broker
+  wait_chromium
   echo "== pytest"
   .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 "$@"
   echo "test suite took $(( $(date +%s) - t0 ))s"
@@ -68,6 +82,7 @@ wait "$lint_pid" || lint_rc=$?
 echo "== ruff, mypy"; cat "$lint_log"
 if [ "$lint_rc" -ne 0 ]; then echo "lint failed (exit $lint_rc)"; exit 1; fi
 wait_broker
+wait_chromium
 echo "== integration tier"
 t1=$(date +%s)
 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 tests/integration || integration_rc=$?

@@ -8,20 +8,25 @@ only a replay knows: `steering` (the texts the agent received), `action` and `ac
 (the escalation ladder), `gate_refusals`, `cost_usd` (the run's cost after the step).
 
 Every text comes from agents or their operators and is hostile until shown otherwise: each
-is cut to `TEXT_MAX` characters before it is escaped (`html.escape`, quotes too), lists and
-rows are capped, numbers are drawn only when finite, and colours come from a fixed table,
-never from the input. The page forbids scripts itself (a CSP meta tag) as well.
+is cut to `TEXT_MAX` characters before it is escaped (`html.escape`, quotes too; control
+characters become U+FFFD), lists and rows are capped, numbers are drawn only when finite,
+links are whole or left out, and colours come from a fixed table, never from the input. The
+page forbids scripts itself (a CSP meta tag) as well.
+
+`render_runs_page` is `GET /runs` for a browser: the list of runs, each linked to its page.
 """
 
 from __future__ import annotations
 
 import html
 import math
+import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 TEXT_MAX = 500  # characters of any one text shown
 ITEMS_MAX = 20  # items of any one list or mapping shown
+LINK_MAX = 4000  # characters of a link (a run id is at most 256 characters, 3072 encoded)
 ROWS_MAX = 2000  # step rows shown (the worker keeps 20; a replay may have thousands)
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; form-action 'none'; base-uri 'none'"
 
@@ -50,12 +55,18 @@ dl.head dt{font-weight:600}
 """
 
 
+# control characters (C0 but tab and newlines, DEL, C1) -> U+FFFD: HTML has no place for them
+# (a browser drops a NUL, shows others as boxes or not at all)
+_CONTROLS = {c: "\ufffd" for c in [*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), *range(0x7F, 0xA0)]}
+
+
 def text(value: Any, limit: int = TEXT_MAX) -> str:
-    """`value` as text for the page: cut to `limit` characters, then escaped (quotes too)."""
+    """`value` as text for the page: cut to `limit` characters, control characters replaced
+    (U+FFFD), then escaped (quotes too)."""
     s = value if isinstance(value, str) else "" if value is None else str(value)
     if len(s) > limit:
         s = s[:limit] + ELLIPSIS
-    return html.escape(s, quote=True)
+    return html.escape(s.translate(_CONTROLS), quote=True)
 
 
 def _number(v: Any) -> float | None:
@@ -153,10 +164,25 @@ def chart(steps: Sequence[Mapping[str, Any]], width: int = 720, height: int = 14
     return "".join(out) + f'<div class="legend">{legend}</div>'
 
 
+def _sources(v: Any) -> str:
+    """Injection sources with their counts, in order (`e3` fourteen times, then `monitor`:
+    `e3 \u00d714, monitor`)."""
+    counts: dict[str, int] = {}
+    more = False
+    for x in v if isinstance(v, list | tuple) else [v] if v is not None else []:
+        k = x if isinstance(x, str) else str(x)
+        if k in counts or len(counts) < ITEMS_MAX:
+            counts[k] = counts.get(k, 0) + 1
+        else:
+            more = True
+    shown = [text(k, 100) + (f" \u00d7{n}" if n > 1 else "") for k, n in counts.items()]
+    return ", ".join(shown + ([ELLIPSIS] if more else []))
+
+
 def _steering(e: Mapping[str, Any]) -> str:
     texts = [text(t) if t != ELLIPSIS else ELLIPSIS for t in _items(e.get("steering"))]
     if not texts:
-        sources = _list(e.get("injection_sources"))
+        sources = _sources(e.get("injection_sources"))
         return f"({sources})" if sources else ""
     return "<hr>".join(texts)
 
@@ -254,6 +280,51 @@ def render_run_page(summary: Mapping[str, Any], steps: Sequence[Mapping[str, Any
         "</tbody></table></body></html>",
     ]
     return "\n".join(parts)
+
+
+def view_url(run_id: str) -> str:
+    """The path of a run's page on the worker (`/runs/{id}/view`), the id percent-encoded."""
+    return f"/runs/{urllib.parse.quote(run_id, safe='')}/view"
+
+
+def render_runs_page(runs: Sequence[Mapping[str, Any]], next_query: Mapping[str, str] | None = None) -> str:
+    """`GET /runs` for a browser: the runs a worker holds (its JSON list's entries), each
+    run id a link to its page, and a link to the next page (`next_query`: its query, None:
+    this is the last)."""
+    rows = []
+    for r in runs[:ROWS_MAX]:
+        rid = r.get("run_id")
+        link = r.get("view") or (view_url(rid) if isinstance(rid, str) else "")
+        cell = text(rid, 200)
+        if isinstance(link, str) and link and len(link) <= LINK_MAX:  # a link is whole or none
+            cell = f'<a href="{html.escape(link, quote=True)}">{cell}</a>'
+        rows.append(
+            "<tr>"
+            + f"<td>{cell}</td>"
+            + f"<td>{text(r.get('org_id'), 100)}</td><td>{_state(r.get('state'))}</td>"
+            + f"<td>{_num(r.get('step'))}</td><td>{'yes' if r.get('finished') else 'no'}</td>"
+            + f"<td>{text(r.get('outcome'), 100)}</td></tr>"
+        )
+    more = ""
+    if next_query is not None:
+        query = urllib.parse.urlencode(dict(next_query))
+        if len(query) <= LINK_MAX:
+            more = f'<p><a href="?{html.escape(query, quote=True)}">next page</a></p>'
+    cols = ["run", "org", "FSM state", "step", "finished", "outcome"]
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+            f"<title>runs</title><style>{_STYLE}</style></head><body>",
+            f"<h1>Runs held by this worker ({len(runs)})</h1>",
+            "<table><thead><tr>" + "".join(f"<th>{c}</th>" for c in cols) + "</tr></thead><tbody>",
+            *rows,
+            "</tbody></table>",
+            more,
+            "</body></html>",
+        ]
+    )
 
 
 def steps_from_decisions(

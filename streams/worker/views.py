@@ -17,7 +17,7 @@ from typing import Any
 import faust
 
 from ..core.state import TraceState
-from ..run_page import CSP, render_run_page
+from ..run_page import CSP, render_run_page, render_runs_page, view_url
 from ..shared.untrusted import scrub
 from .deadlettered import ANY
 from .metrics import Metrics
@@ -71,7 +71,10 @@ def install(
     @guarded
     async def runs_view(view: Any, request: Any, reader: Reader = OPERATOR) -> Any:
         status, body = list_runs(held(), lookup, request.query, tenants, reader)
-        return view.json(body, status=status)
+        if status == 200 and wants_html(request.headers):
+            page = render_runs_page(body, next_page(request.query, body))
+            return view.html(page, headers={"Content-Security-Policy": CSP, "Vary": "Accept"})
+        return view.json(body, status=status, headers={"Vary": "Accept"})
 
     @app.page("/runs/{run_id}")
     @guarded
@@ -145,6 +148,25 @@ def page_input(st: TraceState, dl: dict[str, Any] | None) -> tuple[dict[str, Any
     return summary, steps
 
 
+def wants_html(headers: Mapping[str, str]) -> bool:
+    """A browser's request: its Accept header names HTML first (a browser's does; curl's
+    `*/*`, a client's `application/json` or none get JSON)."""
+    accept = headers.get("Accept") or ""
+    first = accept.split(",", 1)[0].split(";", 1)[0].strip().lower()
+    return first in ("text/html", "application/xhtml+xml")
+
+
+def next_page(query: Mapping[str, str], page: list[dict[str, Any]]) -> dict[str, str] | None:
+    """The query of the page after `page` of `GET /runs` (None: `page` is the last)."""
+    limit = int(query.get("limit", str(LIST_LIMIT)))  # list_runs checked it
+    if len(page) < limit:
+        return None
+    nxt = {"limit": str(limit), "after": page[-1]["run_id"]}
+    if query.get("org"):
+        nxt["org"] = query["org"]
+    return nxt
+
+
 LIST_LIMIT = 100  # runs per page of GET /runs unless ?limit= says otherwise
 LIST_LIMIT_MAX = 1000
 
@@ -159,7 +181,7 @@ def list_runs(
     """`GET /runs?limit=&after=&org=`: (status, body). The body is a JSON list of the runs this
     worker holds, by run id, the first `limit` after the run id `after` (the last of the
     previous page; a page shorter than `limit` is the last), each {run_id, org_id, state,
-    step, finished, outcome}. In multi-tenant mode `org` is required: one tenant's list (a
+    step, finished, outcome, view} (`view`: the path of the run's page). In multi-tenant mode `org` is required: one tenant's list (a
     tenant's token lists its own, and is refused another org's: 403). Only the page's runs are
     read from the table."""
     raw = query.get("limit", str(LIST_LIMIT))
@@ -180,7 +202,9 @@ def list_runs(
         if st is None:  # evicted since it was counted
             continue
         s = st.summary()
-        page.append({k: s[k] for k in ("run_id", "org_id", "state", "step", "finished", "outcome")})
+        entry = {k: s[k] for k in ("run_id", "org_id", "state", "step", "finished", "outcome")}
+        entry["view"] = view_url(run_id)
+        page.append(entry)
         if len(page) == int(raw):
             break
     return 200, page

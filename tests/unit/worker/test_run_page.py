@@ -9,15 +9,27 @@ import html
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 import pytest
 
 from streams.core.monitors import Semantics
 from streams.replay import Replayer
-from streams.run_page import ITEMS_MAX, ROWS_MAX, TEXT_MAX, render_run_page, steps_from_decisions
+from streams.run_page import (
+    CSP,
+    ELLIPSIS,
+    ITEMS_MAX,
+    LINK_MAX,
+    ROWS_MAX,
+    TEXT_MAX,
+    render_run_page,
+    render_runs_page,
+    steps_from_decisions,
+    view_url,
+)
 from streams.worker.views import page_input
-from tests.unit.worker.test_views import App, Request, View, installed, tenants_installed
+from tests.unit.worker.test_views import App, Request, View, installed, listing, tenants_installed
 
 REAL_DEV = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "real-dev"
 # a real mini-swe-agent run on which monitors fire and steer (its texts reach the page)
@@ -138,6 +150,13 @@ def test_hostile_text_is_escaped_and_cut_and_the_page_stays_bounded() -> None:
     assert '<meta http-equiv="Content-Security-Policy"' in page and "<script" not in one.lower()
 
 
+def test_a_step_without_texts_shows_its_injection_sources_counted() -> None:
+    page = render_run_page({"run_id": "r"}, [{"step": 0, "injection_sources": ["e3"] * 14 + ["monitor"]}])
+    assert "(e3 \u00d714, monitor)" in page
+    many = render_run_page({"run_id": "r"}, [{"step": 0, "injection_sources": [f"s{i}" for i in range(99)]}])
+    assert f"s{ITEMS_MAX - 1}, {ELLIPSIS})" in many and f"s{ITEMS_MAX}," not in many
+
+
 def test_the_page_of_a_run_with_no_step_and_no_cost_renders() -> None:
     page = render_run_page({"run_id": "r", "state": "INIT", "step": 0})
     assert "no scored step" in page and "cost so far</dt>" not in page and "<tr>" in page
@@ -168,3 +187,55 @@ def test_another_tenants_run_page_answers_as_an_unknown_run(sem: Semantics) -> N
     assert status == 200 and "run b-0" in page
     assert call(app, path, "b-0", token="op-t0k")[0] == 200
     assert call(app, path, "a-0")[0] == 401
+
+
+BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+
+
+def list_as(app: App, accept: str | None, token: str | None = None, **query: str) -> Any:
+    req = Request(token, query)
+    if accept is not None:
+        req.headers["Accept"] = accept
+    return asyncio.run(app.pages["/runs"](HtmlView(), req))
+
+
+def test_runs_links_each_run_to_its_page_in_json_and_for_a_browser(sem: Semantics) -> None:
+    app, _ = listing(sem, token="s3cret")
+    status, body = list_as(app, None, token="s3cret")
+    assert status == 200 and [r["view"] for r in body] == [f"/runs/{r['run_id']}/view" for r in body]
+    for accept in ("*/*", "application/json", "application/json, text/html", ""):
+        assert list_as(app, accept, token="s3cret") == (200, body), accept  # JSON as before
+    status, page, headers = list_as(app, BROWSER_ACCEPT, token="s3cret")
+    assert status == 200 and page.startswith("<!DOCTYPE html>")
+    assert headers["Content-Security-Policy"] == CSP and "<script" not in page.lower()
+    for r in body:
+        assert f'<a href="/runs/{r["run_id"]}/view">{r["run_id"]}</a>' in page
+    assert "next page" not in page  # all on one page
+    status, page, _ = list_as(app, BROWSER_ACCEPT, token="s3cret", limit="3", org="acme")
+    assert page.count('<a href="/runs/') == 3 and '<a href="?limit=3&amp;after=a-2&amp;org=acme">' in page
+    # the same auth and the same refusals: no token 401, a bad limit 400 (JSON)
+    assert list_as(app, BROWSER_ACCEPT)[0] == 401
+    status, body = list_as(app, BROWSER_ACCEPT, token="s3cret", limit="0")
+    assert status == 400 and "limit" in body["error"]
+
+
+def test_the_runs_list_escapes_run_ids_in_text_and_in_links() -> None:
+    hostile = [
+        '"><script>alert(1)</script>',
+        "a/../b?x=1#y",
+        "' onmouseover='x",
+        "\x00\x1b" + "\U0001f600" * 254,
+    ]
+    huge = "A" * 10_000  # longer than any run id may be: no link, the id cut
+    runs = [{"run_id": h, "view": view_url(h), "state": h, "outcome": h} for h in [*hostile, huge]]
+    page = render_runs_page(runs)
+    low = page.lower()
+    assert "<script" not in low and not re.search(r"<[^>]*\sonmouseover\s*=", low)
+    hrefs = re.findall(r'<a href="([^"]*)">', page)
+    assert hrefs == [html.escape(view_url(h)) for h in hostile]
+    assert all(re.fullmatch(r"/runs/[A-Za-z0-9%._~-]+/view", h) for h in hrefs)  # one path segment each
+    assert "A" * 201 not in page and page.count("<tr>") == 1 + len(runs)
+    # the next page's link is whole: an `after` id of 256 characters of any kind, or none at all
+    longest = "\U0001f600" * 256
+    assert f'href="?after={quote(longest, safe="")}"' in render_runs_page([], {"after": longest})
+    assert "next page" not in render_runs_page([], {"after": "A" * (LINK_MAX + 1)})

@@ -172,6 +172,7 @@ def test_get_runs_lists_the_runs_held_by_id_paged_with_limit_and_after(sem: Sema
         "step": 0,
         "finished": False,
         "outcome": None,
+        "view": "/runs/a-0/view",
     }
     pages, after = [], ""
     while True:
