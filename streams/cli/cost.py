@@ -11,6 +11,8 @@ command.
 
 from __future__ import annotations
 
+import argparse
+import sys
 import textwrap
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +24,7 @@ import orjson
 from ..core.cost import Tally, error_streak_steps, run_cost
 from ..core.prices import PriceTable
 from ..core.routing import PRIOR_STINT_CALLS
+from .common import UserError, _DeadLetterLines, _print_json, _settings
 
 SCENARIOS = ("base", "steer_end", "steer_system", "naive", "routed", "net", "upgrades")
 
@@ -341,3 +344,87 @@ def source_name(path: str) -> str:
 
 def prior_note() -> str:
     return f"stint prior {PRIOR_STINT_CALLS} calls"
+
+
+def cmd_cost(args: argparse.Namespace) -> int:
+    """What steering and routing do to a fleet's bill under prompt caching (COST.md)."""
+    from ..agent.compose import anthropic_request, check_placement
+    from ..embeddings.models import load_models
+    from ..plugins import load_policy
+    from ..replay import Replayer
+
+    s = _settings(args)
+    if not s.prices_file.strip():
+        raise UserError(
+            "cost: no price table: set RB_PRICES_FILE or pass --prices-file (deploy/prices.example.toml)", 2
+        )
+    prices = s.prices
+    if not prices.cost.get("model") or not prices.cost.get("fast"):
+        raise UserError(
+            f"cost: the price table {s.prices_file!r} has no [cost] section naming `model` and `fast`", 2
+        )
+    policy = load_policy(s)
+    models = load_models()
+    sem = models.semantics()
+
+    def replayer() -> Replayer:
+        return Replayer(s.limits, lambda: 0.0, sem=sem, policy=policy, max_runs_per_org=0, max_runs=0)
+
+    def compose(request: Any, decision: Any, placement: str) -> Any:
+        return anthropic_request(request, decision, placement=check_placement(placement))
+
+    fleets, reports = [], []
+    skipped = 0
+    for path in args.files:
+        # as replay: each refused line named (the first 20, then a count), skipped, then a total
+        bad = _DeadLetterLines(path, command="cost")
+        with open(path, "rb") as fh:
+            try:
+                runs = read_runs(fh, path, on_bad=bad)
+            except CostInputError as exc:
+                raise UserError(
+                    f"cost: {exc}" + (f" ({bad.seen} invalid lines skipped)" if bad.seen else ""), 1
+                ) from None
+        skipped += bad.seen
+        if args.runs:
+            runs = runs[: args.runs]
+        if args.step_seconds is not None:
+            runs = retimed(runs, args.step_seconds)
+        got = evaluate(source_name(path), runs, prices, compose, replayer)
+        reports.extend(got)
+        fleets.append(fleet_of(source_name(path), got))
+    chosen = next((r for r in reports if r.run_id == args.run), None) if args.run else None
+    if args.run and chosen is None:
+        raise UserError(f"cost: --run {args.run!r}: no such run in the files", 2)
+    if args.json:
+        out: dict[str, Any] = {
+            "prices_file": s.prices_file,
+            "cost": dict(prices.cost),
+            "step_seconds": args.step_seconds,
+            "invalid_lines_skipped": skipped,
+            "fleets": [fleet_dict(f) for f in fleets],
+        }
+        if args.per_run or chosen is not None:
+            out["runs"] = [r.as_dict() for r in ([chosen] if chosen is not None else reports)]
+        _print_json(out)
+    else:
+        c = prices.cost
+        print(
+            f"cost: every run as if on {c['model']}, FAST routed to {c['fast']}"
+            + (f", SLOW to {c['slow']} (upgrades)" if c.get("slow") else "")
+            + f"; prices {s.prices_file}; tokens estimated from text; % against never switching, no steering"
+            + ("" if args.step_seconds is None else f"; steps re-timed {args.step_seconds:g} s apart")
+        )
+        for line in table(fleets):
+            print(line)
+        if args.per_run or chosen is not None:
+            for r in [chosen] if chosen is not None else reports:
+                for line in run_lines(r):
+                    print(line)
+    if args.plot:
+        target = chosen if chosen is not None else max(reports, key=lambda r: r.steps, default=None)
+        why = plot(args.plot, fleets, target)
+        print(f"rb-streams: {why}" if why else f"cost: plot written to {args.plot}", file=sys.stderr)
+    if skipped:
+        print(f"cost: {skipped} invalid lines skipped (named above)", file=sys.stderr)
+    return 0
