@@ -1,4 +1,4 @@
-"""How many runs a pilot needs: the table of docs/experiments.md ("Sizing a pilot").
+"""How many runs a pilot needs: the table of docs/experiments.md ("Running a pilot on a real fleet").
 
 For a two-sided test of two proportions at level alpha with power 1 - beta (the normal
 approximation, pooled variance under the null), the runs needed to detect a difference `d` in

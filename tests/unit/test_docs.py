@@ -214,3 +214,36 @@ def test_each_long_document_opens_with_its_summary() -> None:
         assert first_i < 15 and "summary" in first.lower(), f"{name}: the first section is {first!r}"
         nxt = heads[1][0] if len(heads) > 1 else len(lines)
         assert nxt - first_i <= 60, f"{name}: the summary runs {nxt - first_i} lines"
+
+
+def anchors(path: Path) -> set[str]:
+    """The `#anchor`s a page's headings get, as GitHub makes them: lower case, punctuation but
+    `-` and `_` dropped, spaces as `-`, a repeated heading numbered."""
+    text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)
+    seen: dict[str, int] = {}
+    out = set()
+    for heading in re.findall(r"^#{1,6} +(.+?) *#*$", text, re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+def test_every_anchor_a_doc_or_the_code_links_to_exists() -> None:
+    """A `page.md#anchor` in a doc's link, or named in a docstring or test, leads to a heading."""
+    pages = [*PAGES, ROOT / "COST.md"]
+    broken = []
+    for page in pages:
+        for target in links(page):
+            file, _, anchor = target.partition("#")
+            dest = (page.parent / file) if file else page
+            if anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+                broken.append(f"{page.name}: {target}")
+    code = [*ROOT.glob("streams/**/*.py"), *ROOT.glob("bench/**/*.py"), *ROOT.glob("tests/**/*.py")]
+    for path in code:
+        for file, anchor in re.findall(r"((?:docs/)?[A-Za-z_-]+\.md)#([a-z0-9_-]+)", path.read_text("utf-8")):
+            dest = ROOT / file if (ROOT / file).exists() else ROOT / "docs" / file
+            if dest.exists() and anchor not in anchors(dest):
+                broken.append(f"{path.relative_to(ROOT)}: {file}#{anchor}")
+    assert not broken, "links to anchors that do not exist:\n" + "\n".join(broken)
