@@ -14,7 +14,7 @@ def cmd_deadletters(args: argparse.Namespace) -> int:
     """Read the dead-letter topic: why the worker refused an event (a run it never steered)."""
     from aiokafka.errors import KafkaError
 
-    from ..admin import deadletters as dl
+    from ..admin import deadletter_topic as dl
 
     known = dl.reasons()
     if args.reason is not None and args.reason not in known:

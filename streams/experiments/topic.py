@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 from aiokafka import TopicPartition
 
-from ..admin.deadletters import TopicMissing, partitions_of, reader
+from ..admin.deadletter_topic import TopicMissing, partitions_of, reader
 from ..kafka.client_settings import KafkaSettings
 
 MAX_RECORDS = 5_000_000  # a bound on what one report holds in memory (~1 KB a record)

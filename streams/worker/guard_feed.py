@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from ..admin.deadletters import partitions_of as partitions
+from ..admin.deadletter_topic import partitions_of as partitions
 from ..core.guard import Guard, Switch
 from ..shared.logsafe import safe_for_log
 

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 import pytest
 
-from streams.admin import deadletters as dl
+from streams.admin import deadletter_topic as dl
 from streams.agent.client import SteeringClient
 from streams.local.worker_process import WorkerProcess, free_port
 from tests.integration.helpers import make_settings

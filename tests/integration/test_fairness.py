@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.fairness import fairness_settings, one_round
+from bench.tenant_fairness import fairness_settings, one_round
 from streams.local.worker_process import WorkerProcess
 from tests.integration.helpers import make_settings, start_worker
 

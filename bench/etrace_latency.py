@@ -1,6 +1,6 @@
 """E-trace retrieval latency per tier, embedded (local-mode) Qdrant on disk.
 
-    .venv/bin/python -m bench.etraces --patterns 2000 --orgs 20 --queries 200
+    .venv/bin/python -m bench.etrace_latency --patterns 2000 --orgs 20 --queries 200
 
 The store holds the starter library plus synthetic patterns (E2 spread over the failure
 types, E1 spread over `--orgs` organisations). Queries are thought windows of the synthetic

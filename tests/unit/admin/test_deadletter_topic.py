@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from streams.admin import deadletters as dl
+from streams.admin import deadletter_topic as dl
 
 
 @pytest.mark.parametrize(

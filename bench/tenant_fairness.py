@@ -1,6 +1,6 @@
 """One tenant's flood against another tenant's decision latency (issue 38 item 5).
 
-    RB_BENCH_KAFKA_PORT=19092 .venv/bin/python -m bench.fairness [--flood 1500] [--flood-kb 120] [--repeat 3]
+    RB_BENCH_KAFKA_PORT=19092 .venv/bin/python -m bench.tenant_fairness [--flood 1500] [--flood-kb 120] [--repeat 3]
 
 One multi-tenant worker serves tenants `calm` and `flood`, each on its own topics. `calm` runs
 `--runs` agents that step one after another (a short think time between steps, as agents
