@@ -7,7 +7,10 @@ The model is smolagents' own `OpenAIModel` with a scripted client (no API key, n
 the framework, its tool calling, its instrumentation and the steering path are the real ones.
 The researcher runs the same failing search three times; the worker's decisions (printed by
 the `on_decision` callback) show the loop monitor firing. Observe-only: smolagents never
-sees the decisions, they go to the worker's metrics and to the callback.
+sees the decisions, they go to the worker's metrics, to the callback and into the trace: the
+processor writes each step's decision on a `rb.steering.decision` span under the step's model
+call (its evaluation events and `rb.` attributes), printed at the end from an in-memory
+exporter, as a tracing backend would show them.
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ from typing import Any
 
 from openinference.instrumentation.smolagents import SmolagentsInstrumentor
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from smolagents import OpenAIModel, ToolCallingAgent, tool
 from smolagents.models import ChatMessageToolCall, ChatMessageToolCallFunction
 
 from examples._local import local_stack
-from streams.agent.adapters.otel import ObservedStep, SteeringSpanProcessor
+from streams.agent.adapters.otel import DECISION_SPAN, ObservedStep, SteeringSpanProcessor
 from streams.agent.client import SyncSteeringClient
 
 TASK = "What is the refund window for annual plans?"
@@ -194,8 +199,12 @@ def main() -> int:
     with local_stack(args.port) as settings, SyncSteeringClient(settings, deadline_ms=15_000) as client:
         # the wiring: a tracer provider, the processor, the framework's instrumentation
         provider = TracerProvider()
-        processor = SteeringSpanProcessor(client, on_decision=show, org_id="acme", task_profile="qa")
+        processor = SteeringSpanProcessor(
+            client, on_decision=show, tracer_provider=provider, org_id="acme", task_profile="qa"
+        )
         provider.add_span_processor(processor)
+        exporter = InMemorySpanExporter()  # your exporter (OTLP to Phoenix, Langfuse, ...)
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
         SmolagentsInstrumentor().instrument(tracer_provider=provider)
         try:
             answer = team().run(TASK)
@@ -206,6 +215,13 @@ def main() -> int:
         print(
             f"published {processor.published}, late {processor.late}, dropped {processor.dropped}, errors {processor.errors}"
         )
+        print("trace:")
+        for span in exporter.get_finished_spans():
+            if span.name != DECISION_SPAN:
+                continue
+            a = dict(span.attributes or {})
+            fired = [e.attributes.get("gen_ai.evaluation.name") for e in span.events if e.attributes]
+            print(f"  {span.name} (step {a.get('rb.step')}) {a.get('rb.fsm.state')}: evaluations {fired}")
     return 0
 
 

@@ -467,6 +467,8 @@ class SteeringClient:
             except ValueError as exc:
                 self.config_error = f"RB_CLIENT_GATE_POLICY: {exc}"
         self.denied_calls = 0  # tool calls check_call denied
+        # the proposed guardrail span next to the decision on the caller's span (RB_CLIENT_TRACE_GUARDRAIL)
+        self.trace_guardrail = s.client_trace_guardrail
         self.client_id = client_id or f"rb-client-{uuid.uuid4().hex[:8]}"
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
@@ -1138,7 +1140,9 @@ class SteeringClient:
         if not verdict.allow:
             self.denied_calls += 1
             log_denial(run_id, run.gate.step, tool, verdict)
-            tracing.record_refusal(tool, verdict.reason, source_step=verdict.source_step)
+            tracing.record_refusal(
+                tool, verdict.reason, source_step=verdict.source_step, guardrail=self.trace_guardrail
+            )
         return verdict
 
     def _trace_decision(self, run_id: str, d: Decision | None, model: str | None = None) -> None:
@@ -1148,7 +1152,7 @@ class SteeringClient:
         run = self._runs.get(run_id)
         late = d is None and run is not None and bool(run.step_log) and run.step_log[-1].late
         asked = model or (run.model if run is not None else None)
-        tracing.record_decision(d, late=late, requested_model=asked)
+        tracing.record_decision(d, late=late, requested_model=asked, guardrail=self.trace_guardrail)
 
     def gate_memory(self, run_id: str) -> GateMemory | None:
         """The run's gate memory (the taint of its newest decision; None: a run this client
@@ -1264,6 +1268,12 @@ class SyncSteeringClient:
     def call_gate(self) -> bool:
         """The pre-call gate is on for this client's sessions and adapters (`RB_CLIENT_CALL_GATE`)."""
         return self._client.call_gate
+
+    @property
+    def trace_guardrail(self) -> bool:
+        """Sessions and adapters on this client also write the proposed guardrail span
+        (`RB_CLIENT_TRACE_GUARDRAIL`, `streams.agent.tracing`)."""
+        return self._client.trace_guardrail
 
     @property
     def gate(self) -> GateMode:

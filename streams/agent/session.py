@@ -38,7 +38,8 @@ the run is then finished as `failure: stopped_by_steering` (`stopped_by_steering
 With OpenTelemetry in use, the decisions are in the caller's traces (`streams.agent.tracing`):
 the monitors that fired as evaluation events on the span current when `end_step` returns (the
 step evaluated), how it steers on the span current at `begin_step` (the call steered), and a
-call `check_call` refuses as an `rb.gate.refused` event.
+call `check_call` refuses as an `rb.gate.refused` event; with the client's `trace_guardrail`
+(`RB_CLIENT_TRACE_GUARDRAIL`), a proposed `run_guardrail` span under each of those spans too.
 """
 
 from __future__ import annotations
@@ -287,7 +288,9 @@ class SteeringSession:
             raise RuntimeError(f"end_step() for call {self._step} before beginning another")
         steer = Steering(self._step + 1, self._pending, self.model, self.placement)
         # how the decision steers this call, on the caller's span, if OpenTelemetry records one
-        tracing.record_steering(self._pending, late=self._late(), requested_model=self.model)
+        tracing.record_steering(
+            self._pending, late=self._late(), requested_model=self.model, guardrail=self._guardrail()
+        )
         if steer.action == "stop":
             self._stopped = True
             if self.on_stop == "raise":
@@ -377,8 +380,14 @@ class SteeringSession:
         if not verdict.allow:
             self.denied_calls += 1
             log_denial(self.run_id, memory.step, tool, verdict)
-            tracing.record_refusal(tool, verdict.reason, source_step=verdict.source_step)
+            tracing.record_refusal(
+                tool, verdict.reason, source_step=verdict.source_step, guardrail=self._guardrail()
+            )
         return verdict
+
+    def _guardrail(self) -> bool:
+        """The client's `trace_guardrail` (a stand-in client without one: off)."""
+        return getattr(self.client, "trace_guardrail", False) is True
 
 
 def client_memory(client: object, run_id: str) -> GateMemory | None:

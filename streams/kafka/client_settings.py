@@ -532,6 +532,9 @@ class ClientSettings(KafkaSettings):
     # are destinations or payloads, which sources each may take values from, which tools are
     # trusted; empty: the defaults (tools named like send, pay, delete; arguments like to, iban, url)
     client_gate_policy: str = ""
+    # with OpenTelemetry in use (streams.agent.tracing): also write each applied decision and
+    # gate refusal as a `run_guardrail` span, the GenAI guardrail shape (proposed, not merged)
+    client_trace_guardrail: bool = False
     # multi-tenant mode: the tenant whose topics this agent uses (`rb-streams tenants add`)
     tenant: str = ""
 

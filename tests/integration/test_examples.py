@@ -69,6 +69,13 @@ def test_messages_loop_example_is_steered(shared: WorkerProcess) -> None:
     out = run("examples.messages_loop", shared).stdout
     assert "call 4: model claude-sonnet-4-5  steering blocks 1" in out  # after the third same answer
     assert "fired ['semantic_loop'] injected ['monitor']" in out
+    # the exported trace: each call's span carries the decision that steered it, and the
+    # monitor that fired on step 3 as an evaluation event with the text the agent received
+    trace = out[out.index("trace:") :]
+    assert trace.count("span 'chat claude-sonnet-4-5'") == 6  # the sixth call answered
+    assert "event gen_ai.evaluation.result: semantic_loop score" in trace
+    assert "(step 3)" in trace and "rb.action nudge" in trace
+    assert "given (monitor): 'You have called `search_docs` 3 times" in trace
 
 
 def test_the_cli_wrapper_example_exits_3_when_steering_stops_its_loop(shared: WorkerProcess) -> None:
@@ -91,6 +98,8 @@ def test_otel_example_monitors_an_instrumented_smolagents_run(shared: WorkerProc
     out = run("examples.otel_smolagents", shared).stdout
     assert "fired ['semantic_loop'] loop" in out, out
     assert "late 0, dropped 0, errors 0" in out, out
+    trace = out[out.index("trace:") :]  # the decisions in the trace, with the monitor that fired
+    assert "rb.steering.decision (step 1)" in trace and "evaluations ['semantic_loop']" in trace, out
 
 
 def test_openai_agents_example_hands_off_injects_and_escalates(shared: WorkerProcess) -> None:

@@ -1,7 +1,7 @@
 """Claude Agent SDK hooks: rb-streams steering for a `query()` / `ClaudeSDKClient` agent.
 
     from claude_agent_sdk import ClaudeAgentOptions, query
-    from streams.agent.claude_agent import ClaudeAgentSteering
+    from streams.agent.adapters.claude_agent import ClaudeAgentSteering
     steering = ClaudeAgentSteering(client, model="claude-sonnet-4-5")
     options = ClaudeAgentOptions(hooks=steering.hooks(), ...)
     async with steering.arun():

@@ -1,6 +1,6 @@
 """LangChain 1.x `AgentMiddleware`: rb-streams steering for a `create_agent` agent in one line.
 
-    from streams.agent.langchain_middleware import SteeringMiddleware
+    from streams.agent.adapters.langchain_middleware import SteeringMiddleware
     steering = SteeringMiddleware(client, model_routing={"FAST": "anthropic:claude-haiku-4-5"})
     agent = create_agent("anthropic:claude-sonnet-4-5", tools, system_prompt=BASE,
                          middleware=[steering])

@@ -1,6 +1,6 @@
 """OpenAI Agents SDK (`openai-agents`): rb-streams steering for `Runner.run` in one call.
 
-    from streams.agent.openai_agents import AgentsSteering
+    from streams.agent.adapters.openai_agents import AgentsSteering
     steering = AgentsSteering(client, model_routing={"FAST": "gpt-4.1-mini", "SLOW": "o3"})
     result = await steering.run(triage, "My invoice is wrong")   # Runner.run, steered
     result = steering.run_sync(triage, "My invoice is wrong")    # Runner.run_sync's loop rules

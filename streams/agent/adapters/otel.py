@@ -8,7 +8,11 @@ OpenTelemetry GenAI semantic conventions is monitored without a code change.
 `SteeringSpanProcessor` reads the spans the instrumentation already makes and publishes them as
 run events in the wire format; the worker's decisions (monitors fired, failure type, the
 steering text it would inject) reach its metrics, dashboards and alerts, and the optional
-`on_decision` callback. Nothing is handed back to the framework: observe-only.
+`on_decision` callback. Nothing is handed back to the framework: observe-only. Each step's
+decision is also written in the trace (`streams.agent.tracing`): the step's model call has
+ended by the time it comes, so a short `rb.steering.decision` span, a child of that call's span,
+carries its evaluation events and `rb.` attributes (made with `tracer_provider`, default the
+global one; `trace_decisions=False`: none).
 
 Runs. A trace is a run (`otel-<trace id>`; a part of a distributed trace whose parent span is in
 another process: `otel-<trace id>-<span id>`): it starts when its first agent span starts (or,
@@ -70,9 +74,10 @@ try:
         SpanAttributes,
         ToolCallAttributes,
     )
+    from opentelemetry import trace as otel_trace
     from opentelemetry.context import Context
     from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-    from opentelemetry.trace import StatusCode
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, StatusCode, TracerProvider
 except ImportError as exc:  # one line that says what to install, not a bare module name
     raise ImportError(
         "streams.agent.adapters.otel needs the OpenTelemetry SDK and OpenInference's conventions: "
@@ -80,6 +85,7 @@ except ImportError as exc:  # one line that says what to install, not a bare mod
     ) from exc
 
 from ..client import Decision, SyncSteeringClient, step_event
+from ..tracing import SCOPE, record_decision
 from ..usage import from_otel as usage_of
 from ..validation import check_run_field_names, validate_run_fields
 
@@ -283,6 +289,7 @@ class Result:
     output: str | None
     error: bool
     id: str | None = None
+    context: SpanContext | None = None  # the tool span's (where its step's decision is written)
 
 
 def _genai_messages(attrs: Attrs) -> tuple[list[str], list[Call]]:
@@ -339,6 +346,7 @@ class ModelCall:
     results: list[Result] = field(default_factory=list)
     usage: dict[str, Any] | None = None  # the wire `usage` (streams.agent.usage.from_otel)
     served_model: str | None = None  # gen_ai.response.model, else OpenInference's model name
+    context: SpanContext | None = None  # the call's span (where its step's decision is written)
 
 
 def model_call(span: ReadableSpan) -> ModelCall:
@@ -367,6 +375,7 @@ def model_call(span: ReadableSpan) -> ModelCall:
         model=str(model)[:256] if model else None,
         usage=usage_of(attrs),
         served_model=str(served)[:256] if served else None,
+        context=span.context,
     )
 
 
@@ -388,7 +397,12 @@ def tool_result(span: ReadableSpan, kind: str) -> Result:
         output = _text(value)
     tool_id = attrs.get(GENAI_TOOL_ID)
     return Result(
-        str(name)[:1024], parse_args(raw_input), _cut(output), error, str(tool_id) if tool_id else None
+        str(name)[:1024],
+        parse_args(raw_input),
+        _cut(output),
+        error,
+        str(tool_id) if tool_id else None,
+        span.context,
     )
 
 
@@ -470,6 +484,7 @@ class Out:
     run_id: str
     step: int = 0
     fields: dict[str, Any] = field(default_factory=dict)
+    context: SpanContext | None = None  # a step's: its model call's span (else its first tool's)
 
 
 @dataclass
@@ -659,8 +674,15 @@ class SpanMapper:
         fields = step_fields(call, results)
         if run.multi and scope.agent:
             fields["agent"] = scope.agent
-        out.append(Out("step", run.run_id, run.steps, fields))
+        where = call.context if call is not None else results[0].context if results else None
+        out.append(Out("step", run.run_id, run.steps, fields, where))
         return out
+
+
+def _ours(span: ReadableSpan) -> bool:
+    """A span this module (or `streams.agent.tracing`) made: never a step of the agent."""
+    scope = span.instrumentation_scope
+    return scope is not None and scope.name == SCOPE
 
 
 def _framework(span: ReadableSpan) -> str | None:
@@ -716,7 +738,16 @@ class _Once:
         )
 
 
-OPTIONS = ("on_decision", "max_pending", "max_pending_bytes", "run_id_prefix", "multi_agent")
+OPTIONS = (
+    "on_decision",
+    "max_pending",
+    "max_pending_bytes",
+    "run_id_prefix",
+    "multi_agent",
+    "tracer_provider",
+    "trace_decisions",
+)
+DECISION_SPAN = "rb.steering.decision"
 
 
 class SteeringSpanProcessor(SpanProcessor):
@@ -725,7 +756,10 @@ class SteeringSpanProcessor(SpanProcessor):
     `client`: a started `SyncSteeringClient` (or use `connect(settings)`, which owns one);
     `on_decision`: called with an `ObservedStep` for run_start and every step, on the client's
     thread (keep it quick); `run_fields`: run_start fields for every run (`org_id`,
-    `project_id`, `task_profile`, `monitors_off`, ...)."""
+    `project_id`, `task_profile`, `monitors_off`, ...). `trace_decisions`: write each step's
+    decision in the trace, on a `rb.steering.decision` span under the step's model call
+    (`tracer_provider`'s, default the global one; with the client's `trace_guardrail`, the
+    proposed `run_guardrail` span under it too, by the same provider)."""
 
     def __init__(
         self,
@@ -737,6 +771,8 @@ class SteeringSpanProcessor(SpanProcessor):
         run_id_prefix: str = "otel",
         multi_agent: bool | None = None,
         idle_s: float = IDLE_S,
+        tracer_provider: TracerProvider | None = None,
+        trace_decisions: bool = True,
         **run_fields: Any,
     ) -> None:
         if max_pending < 1:
@@ -765,6 +801,9 @@ class SteeringSpanProcessor(SpanProcessor):
         self.decisions = 0  # decisions received
         self.late = 0  # steps whose decision missed the client's deadline
         self.dropped = 0  # events not published: too many in flight, or their run was dropped
+        self.trace_decisions = trace_decisions
+        self._tracer_provider = tracer_provider
+        self._tracer: Any = None  # its tracer, made at the first decision written
 
     @classmethod
     def connect(cls, settings: Any = None, **kwargs: Any) -> SteeringSpanProcessor:
@@ -798,6 +837,8 @@ class SteeringSpanProcessor(SpanProcessor):
 
     # -- SpanProcessor ----------------------------------------------------------------
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        if _ours(span):
+            return
         try:
             with self._lock:
                 if not self._closed:
@@ -806,6 +847,8 @@ class SteeringSpanProcessor(SpanProcessor):
             self._errors("on_start", exc)
 
     def on_end(self, span: ReadableSpan) -> None:
+        if _ours(span):
+            return
         try:
             with self._lock:
                 if not self._closed:
@@ -881,6 +924,33 @@ class SteeringSpanProcessor(SpanProcessor):
 
         task.add_done_callback(done)
 
+    def _trace(self, o: Out, decision: Decision | None) -> None:
+        """The step's decision in the trace: a `rb.steering.decision` span under the step's
+        model call (ended by now: a span can no longer be written on once it ended), with its
+        evaluation events and `rb.` attributes (`streams.agent.tracing`). Never raises."""
+        if o.context is None:
+            return
+        try:
+            if self._tracer is None:
+                provider = self._tracer_provider or otel_trace.get_tracer_provider()
+                self._tracer = provider.get_tracer(SCOPE)
+            parent = otel_trace.set_span_in_context(NonRecordingSpan(o.context))
+            span = self._tracer.start_span(
+                DECISION_SPAN, context=parent, attributes={"rb.run_id": o.run_id[:256]}
+            )
+            model = o.fields.get("model_id")
+            record_decision(
+                decision,
+                span,
+                late=decision is None,
+                requested_model=model if isinstance(model, str) else None,
+                guardrail=getattr(self.client, "trace_guardrail", False) is True,
+                tracer=self._tracer,
+            )
+            span.end()
+        except Exception as exc:
+            self._errors("tracing the decision", exc)
+
     async def _publish(self, prev: asyncio.Future[Any] | None, o: Out, size: int = 0) -> None:
         if prev is not None and not prev.done():
             await asyncio.wait([prev])
@@ -902,6 +972,8 @@ class SteeringSpanProcessor(SpanProcessor):
                     self.late += 1
                 else:
                     self.decisions += 1
+                if o.kind == "step" and self.trace_decisions:
+                    self._trace(o, decision)
                 if self.on_decision is not None:
                     try:
                         self.on_decision(ObservedStep(o.run_id, o.step, event, decision))

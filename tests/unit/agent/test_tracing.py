@@ -92,6 +92,7 @@ def test_two_monitors_fired_give_two_evaluation_events_and_the_rb_attributes(spa
         "rb.model.requested": "claude-haiku-4",
         "rb.model.routed": "claude-opus-4",
         "rb.action": "nudge",
+        "rb.steering.text": "You ran the same search three times: try another query.",
         "rb.arm": "treatment",
     }
 
