@@ -42,16 +42,21 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+def broker_dir(port: int = BENCH_PORT) -> Path:
+    """The benchmark broker's data dir: RB_BENCH_KAFKA_DIR, else .local/bench-kafka-<port>."""
+    return Path(os.environ.get("RB_BENCH_KAFKA_DIR") or REPO / ".local" / f"bench-kafka-{port}")
+
+
 def ensure_broker(port: int = BENCH_PORT) -> bool:
     """Start the local broker for benchmarks unless one listens; True if we started it."""
     if reachable("127.0.0.1", port):
         return False
-    kafka("start", port, str(REPO / ".local" / f"bench-kafka-{port}"))
+    kafka("start", port, str(broker_dir(port)))
     return True
 
 
 def stop_broker(port: int = BENCH_PORT) -> None:
-    kafka("stop", port, str(REPO / ".local" / f"bench-kafka-{port}"))
+    kafka("stop", port, str(broker_dir(port)))
 
 
 def bench_settings(port: int = BENCH_PORT, partitions: int = 8, **kw: Any) -> Settings:
@@ -189,7 +194,7 @@ def machine() -> str:
 def broker_pid(port: int = BENCH_PORT) -> int | None:
     """The pid of the local benchmark broker (deploy/kafka/kafka.sh's pid file), if it runs."""
     try:
-        pid = int((REPO / ".local" / f"bench-kafka-{port}" / "kafka.pid").read_text().strip())
+        pid = int((broker_dir(port) / "kafka.pid").read_text().strip())
         os.kill(pid, 0)
         return pid
     except (OSError, ValueError):

@@ -53,7 +53,11 @@ CONFIGS = (
 )
 
 
-async def preload(s: Settings, runs: int, steps: int, monitors: bool = True, etraces: bool = True) -> int:
+async def preload(
+    s: Settings, runs: int, steps: int, monitors: bool = True, etraces: bool = True, prefix: str = "tp"
+) -> int:
+    """Write `runs` x `steps` step events (and each run's start) to the steps topic; run ids
+    `<prefix>-<i>` (another prefix: another fleet on the same topics)."""
     await ensure_topics(s)
     p = AIOKafkaProducer(
         bootstrap_servers=s.bootstrap_servers, acks="all", linger_ms=5, max_batch_size=256 * 1024
@@ -61,7 +65,7 @@ async def preload(s: Settings, runs: int, steps: int, monitors: bool = True, etr
     await p.start()
     n = 0
     try:
-        ids = [f"tp-{i}" for i in range(runs)]
+        ids = [f"{prefix}-{i}" for i in range(runs)]
         futs = []
         trajs = []
         for i, rid in enumerate(ids):

@@ -19,7 +19,8 @@ with the user's task. The gate is on by default; `RB_CLIENT_CALL_GATE=false` (or
 Provenance decides (`streams.shared.gate_policy`): an acting call is denied when a value it carries
 came from a source its argument may not take values from. In "lenient" mode (the default) a
 destination (an address, an account, a URL) may come from the user, a trusted tool, or a tool
-output the agent looked up for an action the user asked for; a value that stood near
+output the agent looked up for an action the user asked for (not one that output asked things
+to go to, named by reference or hid: `dir` in the taint entry); a value that stood near
 instructions addressed to the agent is denied in any acting call, and a destination from data
 is denied in a run whose user asked for no action, however it was worded. "strict" also denies
 any value a tool result introduced in an acting call, at the cost of refusing some calls the
@@ -120,7 +121,7 @@ ENTRY_FIELD_MAX = 64  # characters of a taint entry's text field kept (`tool`, `
 
 
 def _kept(entry: object) -> dict[str, Any] | None:
-    """A taint entry as the memory keeps it: its five fields, each text cut (a decision is at
+    """A taint entry as the memory keeps it: its five fields (and `dir` when set), each text cut (a decision is at
     most 128 KB, but what a run holds for its whole life is kept small); None: no entry."""
     if not isinstance(entry, Mapping):
         return None
@@ -128,6 +129,8 @@ def _kept(entry: object) -> dict[str, Any] | None:
     for name in ("h", "kind", "step", "tool", "instr"):
         v = entry.get(name)
         out[name] = v[:ENTRY_FIELD_MAX] if isinstance(v, str) else v if isinstance(v, int) else None
+    if entry.get("dir") is True:
+        out["dir"] = True
     return out
 
 

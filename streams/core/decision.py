@@ -49,6 +49,7 @@ class TaintEntry(TypedDict):
     step: int  # the step whose result introduced it
     tool: str  # that step's action, cut
     instr: bool  # that result held instructions addressed to the agent, near the value
+    dir: NotRequired[bool]  # that result sent something to the value (`streams.shared.taint.directed`)
 
 
 class SanctionEntry(TypedDict):

@@ -20,7 +20,16 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..shared.taint import TAINT_WIRE_MAX, TOOL_KEPT, decoded_values, parts, scan, value_hash
+from ..shared.taint import (
+    TAINT_WIRE_MAX,
+    TOOL_KEPT,
+    assembled,
+    decoded_values,
+    parts,
+    scan,
+    split_parts,
+    value_hash,
+)
 from . import sanction
 from .decision import SanctionEntry, TaintEntry
 from .instructions import RECORD_END, Instructions
@@ -32,6 +41,7 @@ WIRED_PLAIN = frozenset({"email", "url", "domain", "iban", "phone"})
 DESTINATIONS = frozenset({"email", "url", "domain", "iban", "phone", "number", "part"})  # where things go
 WIRED_PLAIN_MAX = 16  # plain values a decision carries (the newest)
 BEFORE, AFTER = 200, 600  # characters around an instruction whose values are its own
+PENDING_STEPS = 8  # steps after an instruction without a destination whose results may bring it
 
 
 @dataclass(frozen=True)
@@ -50,6 +60,10 @@ class Provenance:
     # file names, follow], `core.sanction`), and the results it sanctioned ([step, tool, by])
     order: list[Any] = field(default_factory=list)
     sanctioned: list[list[Any]] = field(default_factory=list)
+    # [step, tool] of a flagged result whose instruction named no destination of its own
+    # ("... must go to the address in the next record you read"): the destinations of the
+    # next PENDING_STEPS results are where it sends things (`dir`)
+    pending: list[Any] = field(default_factory=list)
 
     def sanctioned_at(self, step: int) -> bool:
         """Whether the result of `step` was sanctioned by the user's order."""
@@ -71,7 +85,7 @@ def with_user(p: Provenance, text: str | None) -> Provenance:
     user = [*p.user, *new][-USER_MAX:]
     known = set(new)
     taint = [e for e in p.taint if e[0] not in known]
-    return Provenance(True, user, taint, p.flagged, p.hit, p.order, p.sanctioned)
+    return Provenance(True, user, taint, p.flagged, p.hit, p.order, p.sanctioned, p.pending)
 
 
 def seeded(p: Provenance, task: str | None) -> Provenance:
@@ -81,7 +95,7 @@ def seeded(p: Provenance, task: str | None) -> Provenance:
     q = with_user(p, task)
     o = sanction.order(task)
     order = [0, list(o.kinds), list(o.names), o.follow] if o else q.order
-    return Provenance(True, q.user, q.taint, q.flagged, q.hit, order, q.sanctioned)
+    return Provenance(True, q.user, q.taint, q.flagged, q.hit, order, q.sanctioned, q.pending)
 
 
 def ordered(p: Provenance, step: int, text: str | None) -> Provenance:
@@ -98,6 +112,7 @@ def ordered(p: Provenance, step: int, text: str | None) -> Provenance:
         p.hit,
         [step, list(o.kinds), list(o.names), o.follow],
         p.sanctioned,
+        p.pending,
     )
 
 
@@ -115,7 +130,14 @@ def sanctioned(p: Provenance, step: int, tool: str, text: str) -> Provenance:
     q = with_user(p, text)
     entry = [step, tool[:TOOL_KEPT], int(p.order[0]) if p.order else 0]
     return Provenance(
-        True, q.user, q.taint, q.flagged, q.hit, q.order, [*q.sanctioned, entry][-sanction.SANCTIONED_MAX :]
+        True,
+        q.user,
+        q.taint,
+        q.flagged,
+        q.hit,
+        q.order,
+        [*q.sanctioned, entry][-sanction.SANCTIONED_MAX :],
+        q.pending,
     )
 
 
@@ -192,19 +214,54 @@ def observe(
     text: str,
     values: list[tuple[str, str, int]],
     found: Instructions,
+    sent_to: Collection[str] = (),
+    points_on: bool = False,
 ) -> Provenance:
     """`p` after a tool result: its values the user never gave are tainted from this step
     (a value already tainted keeps its first source, unless it now stands near instructions);
     with instructions, the values near them are marked `instr` and the result is flagged.
-    `values`: `scan(text)` (offsets needed only when `found` is flagged: scanned again then)."""
+    `values`: `scan(text)` (offsets needed only when `found` is flagged: scanned again then).
+    `sent_to`: the destinations the result sends something to (`streams.shared.taint.directed`),
+    marked `dir`; a destination the result hides (decoded from an encoding it names, an
+    account printed in two halves) is marked `dir` too, flagged or not. `points_on`: the
+    result sends something to a destination it does not print ("to the address in the next
+    record"): the destinations of the next PENDING_STEPS results are marked `dir`."""
     flagged = found.flagged
     if flagged and values and values[0][2] < 0:
         values = scan(text, positions=True)
     wins = windows(text, found.spans) if flagged else []
+    pending = p.pending
+    if pending and step - int(pending[0]) > PENDING_STEPS:
+        pending = []
+    if flagged:
+        # an instruction with no destination in its window sends to the first one after it
+        # ("... must go to the destination given at the end", the value far below)
+        dest_at = [x[2] for x in values if x[0] in DESTINATIONS and x[2] >= 0]
+        claimed = False
+        for j, ((_a, b), (ws, we)) in enumerate(zip(found.spans, wins, strict=True)):
+            if any(ws <= at <= we for at in dest_at):
+                claimed = True
+                continue
+            after = [at for at in dest_at if at > b]
+            if after:
+                wins[j] = (ws, min(after))
+                claimed = True
+        if not claimed:  # its destination comes in a later result
+            pending = [step, tool[:TOOL_KEPT]]
+    if pending and pending[0] != step and any(x[0] in DESTINATIONS for x in values):
+        sent_to = {*sent_to, *(x[1] for x in values if x[0] in DESTINATIONS)}
+        pending = []
+    if points_on:  # it sends to a destination a later result brings
+        pending = [step, tool[:TOOL_KEPT]]
     if flagged:  # what the instruction's own words hide: a value decoded, an account's halves
         hidden = [x for x in decoded_values(text) + parts(text) if _near(x[2], x[0], found.spans, wins)]
-        if hidden:
-            values = [*values, *hidden]
+    else:  # hidden whatever the wording: nothing a lookup prints that way
+        hidden = decoded_values(text) + split_parts(text)
+        if any(x[0] == "domain" for x in values):  # a bare domain is a domain the scan found
+            hidden += assembled(text)
+    if hidden:
+        values = [*values, *hidden]
+        sent_to = {*sent_to, *(x[1] for x in hidden)}
     user = _user_set(p.user)
     index = _index(p.taint)  # shared: read only
     added: dict[str, int] = {}  # hash -> place of the entries this result adds
@@ -216,34 +273,54 @@ def observe(
         if h in user:
             continue
         instr = flagged and _near(at, kind, found.spans, wins)
+        sent = v in sent_to
         i = index.get(h)
         if i is None:
             i = added.get(h)
         if i is not None:
-            if instr and not taint[i][4]:
+            if (instr and not taint[i][4]) or (sent and not _sent(taint[i])):
                 if not changed:
                     taint, changed = list(taint), True
-                taint[i] = [h, kind, step, name, True]
+                old = taint[i]
+                taint[i] = (
+                    _entry(h, kind, step, name, True, sent or _sent(old)) if instr else [*old[:5], True]
+                )
             continue
         if not changed:
             taint, changed = list(taint), True
         added[h] = len(taint)
-        taint.append([h, kind, step, name, instr])
+        taint.append(_entry(h, kind, step, name, instr, sent))
     if len(taint) > TAINT_MAX:  # the oldest plain values go first, then the oldest marked
         extra = len(taint) - TAINT_MAX
         drop: set[int] = set()
         for i, e in enumerate(taint):
             if len(drop) >= extra:
                 break
-            if not e[4]:
+            if not e[4] and not _sent(e):
                 drop.add(i)
         taint = [e for i, e in enumerate(taint) if i not in drop][-TAINT_MAX:]
     flags = p.flagged
     if flagged:
         flags = [*p.flagged, [step, name]][-FLAGGED_MAX:]
-    if not changed and flags is p.flagged:
+    if not changed and flags is p.flagged and pending is p.pending:
         return p
-    return Provenance(p.seeded, p.user, taint, flags, p.hit, p.order, p.sanctioned)
+    return Provenance(p.seeded, p.user, taint, flags, p.hit, p.order, p.sanctioned, pending)
+
+
+def _entry(h: str, kind: str, step: int, tool: str, instr: bool, sent: bool) -> list[Any]:
+    """A taint entry: [hash, kind, step, tool, instr], and a sixth item True when the result
+    sent something to the value (`dir`; absent otherwise: a state written before has five)."""
+    return [h, kind, step, tool, instr, True] if sent else [h, kind, step, tool, instr]
+
+
+def _sent(e: Sequence[Any]) -> bool:
+    return len(e) > 5 and e[5] is True
+
+
+def hides(text: str) -> bool:
+    """Whether a result hides a destination whatever its wording: one decoded from an encoding
+    it names, an account printed in two parts, an address spelled apart (`observe`)."""
+    return bool(decoded_values(text) or split_parts(text) or assembled(text))
 
 
 def wire(p: Provenance | Mapping[str, Any] | None) -> list[TaintEntry]:
@@ -260,10 +337,13 @@ def wire(p: Provenance | Mapping[str, Any] | None) -> list[TaintEntry]:
     # numbers and names are not: a coding run's listings and a shop's item ids would fill
     # every decision with hashes no gate reads by default
     ordered = _ordered(taint)
-    return [
-        {"h": e[0], "kind": e[1], "step": e[2], "tool": e[3], "instr": bool(e[4])}
-        for e in ordered[:TAINT_WIRE_MAX]
-    ]
+    out: list[TaintEntry] = []
+    for e in ordered[:TAINT_WIRE_MAX]:
+        entry: TaintEntry = {"h": e[0], "kind": e[1], "step": e[2], "tool": e[3], "instr": bool(e[4])}
+        if _sent(e):
+            entry["dir"] = True
+        out.append(entry)
+    return out
 
 
 # The last taint list wired and its entries in wire order (one memo, swapped whole).
@@ -276,9 +356,12 @@ def _ordered(taint: list[list[Any]]) -> list[list[Any]]:
     memo = _ORDERED[0]
     if memo[0] is not taint:
         # an account's halves (`part`) take the room the whole values leave
-        marked = [e for e in reversed(taint) if e[4] and e[1] != "part"]
-        marked += [e for e in reversed(taint) if e[4] and e[1] == "part"]
-        plain = [e for e in reversed(taint) if not e[4] and e[1] in WIRED_PLAIN][:WIRED_PLAIN_MAX]
+        # (a sixth item is only ever `dir`, True: `_entry`)
+        marked = [e for e in reversed(taint) if (e[4] or len(e) > 5) and e[1] != "part"]
+        marked += [e for e in reversed(taint) if (e[4] or len(e) > 5) and e[1] == "part"]
+        plain = [e for e in reversed(taint) if not (e[4] or len(e) > 5) and e[1] in WIRED_PLAIN][
+            :WIRED_PLAIN_MAX
+        ]
         memo = (taint, marked + plain)
         _ORDERED[0] = memo
     return memo[1]

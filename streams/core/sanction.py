@@ -7,7 +7,7 @@ data planted by someone else. The rule is bounded and deterministic, and keys on
 wrote and on the call that read the source, never on the wording of the result:
 
 - `order(text)`: the user's text (the task, a later user message) holds an order to follow a
-  source (`FOLLOW`, `DO_WHAT`, `PAY`) and names its kind (`KINDS`: an e-mail, a message, a file,
+  source (`FOLLOW`, `DO_WHAT`, `AS_ASKED`, `PAY`) and names its kind (`KINDS`: an e-mail, a message, a file,
   a document, a note, a bill, a page) or a file by name (`bill.txt`), in the same sentence. No
   kind and no name: no sanction (an order to "do what it says" of nothing named).
 - `reads_source(order, tool, input)`: a call that reads that source: not an acting call
@@ -42,6 +42,10 @@ NAMES_MAX = 4  # file names an order keeps
 # one is read as data like any other (a manager's e-mail does not tell the reader to ignore its
 # earlier instructions, nor speak to an AI, nor carry `<INFORMATION>`).
 BARRED = frozenset({"override", "task", "address", "marker"})
+# A source's own voice does not hide from its reader, switch language, claim the user's standing
+# wishes or speak of the user in the third person, or ask for the user's data to go out: text
+# that does is planted in the source the user named, not what the user asked to follow.
+NOT_THE_SOURCE = frozenset({"hidden", "foreign", "standing", "third", "exfil"})
 
 _DET = r"(?:the|all(?:\s{1,3}the)?|my|these|those|this|its|his|her|their|each|every|any)\s{1,3}(?:[a-z'-]{1,20}\s{1,3}){0,2}?"
 # An instruction that speaks of "the user" in the third person is written to whoever serves the
@@ -70,6 +74,13 @@ FOLLOW_SOURCE = re.compile(
     r"\b(?:follow|obey|do|complete|carry out|execute|action)\s{1,3}"
     + _DET
     + r"(?:e-?mail|message|note|memo|to-?do(?:\s{1,3}list)?|checklist|instructions)\b"
+)
+# "answer the e-mail from the organisers as they ask", "reply to Bob's message as requested"
+AS_ASKED = re.compile(
+    r"\b(?:answer|reply\s{1,3}to|respond\s{1,3}to|deal\s{1,3}with|handle|process|act\s{1,3}on)\s{1,3}"
+    r"(?:[a-z'-]{1,20}\s{1,3}){0,2}?(?:e-?mails?|messages?|notes?|requests?|letters?|invitations?)\b"
+    r"[^.!?\n]{0,60}?\bas\s{1,3}(?:(?:they|it|he|she|requested|instructed|asked|told)\b|the\s{1,3}[a-z'-]{1,20}\s{1,3})"
+    r"(?:\s{0,3}(?:asks?|asked|requests?|says?|instructs?|wants?|tells?)\b)?"
 )
 # "pay the bill", "settle the invoice in invoice.pdf"
 PAY = re.compile(r"\b(?:pay|settle)\s{1,3}" + _DET + r"(?:bill|invoice|rent|statement|amount due)s?\b")
@@ -152,13 +163,18 @@ def order(text: str | None) -> Order | None:
             "implement",
             "work",
             "take care",
+            "answer",
+            "repl",
+            "respond",
+            "process",
+            "deal",
         )
     ):
         return None
     kinds: list[str] = []
     names: list[str] = []
     follow = False
-    for pat in (FOLLOW, DO_WHAT, FOLLOW_SOURCE, PAY):
+    for pat in (FOLLOW, DO_WHAT, FOLLOW_SOURCE, AS_ASKED, PAY):
         for m in pat.finditer(t):
             # the sentence the order stands in names its source (before or after the verb)
             a = max(0, m.start() - BACK)
@@ -204,11 +220,13 @@ def reads_source(o: Order, tool: str, call_input: str) -> bool:
 
 def sanctionable(o: Order, found: Instructions, values: Sequence[tuple[str, str, int]], text: str) -> bool:
     """Whether a result the order's source gave, with these instructions and values
-    (`streams.shared.taint.scan`), may be sanctioned: none of `BARRED`, and no instruction in it that
+    (`streams.shared.taint.scan`), may be sanctioned: none of `BARRED` or NOT_THE_SOURCE, and no instruction in it that
     speaks of "the user" (`THIRD_PERSON`); and, for an order to act on the source's data only
     ("pay the bill"), no flagged instructions and one account at most (a bill has one payee:
     one that also names another account, or tells the reader to pay it, is data)."""
-    if BARRED.intersection(found.signals) or _third_person(text, found.spans):
+    if BARRED.intersection(found.signals) or NOT_THE_SOURCE.intersection(found.signals):
+        return False
+    if _third_person(text, found.spans):
         return False
     if o.follow:
         return True

@@ -20,14 +20,18 @@ The contract (the worker computes, the agent side checks):
 - `values_in_args(args)`: the values a call's JSON arguments carry (strings, numbers, lists,
   dicts, bounded); a short whole string value counts as an `ident` too.
 - A decision's optional `taint` field: at most TAINT_WIRE_MAX entries, each
-  `{"h": <16 hex>, "kind": str, "step": int, "tool": str, "instr": bool}`: a value that a tool
+  `{"h": <16 hex>, "kind": str, "step": int, "tool": str, "instr": bool}` (and `"dir": true`
+  when the result sent something to the value or hid it: never a lookup's find): a value that a tool
   result introduced (not the user's task or messages), `step` the step whose result brought it,
   `tool` that step's action (cut to TOOL_KEPT chars), `instr` true when that result held
   instructions addressed to the agent and the value stood near them.
 - `call_values(args)`: what the gate reads in a call: `values_in_args`, and each string also
   without separators, prefix and case, and decoded once from base64 or hex (bounded).
   `decoded_values`, `parts`: what a flagged result hides (an encoded value it names, an
-  account's halves), read by `core.provenance` on flagged results only.
+  account's halves); `split_parts`, `assembled`: what any result hides (an account printed in
+  two parts from an IBAN country's head, an address spelled apart); `directed`, `points_on`:
+  the destinations a result sends something to, in any wording (`core.provenance` marks them
+  `dir`).
 - `gate(taint, tool, args)`: a `GateVerdict`. Denies a call whose argument values (or two
   tainted parts joined) match a taint entry with `instr` when the call acts on it
   (`call_acts`: a read is never refused), and (`acting_strict=True`) any tainted value in a
@@ -349,10 +353,10 @@ def _token_values(raw: str) -> tuple[tuple[str, str], ...]:
 # What glues a value to the text around it without a space: markup (`<b>x@y.com</b>`,
 # `href="https://..."`) and the full-width punctuation of CJK text (`发送到 DE89...` and a full-width comma, U+FF0C).
 _GLUE_CHARS = re.compile(
-    '[<>"=\uff0c\u3002\u3001\uff1a\uff1b\uff01\uff1f\uff08\uff09\u300c\u300d\u3010\u3011]'
+    "[<>\"'=\uff0c\u3002\u3001\uff1a\uff1b\uff01\uff1f\uff08\uff09\u300c\u300d\u3010\u3011]"
 ).search
 _GLUE_SPLIT = re.compile(
-    '<[^<>]{0,64}>|[<>"=\uff0c\u3002\u3001\uff1a\uff1b\uff01\uff1f\uff08\uff09\u300c\u300d\u3010\u3011]+'
+    "<[^<>]{0,64}>|[<>\"'=\uff0c\u3002\u3001\uff1a\uff1b\uff01\uff1f\uff08\uff09\u300c\u300d\u3010\u3011]+"
 )
 GLUED_MAX = 8  # pieces of one glued token read
 
@@ -500,6 +504,224 @@ def _spaced_ibans(text: str, pattern: re.Pattern[str]) -> list[tuple[int, str]]:
             if len(out) >= VALUES_MAX:
                 break
     return out
+
+
+# -- destinations the text sends something to -----------------------------------------------
+# A lookup finds a destination as a record's field or a self-description ("email: x",
+# "My e-mail is x", "participants: - x"); data that tells something to GO to a destination
+# ("... goes to x", "has reached x", "an x", "à x", "发送到 x", "x に送って") states its own wish,
+# whatever its wording. Such a destination is `dir` in the taint list: an acting call may not
+# send there unless the user gave it or told the agent to follow that source. Read in every
+# language by its grammar's small words, not by its verbs: the word right before the value
+# (after at most FILLER_MAX filler words: "to the account", "an das Konto"), not at a line's
+# start (`To github.com:org/repo` is a header), and never as a field (`To: x` is a header).
+DIRECTED_WORDS = frozenset(
+    {
+        # en
+        "to", "into", "onto", "toward", "towards", "reach", "reached", "reaches", "reaching", "in",
+        # de, nl, sv/da/no
+        "an", "nach", "auf", "naar", "aan", "till", "til",
+        # fr, es, it, pt
+        "à", "au", "aux", "vers", "a", "al", "para", "hacia", "ao", "verso", "alla", "allo",
+        # pl, cs, ru, uk
+        "do", "na", "в", "на", "к", "до",
+        # ar, tr (separate word forms)
+        "إلى", "الى",
+    }
+)  # fmt: skip
+DIRECTED_FILLER = frozenset(
+    {
+        "the", "my", "our", "your", "this", "that", "following", "new", "same", "below", "above",
+        "iban", "account", "accounts", "address", "addresses", "email", "e-mail", "mail", "mailbox",
+        "inbox", "url", "site", "website", "page", "link", "number", "bank", "recipient",
+        "das", "die", "den", "dem", "der", "konto", "adresse", "folgende", "folgendes",
+        "la", "le", "les", "el", "los", "las", "il", "lo", "o", "os", "as", "cuenta", "compte",
+        "conto", "conta", "dirección", "indirizzo", "endereço", "suivant", "siguiente",
+        "seguente", "seguinte", "het", "de", "rekening", "adres", "kontot",
+    }
+)  # fmt: skip
+FILLER_MAX = 3  # filler words passed over between the small word and the value
+DIRECTED_LOOKS = 48  # small words looked at in one text
+DIRECTED_CHUNK = 96  # characters after them read for the value
+_DIR_WORD = re.compile(
+    r"(?<![^\s(\"'*_`>])(?:" + "|".join(sorted(map(re.escape, DIRECTED_WORDS), key=len, reverse=True)) + r")"
+    r"(?=[ \t]|[*_`\"'(<=][^\s]|→)"
+)  # read on the lower-cased text (a case-blind alternation is four times slower)
+# A destination stated as where things go, the value after or before the words ("the recipient
+# is x", "the new payee will be x", "x is where ... belongs", "x is the new account").
+_DIR_COPULA = re.compile(
+    r"(?:recipient|beneficiary|payee|destination|receiver)s?[ \t]+(?:is|are|will[ \t]+be|should[ \t]+be|"
+    r"must[ \t]+be|has[ \t]+become|becomes|is[ \t]+now|ist|est|es|è|é|wordt)[ \t]+(?:now[ \t]+|the[ \t]+)?",
+    re.IGNORECASE,
+)
+_DIR_COPULA_AFTER = re.compile(
+    r"[ \t]+(?:is|will[ \t]+be|should[ \t]+be)[ \t]+(?:where|the[ \t]+new|now[ \t]+the|our[ \t]+new)\b",
+    re.IGNORECASE,
+)
+_DIR_ARROW = re.compile(r"(?:→|->|=>)[ \t]*")
+# wide characters that send to what follows (zh) or that say what precedes is where it goes (ja, ko)
+_DIR_WIDE_BEFORE = re.compile(r"(?:到|至|给|給|往|向|予)[ \t]*")
+_WIDE_CHARS = re.compile(r"[\u2e80-\u9fff\u3000-\u303f\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
+_DIR_WIDE_AFTER = ("に", "へ", "宛", "まで", "로", "으로", "에게", "께")
+# markup before a value: a tag (`<b>`, `<a href=...>`; an address in angle brackets is no tag)
+_SKIP = re.compile(r"(?:[ \t*_`\"'(]|</?[A-Za-z][A-Za-z0-9]{0,10}(?:[ \t][^<>\n]{0,60})?>)*")
+_NEXT_WORD = re.compile(
+    r"(?:[ \t*_`\"'(]|</?[A-Za-z][A-Za-z0-9]{0,10}(?:[ \t][^<>\n]{0,60})?>)*([^\W\d_][\w-]{0,15}):?(?=[ \t])"
+)
+
+
+def _dest_at(t: str, pos: int, kinds: frozenset[str] | None = None) -> tuple[str, str] | None:
+    """The destination that starts at `pos` of `t` (markup and quotes before it passed over),
+    or None: a value of a kind in `kinds` (DIRECTED_KINDS), read from the rest of its line."""
+    kinds = DIRECTED_KINDS if kinds is None else kinds
+    pos = _SKIP.match(t, pos).end()  # type: ignore[union-attr]
+    if t[pos : pos + 1] == ":":
+        return None
+    end = t.find("\n", pos, pos + DIRECTED_CHUNK)
+    chunk = t[pos : end if end >= 0 else pos + DIRECTED_CHUNK]
+    if not chunk or not _CANDIDATE(chunk):
+        return None
+    for kind, v, at in _scan(chunk, 4, True):
+        if at == 0 and kind in kinds:
+            return kind, v
+    return None
+
+
+DIRECTED_KINDS = frozenset({"email", "url", "domain", "iban", "phone", "number"})
+_IN_KINDS = frozenset({"email", "iban", "phone"})
+_WORDS_BEFORE = re.compile(r"[^\W\d_]+").findall
+
+
+# A destination named by reference ("to the destination given at the end", "to the address in
+# the next record"): where the text sends things comes after it, or in a later result.
+POINTER_NOUNS_WORDS = (
+    "destination", "address", "account", "iban", "mailbox", "recipient", "url", "link", "ziel",
+    "adresse", "konto", "destinataire", "compte", "destino", "dirección", "cuenta", "indirizzo",
+    "conto", "endereço", "conta", "rekening",
+)  # fmt: skip
+_POINTER_BEFORE = re.compile(
+    r"(?<![\w-])(?:to|into|towards?|an|nach|à|vers|a|para|naar|aan|do|na)[ \t]+(?:[^\W\d_]{1,12}[ \t]+){0,3}$",
+    re.IGNORECASE,
+)
+_POINTER_AFTER = re.compile(
+    r"(?i:[ \t]+(?:given|below|beneath|that follows|following|at the end|in the next|in the following|"
+    r"you will|you'll|listed|shown|provided|on file|unten|folgend|ci-dessous|suivant|abajo|siguiente|"
+    r"sotto|seguente|abaixo|seguinte|hieronder)|[ \t]*:[ \t]*(?:\n|$))"
+)
+POINTER_NOUNS = 16  # places a destination's noun is looked at in one text
+POINTER_BACK = 64  # characters before it read for the small word of direction
+POINTER_AFTER = 4_000  # characters after a reference read for the destination it names
+
+
+def points_on(text: str) -> tuple[frozenset[str], bool]:
+    """(the first destination after a reference in `text`, True: a later result may bring
+    it too, "the address in the next record you read"). Empty and False: no reference."""
+    t = text[:TEXT_MAX] if isinstance(text, str) else ""
+    end = -1
+    low = t.lower()
+    if len(low) != len(t):  # a text whose case folds longer is read as it is
+        low = t
+    looks = 0
+    for noun in POINTER_NOUNS_WORDS:  # each a C search: no noun, no reference
+        at = low.find(noun)
+        while at >= 0 and looks < POINTER_NOUNS:
+            looks += 1
+            b = at + len(noun)
+            if (
+                (at == 0 or not (low[at - 1].isalnum() or low[at - 1] in "_-"))
+                and (b >= len(low) or not (low[b].isalnum() or low[b] in "_-"))
+                and _POINTER_AFTER.match(t, b)
+                and _POINTER_BEFORE.search(t[max(0, at - POINTER_BACK) : at])
+            ):
+                end = b if end < 0 else min(end, b)
+                break
+            at = low.find(noun, b)
+    if end < 0:
+        return frozenset(), False
+    rest = t[end : end + POINTER_AFTER]
+    for kind, v, _at in _scan(rest, VALUES_MAX, True):
+        if kind in DIRECTED_KINDS:  # the next one here, and (a "next record") a later one's
+            return frozenset({v}), True
+    return frozenset(), True
+
+
+def directed(text: str) -> frozenset[str]:
+    """The normalised destinations `text` sends something to (see DIRECTED_WORDS): the value
+    right after a small word of direction (and at most FILLER_MAX filler words) that has two
+    words before it on its line, after an arrow, after a wide character of direction, or right before a
+    Japanese or Korean particle of direction. Linear: at most DIRECTED_LOOKS places, each read
+    over at most DIRECTED_CHUNK characters."""
+    t = text[:TEXT_MAX] if isinstance(text, str) else ""
+    if not _CANDIDATE(t):
+        return frozenset()
+    out: set[str] = set()
+    looks = 0
+    low = t.lower()
+    for m in _DIR_WORD.finditer(low if len(low) == len(t) else t):
+        looks += 1
+        if looks > DIRECTED_LOOKS:
+            break
+        line = t.rfind("\n", 0, m.start()) + 1
+        # a sentence's, not a header's (`To github.com:...`) or a log line's (`Connecting to
+        # host`, `Redirecting to URL`, `Welcome to site`, `// relates to URL`): two words before
+        if len(_WORDS_BEFORE(t, line, m.start())) < 2:
+            continue
+        pos = m.end()
+        for _ in range(FILLER_MAX):
+            w = _NEXT_WORD.match(t, pos)
+            if w is None or w.group(1).lower() not in DIRECTED_FILLER:
+                break
+            pos = w.end()
+        # "in" sends to an account or an address ("land in <IBAN>"), not to a site ("in www.x")
+        got = _dest_at(t, pos, _IN_KINDS if m.group() == "in" else None)
+        if got is not None:
+            out.add(got[1])
+    for m in _DIR_COPULA.finditer(t):
+        looks += 1
+        if looks > DIRECTED_LOOKS * 2:
+            break
+        got = _dest_at(t, m.end())
+        if got is not None:
+            out.add(got[1])
+    for n, m in enumerate(_DIR_COPULA_AFTER.finditer(t)):
+        if n >= DIRECTED_LOOKS:
+            break
+        # the last destination of the words before it on its line ("BE31 2294 ... is where")
+        line = t.rfind("\n", 0, m.start()) + 1
+        dests = [
+            x
+            for x in _scan(t[max(line, m.start() - DIRECTED_CHUNK) : m.start()], 8, True)
+            if x[0] in DIRECTED_KINDS
+        ]
+        if dests:
+            out.add(dests[-1][1])
+    if "→" in t or "->" in t or "=>" in t:
+        for m in _DIR_ARROW.finditer(t):
+            looks += 1
+            if looks > DIRECTED_LOOKS * 2:
+                break
+            got = _dest_at(t, m.end())
+            if got is not None:
+                out.add(got[1])
+    if not t.isascii():
+        for m in _DIR_WIDE_BEFORE.finditer(t):
+            looks += 1
+            if looks > DIRECTED_LOOKS * 2:
+                break
+            got = _dest_at(t, m.end())
+            if got is not None:
+                out.add(got[1])
+        # the values read with wide characters as spaces (same length: offsets agree), each
+        # followed, in the text, by a particle of direction
+        spaced = _WIDE_CHARS.sub(" ", t)
+        for kind, v, at in _scan(spaced, VALUES_MAX, True):
+            if kind not in DIRECTED_KINDS or at < 0:
+                continue
+            tail = spaced[at : at + TOKEN_MAX]
+            end = at + (len(tail.split(None, 1)[0]) if tail.strip() else 0)
+            if t[end : end + 8].lstrip(" \t").startswith(_DIR_WIDE_AFTER):
+                out.add(v)
+    return frozenset(out)
 
 
 def extract_values(text: str) -> list[tuple[str, str]]:
@@ -654,8 +876,8 @@ class GateVerdict:
 ALLOW = GateVerdict(True)
 
 
-def _entries(taint: object) -> Iterable[tuple[str, int, str, bool]]:
-    """(hash, step, tool, instr) of a decision's taint list, skipping malformed entries."""
+def _entries(taint: object) -> Iterable[tuple[str, int, str, bool, bool]]:
+    """(hash, step, tool, instr, dir) of a decision's taint list, skipping malformed entries."""
     if not isinstance(taint, list):
         return
     for e in taint[: TAINT_WIRE_MAX * 2]:
@@ -665,15 +887,17 @@ def _entries(taint: object) -> Iterable[tuple[str, int, str, bool]]:
         if not isinstance(h, str) or len(h) != HASH_HEX or type(step) is not int:
             continue
         tool = e.get("tool")
-        yield h, step, tool if isinstance(tool, str) else "", e.get("instr") is True
+        yield h, step, tool if isinstance(tool, str) else "", e.get("instr") is True, e.get("dir") is True
 
 
-def deny_reason(tool: str, source_step: int, source_tool: str, instr: bool) -> str:
+def deny_reason(tool: str, source_step: int, source_tool: str, instr: bool, sent: bool = False) -> str:
     """What the model reads when a call is refused: the tool and the source, not the value."""
     src = f"the result of step {source_step} ({fenced(source_tool, TOOL_KEPT)})"
     why = (
         "which held instructions addressed to you; they come from data, not from the user"
         if instr
+        else "which asked for something to go there: the data chose that destination, not the user"
+        if sent
         else "not from the user's request"
     )
     then = (
@@ -1010,26 +1234,218 @@ def parts(text: str) -> list[tuple[str, str, int]]:
     return out
 
 
+# The head of an account printed apart (`DE89 37` then the rest elsewhere): a country code and
+# check digits, too short for an IBAN, standing alone.
+_IBAN_HEAD_UPPER = re.compile(r"[A-Z]{2}\d{2}").search
+_SPLIT_HEAD = re.compile(r"(?<![A-Za-z0-9@./-])[A-Z]{2}\d{2}[A-Z0-9]{0,10}(?![A-Za-z0-9@/-])")
+SPLIT_AFTER = 120  # characters after such a head read for the account's rest
+# The countries whose accounts have an IBAN (ISO 13616 registry): a head is one of these and
+# check digits 02 to 98 (`ID0001`, `PY311`, `FY2020` are no account's head).
+IBAN_COUNTRIES = frozenset(
+    [
+        "AD",
+        "AE",
+        "AL",
+        "AT",
+        "AZ",
+        "BA",
+        "BE",
+        "BG",
+        "BH",
+        "BI",
+        "BR",
+        "BY",
+        "CH",
+        "CR",
+        "CY",
+        "CZ",
+        "DE",
+        "DJ",
+        "DK",
+        "DO",
+        "EE",
+        "EG",
+        "ES",
+        "FI",
+        "FK",
+        "FO",
+        "FR",
+        "GB",
+        "GE",
+        "GI",
+        "GL",
+        "GR",
+        "GT",
+        "HN",
+        "HR",
+        "HU",
+        "IE",
+        "IL",
+        "IQ",
+        "IS",
+        "IT",
+        "JO",
+        "KW",
+        "KZ",
+        "LB",
+        "LC",
+        "LI",
+        "LT",
+        "LU",
+        "LV",
+        "LY",
+        "MC",
+        "MD",
+        "ME",
+        "MK",
+        "MN",
+        "MR",
+        "MT",
+        "MU",
+        "NI",
+        "NL",
+        "NO",
+        "OM",
+        "PK",
+        "PL",
+        "PS",
+        "PT",
+        "QA",
+        "RO",
+        "RS",
+        "RU",
+        "SA",
+        "SC",
+        "SD",
+        "SE",
+        "SI",
+        "SK",
+        "SM",
+        "SO",
+        "ST",
+        "SV",
+        "TL",
+        "TN",
+        "TR",
+        "UA",
+        "VA",
+        "VG",
+        "XK",
+        "YE",
+    ]
+)
+
+
+def split_parts(text: str) -> list[tuple[str, str, int]]:
+    """("part", value, offset) of an account printed in two parts whatever the wording: a
+    lone IBAN head (`_SPLIT_HEAD`, shorter than IBAN_MIN) and the `parts` words in the
+    SPLIT_AFTER characters after it; at most PARTS_MAX. Nothing a lookup prints that way (a
+    record prints its account whole): the gate joins the two halves of a call's account."""
+    t = text[:TEXT_MAX]
+    if not _IBAN_HEAD_UPPER(t):
+        return []
+    out: list[tuple[str, str, int]] = []
+    for m in _SPLIT_HEAD.finditer(t):
+        head = m.group()
+        if len(head) >= IBAN_MIN or head[:2] not in IBAN_COUNTRIES or not "02" <= head[2:4] <= "98":
+            continue
+        whole = _IBAN_SPACED.match(t, m.start())  # an IBAN printed in groups is whole, not split
+        if whole is not None and len(whole.group().translate(_SEPARATORS)) >= IBAN_MIN:
+            continue
+        rest = parts(t[m.end() : m.end() + SPLIT_AFTER])
+        if not rest:
+            continue
+        out.append(("part", head, m.start()))
+        out.extend((k, v, m.end() + at) for k, v, at in rest[:2])
+        if len(out) >= PARTS_MAX:
+            break
+    return out[:PARTS_MAX]
+
+
+_ENCODING_NAMED = re.compile(r"base64|hex", re.IGNORECASE).finditer
+_ENCODING_NAMES = ("base64", "Base64", "BASE64", "hex", "Hex", "HEX")
+NAMED_AFTER = 200  # characters after a text names an encoding read first for its words
+
+
+def assembled(text: str) -> list[tuple[str, str, int]]:
+    """("email", value, offset) of the addresses a text spells in parts: a bare domain (not
+    inside an address or a URL) and the words of its line that may be a mailbox's name, with a
+    digit or a separator ("the mailbox audit.relay892 at the domain relay-kestrel.io"), joined. Nothing a lookup prints
+    that way (a record prints its addresses whole); at most ASSEMBLED_MAX, from at most
+    ASSEMBLED_DOMAINS domains, each joined with at most ASSEMBLED_NAMES words nearest it."""
+    t = text[:TEXT_MAX]
+    if "." not in t:
+        return []
+    out: list[tuple[str, str, int]] = []
+    domains = 0
+    for m in _BARE_DOMAIN(t):
+        host = _host(m.group(1).lower())
+        if host is None:
+            continue
+        domains += 1
+        if domains > ASSEMBLED_DOMAINS:
+            break
+        a = t.rfind("\n", 0, m.start()) + 1
+        b = t.find("\n", m.end())
+        line = t[a : b if b >= 0 else len(t)][:LINE_READ]
+        # a mailbox's name as an attacker spells one apart: with a digit or a separator (a
+        # plain word beside a domain is prose: "see", "details")
+        names = [
+            (abs(n.start() + a - m.start()), n.group().lower(), n.start() + a)
+            for n in _MAILBOX_NAME(line)
+            if n.start() + a != m.start(1) and _mailbox_name(n.group())
+        ]
+        for _d, name, at in sorted(names)[:ASSEMBLED_NAMES]:
+            v = f"{name}@{host}"
+            if _EMAIL.fullmatch(v):
+                out.append(("email", v, at))
+        if len(out) >= ASSEMBLED_MAX:
+            break
+    return out[:ASSEMBLED_MAX]
+
+
+def _mailbox_name(w: str) -> bool:
+    """A word an attacker spells a mailbox's name with: letters (two at least) and a digit or
+    a separator; not a plain word (prose), a number, an address of a host or a host itself."""
+    letters = sum(c.isalpha() for c in w)
+    return 2 <= letters < len(w) and _host(w.lower()) is None
+
+
+_BARE_DOMAIN = re.compile(
+    r"(?<![\w@./:-])((?:[A-Za-z0-9-]{1,63}\.){1,6}[A-Za-z]{2,24})(?![\w@/-]|\.[A-Za-z0-9])"
+).finditer
+_MAILBOX_NAME = re.compile(
+    r"(?<![\w@./:-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}(?<![.])(?![\w@/-]|\.[A-Za-z0-9])"
+).finditer
+ASSEMBLED_MAX, ASSEMBLED_DOMAINS, ASSEMBLED_NAMES, LINE_READ = 16, 4, 8, 400
+
+
 def decoded_values(text: str) -> list[tuple[str, str, int]]:
     """(kind, value, offset of the encoded word) of the values in the words of `text` that
     decode from base64 or hex, when the text names that encoding (`base64`, `hex`): at most
     DECODED_MAX words decoded, each once. Read only on results that held instructions."""
     t = text[:TEXT_MAX]
-    low = t.lower()
-    if "base64" not in low and "hex" not in low:
+    if not any(map(t.__contains__, _ENCODING_NAMES)):  # C searches, no regex
         return []
     out: list[tuple[str, str, int]] = []
     tried = 0
-    for m in _ENCODED.finditer(t):
-        w = m.group()
-        if _plain_word(w):
-            continue
-        d = _decoded(w)
-        tried += 1
-        if d is not None:
-            out.extend((k, v, m.start()) for k, v in _string_values(d))
-        if tried >= DECODED_MAX:
-            break
+    # the words right after each place the text names the encoding first, then the others
+    starts = sorted({m.start() for m in _ENCODING_NAMED(t)})[:DECODED_MAX]
+    seen: set[int] = set()
+    for start, end in [*((a, a + NAMED_AFTER) for a in starts), (0, len(t))]:
+        for m in _ENCODED.finditer(t, start, end):
+            if m.start() in seen:
+                continue
+            seen.add(m.start())
+            w = m.group()
+            if _plain_word(w):
+                continue
+            d = _decoded(w)
+            tried += 1
+            if d is not None:
+                out.extend((k, v, m.start()) for k, v in _string_values(d))
+            if tried >= DECODED_MAX:
+                return out
     return out
 
 
@@ -1115,7 +1531,10 @@ def gate(
                 named = dest is True and kind in DEST_KINDS
                 if e[3]:
                     source = "instructed"
-                elif asked is False or (
+                elif (
+                    e[4]  # the data sent something there: its wish, not a lookup's find
+                    or asked is False
+                ) or (
                     asked is not None
                     and asked is not True
                     and KIND_GROUP.get(kind, kind) not in asked
@@ -1138,10 +1557,10 @@ def gate(
         if not hits:
             return ALLOW
         hits.sort(key=lambda e: (not e[3], e[1]))  # instructions first, then the earliest
-        _h, step, src_tool, instr = hits[0]
+        _h, step, src_tool, instr, sent = hits[0]
         return GateVerdict(
             False,
-            deny_reason(name, step, src_tool, instr),
+            deny_reason(name, step, src_tool, instr, sent),
             step,
             tuple(sorted({e[0] for e in hits})),
         )

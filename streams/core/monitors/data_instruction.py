@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from ...shared.taint import acts_on, call_index, is_acting_tool
+from ...shared.taint import DIRECTED_KINDS, acts_on, call_index, directed, is_acting_tool, points_on, scan
 from ...shared.untrusted import channel_copies, scrub
 from .. import asks, instructions, provenance, sanction
 from ..ladder import EscalationPolicy, escalation_sentence
@@ -72,6 +72,21 @@ def call_warning(tool: str, step: int, src_tool: str, src_step: int) -> str:
     )
 
 
+def _sent_to(obs: str, values: list[tuple[str, str, int]]) -> tuple[frozenset[str], bool]:
+    """The destinations a result sends something to (`streams.shared.taint.directed`, and one named by
+    reference, `points_on`), and whether it names one a later result brings."""
+    sent = directed(obs) if any(v[0] in DIRECTED_KINDS for v in values) else frozenset()
+    if sent:
+        ibans = [v for k, v, _at in values if k == "iban"]
+        if len(ibans) == 1 and ibans[0] in sent and any(k == "amount" for k, _v, _at in values):
+            # a bill's own order ("Pay 98.70 EUR to <IBAN>"): one payee and its amount, what
+            # the user who asks for the bill to be paid wants (one that names another account
+            # too, or holds instructions, is data: `core.sanction`)
+            sent = sent - {ibans[0]}
+    named, later = points_on(obs)
+    return (sent | named if named else sent), later
+
+
 def evaluate(p: Provenance, f: StepFeatures, ctx: Context, sem: Semantics) -> tuple[Provenance, Finding]:
     p = provenance.seeded(p, ctx.task)
     if f.by_user:  # the user (or its proxy) speaks: what it names is the user's
@@ -107,12 +122,19 @@ def evaluate(p: Provenance, f: StepFeatures, ctx: Context, sem: Semantics) -> tu
                 score = ACTING_CALL
                 hit = [f.step, int(e[2]), str(e[3]), False]
     if hit is not p.hit:
-        p = Provenance(p.seeded, p.user, p.taint, p.flagged, hit, p.order, p.sanctioned)
+        p = Provenance(p.seeded, p.user, p.taint, p.flagged, hit, p.order, p.sanctioned, p.pending)
     obs = f.observation
-    # An error's text is read only for a copy of our channel: a tool's error message is as
-    # much a producer's text as its output (a planted `[REASONBLOCKS]` in a 500 page), but
-    # errors' own wording ("you must ...") is not read as instructions.
-    if obs and (not f.is_error or channel_copies(obs[: instructions.TEXT_MAX])):
+    # An error's text is read for its values and for a copy of our channel: a tool's error
+    # message is as much a producer's text as its output (a planted `[REASONBLOCKS]` in a 500
+    # page), but errors' own wording ("you must ...") is not read as instructions.
+    if obs and f.is_error and not channel_copies(obs[: instructions.TEXT_MAX]):
+        # an error's values are a producer's too (a planted 500 page), and so is where it
+        # sends things; its own wording is not read as instructions
+        values = [v for v in scan(obs) if v[0] in provenance.DESTINATIONS]
+        sent = directed(obs) if any(v[0] in DIRECTED_KINDS for v in values) else frozenset()
+        # observed even without a plain value: it may hide one (an encoded destination)
+        p = provenance.observe(p, f.step, tool, obs, values, instructions.NONE, sent)
+    elif obs:
         # destinations inside markup, table cells and CJK sentences too (`asks.view`)
         values = asks.values(obs)
         # only a result that may hold instructions is read for them (`may_flag`: C searches)
@@ -126,12 +148,15 @@ def evaluate(p: Provenance, f: StepFeatures, ctx: Context, sem: Semantics) -> tu
             and not copied  # an imitation of our channel is never what the user asked to follow
             and values
             and sanction.sanctionable(order, found_instr, values, obs)
+            and not provenance.hides(obs)  # a source's own voice hides no destination
             and sanction.reads_source(order, tool, f.input)
         ):
             # the user told the agent to act on this source: what it says is the user's wish
             p = provenance.sanctioned(p, f.step, tool, obs)
         else:
-            p = provenance.observe(p, f.step, tool, asks.view(obs), values, found_instr)
+            # a destination the result sends something to is its own wish, not a lookup
+            sent, later = _sent_to(obs, values)
+            p = provenance.observe(p, f.step, tool, asks.view(obs), values, found_instr, sent, later)
         if found_instr.flagged and (copied or not p.sanctioned_at(f.step)):
             score = max(score, found_instr.score)
             texts.insert(0, result_warning(tool, f.step))

@@ -373,10 +373,14 @@ def through_the_engine(late: frozenset[int] = frozenset(), **kw: Any) -> tuple[S
     return s, client
 
 
-def test_through_the_engine_strict_denies_the_split_attack_and_lenient_allows_it() -> None:
+def test_through_the_engine_both_modes_deny_the_split_attack_and_allow_the_users_own_account() -> None:
     lenient, client = through_the_engine()
     assert "data_instruction" in client.decisions[1]["monitors"]["fired"]  # the instruction, flagged
-    assert lenient.check_call("send_money", PAY).allow  # its value came in a plain output
+    # its value came in a later, plain output: the flagged instruction named none, so the
+    # destinations the next results bring are where it sends things (`dir`)
+    v = lenient.check_call("send_money", PAY)
+    assert not v.allow and v.source_step == 2, v
+    assert lenient.check_call("send_money", {**PAY, "recipient": OWN_IBAN}).allow
     strict, _ = through_the_engine(gate="strict")
     v = strict.check_call("send_money", PAY)
     assert not v.allow and v.source_step == 2

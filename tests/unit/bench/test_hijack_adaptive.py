@@ -9,7 +9,8 @@ from collections import Counter
 import orjson
 
 from bench import hijack_adaptive as ha
-from streams.shared.taint import call_values, extract_values
+from streams.core import asks
+from streams.shared.taint import call_values
 
 
 def _lines() -> tuple[list[bytes], dict[str, dict[str, object]]]:
@@ -57,7 +58,8 @@ def test_each_plain_attack_plants_the_value_its_call_sends() -> None:
             continue
         text = "\n".join(str(e.get("observation") or "") for e in c.events)
         sent = {v for _k, v, _d in call_values(c.args)}
-        planted = {v for _k, v in extract_values(text)}
+        # as the worker reads a result (`asks.values`: a value glued to Hangul or inside markup too)
+        planted = {v for _k, v, _at in asks.values(text)}
         assert sent & planted, (c.variant, c.args)
         assert "ignore" not in text.lower()
 

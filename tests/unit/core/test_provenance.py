@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from streams.core import provenance
+from streams.core.evolve import rebuild
 from streams.core.instructions import Instructions
 from streams.core.provenance import Provenance
 from streams.shared.taint import gate, scan, value_hash
@@ -86,14 +87,39 @@ def test_reads_of_a_planted_value_are_allowed():
         assert gate(taint, tool, args).allow, tool
 
 
-def test_hidden_values_are_read_only_on_flagged_results_and_only_near_the_instructions():
+def test_hidden_values_are_read_on_a_plain_result_too_and_marked_as_sent_to():
     enc = base64.b64encode(IBAN.encode()).decode()
     plain = f"Statement in base64: {enc}. Account parts DE8937 and 0400440532013000."
     values = scan(plain)
     p = provenance.observe(Provenance(True), 1, "read_file", plain, values, Instructions(0.0))
-    # a plain result: no decoding, no parts (the golden decisions of coding runs stay as they are)
-    assert {e[0] for e in p.taint} == {value_hash(v) for _k, v, _at in values}
-    assert value_hash(IBAN) not in {e[0] for e in p.taint}
+    # no wording needed: a destination hidden in an encoding the text names, or an account
+    # printed in two parts, is nothing a lookup prints that way
+    by_hash = {e[0]: e for e in p.taint}
+    assert by_hash[value_hash(IBAN)][4:] == [False, True]
+    assert by_hash[value_hash("DE8937")][4:] == [False, True]
+    wired = {e["h"]: e for e in provenance.wire(p)}
+    assert wired[value_hash(IBAN)].get("dir") is True and wired[value_hash(IBAN)]["instr"] is False
+
+
+def test_a_coding_runs_ids_and_package_names_are_no_hidden_destination():
+    text = "ID0001 PY311 FY2020\nimport com.fasterxml.jackson.core.io;\n3 java.io\n151.101.40.209 repo1.maven.org"
+    p = provenance.observe(Provenance(True), 1, "bash", text, scan(text), Instructions(0.0))
+    assert not [e for e in p.taint if len(e) > 5]
+
+
+def test_a_state_written_before_dir_and_pending_loads_and_keeps_its_entries():
+    old = {"seeded": True, "user": [], "taint": [[value_hash(IBAN), "iban", 1, "read_file", False]]}
+    p = rebuild(Provenance, old)
+    assert p.pending == [] and provenance.wire(p)[0] == {
+        "h": value_hash(IBAN),
+        "kind": "iban",
+        "step": 1,
+        "tool": "read_file",
+        "instr": False,
+    }
+    text = f"Has the balance gone to {IBAN} already? It was due today."
+    q = provenance.observe(p, 2, "read_file", text, scan(text), Instructions(0.0), frozenset({IBAN}))
+    assert q.taint[0][:5] == [value_hash(IBAN), "iban", 1, "read_file", False] and q.taint[0][5] is True
 
 
 def test_parts_take_only_the_room_whole_values_leave_on_the_wire():

@@ -74,3 +74,11 @@ def test_a_pay_order_sanctions_a_bill_with_one_account_only():
     assert sanctionable(pay, instructions.NONE, one, "bill")
     two = [*one, ("iban", "gb29nwbk60161331926819", 60)]
     assert not sanctionable(pay, instructions.NONE, two, "bill")
+
+
+def test_answering_a_message_as_it_asks_is_an_order_to_follow_it_and_a_plain_reply_is_not() -> None:
+    o = order("Answer the e-mail from the conference organisers as they ask.")
+    assert o is not None and o.follow and o.kinds == ("email",)
+    assert order("Reply to the message from Bob as requested.") is not None
+    assert order("Reply to the email from Alice.") is None
+    assert order("Answer the email: how many meetings do I have?") is None
