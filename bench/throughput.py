@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -92,8 +93,11 @@ async def preload(
     return n
 
 
-async def drain_timing(bootstrap: str, topic: str, expect: int, timeout_s: float) -> tuple[int, float, float]:
-    """Wait until `topic` holds `expect` records; return (count, first ts, last ts) in seconds."""
+async def drain_timing(
+    bootstrap: str, topic: str, expect: int, timeout_s: float, on_first: Callable[[], None] | None = None
+) -> tuple[int, float, float]:
+    """Wait until `topic` holds `expect` records; return (count, first ts, last ts) in seconds.
+    `on_first`: called once the first record is read (the drain has begun)."""
     c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, isolation_level="read_committed")
     await c.start()
     try:
@@ -113,6 +117,9 @@ async def drain_timing(bootstrap: str, topic: str, expect: int, timeout_s: float
         next_log = time.monotonic() + 5
         while n < expect and time.monotonic() < deadline:
             batch = await c.getmany(timeout_ms=500, max_records=10_000)
+            if on_first is not None and batch:
+                on_first()
+                on_first = None
             for recs in batch.values():
                 for r in recs:
                     n += 1
@@ -144,7 +151,8 @@ def main() -> int:
     ap.add_argument(
         "--profile",
         action="store_true",
-        help="py-spy the worker while it drains (bench/results/worker-profile.txt)",
+        help="py-spy the worker while it drains, from its first decision on, in each configuration "
+        "of the first round (bench/results/worker-profile-<on|etraces-off|fsm>.txt: collapsed stacks)",
     )
     args = ap.parse_args()
 
@@ -163,7 +171,8 @@ def main() -> int:
                 log(f"  {n} events")
                 if not rows:
                     rows[PASS] = passthrough(s, n, args.partitions)
-                profile = args.profile and monitors and etraces and rnd == 0
+                tag = "on" if etraces else "etraces-off" if monitors else "fsm"
+                profile = results_dir() / f"worker-profile-{tag}.txt" if args.profile and rnd == 0 else None
                 rows[f"rb-streams worker, {label}"] = worker(s, n, profile)
             rounds.append(rows)
     finally:
@@ -276,36 +285,26 @@ def passthrough(s: Settings, n: int, partitions: int) -> dict[str, Any]:
     return row
 
 
-def worker(s: Settings, n: int, profile: bool) -> dict[str, Any]:
+def worker(s: Settings, n: int, profile: Path | None) -> dict[str, Any]:
     log("rb-streams worker draining the backlog ...")
     w = WorkerProcess(s, results_dir() / "throughput-worker.log")
-    spy = None
-    if profile:
-        time.sleep(8)
-        spy = subprocess.Popen(
-            [
-                str(Path(sys.executable).with_name("py-spy")),
-                "record",
-                "--pid",
-                str(w.proc.pid),
-                "--duration",
-                "20",
-                "--format",
-                "raw",
-                "-o",
-                str(results_dir() / "worker-profile.txt"),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+    spies: list[subprocess.Popen[bytes]] = []
+
+    def spy() -> None:  # from the first decision on: the drain, not the worker's start
+        if profile is None:
+            return
+        cmd = [str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(w.proc.pid)]
+        cmd += ["--duration", "15", "--format", "raw", "-o", str(profile)]
+        spies.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
     cpu = CpuSampler(w.proc.pid, broker=broker_pid())
     try:
         # every run_start and step yields a decision
-        cnt, first, last = asyncio.run(drain_timing(s.bootstrap_servers, s.steering_topic, n, 900))
+        cnt, first, last = asyncio.run(drain_timing(s.bootstrap_servers, s.steering_topic, n, 900, spy))
     finally:
         cpu.stop()
-        if spy:
-            spy.wait(60)
+        for p in spies:
+            p.wait(60)
         w.stop()
     row = {
         "n": cnt,

@@ -7,7 +7,7 @@ data planted by someone else. The rule is bounded and deterministic, and keys on
 wrote and on the call that read the source, never on the wording of the result:
 
 - `order(text)`: the user's text (the task, a later user message) holds an order to follow a
-  source (`FOLLOW`, `DO_WHAT`, `AS_ASKED`, `PAY`) and names its kind (`KINDS`: an e-mail, a message, a file,
+  source (`FOLLOW`, `DO_WHAT`, `AS_ASKED`, `PAY`, `DEST_IN_SOURCE`: "to the address in Alice's e-mail") and names its kind (`KINDS`: an e-mail, a message, a file,
   a document, a note, a bill, a page) or a file by name (`bill.txt`), in the same sentence. No
   kind and no name: no sanction (an order to "do what it says" of nothing named).
 - `reads_source(order, tool, input)`: a call that reads that source: not an acting call
@@ -42,10 +42,11 @@ NAMES_MAX = 4  # file names an order keeps
 # one is read as data like any other (a manager's e-mail does not tell the reader to ignore its
 # earlier instructions, nor speak to an AI, nor carry `<INFORMATION>`).
 BARRED = frozenset({"override", "task", "address", "marker"})
-# A source's own voice does not hide from its reader, switch language, claim the user's standing
-# wishes or speak of the user in the third person, or ask for the user's data to go out: text
-# that does is planted in the source the user named, not what the user asked to follow.
-NOT_THE_SOURCE = frozenset({"hidden", "foreign", "standing", "third", "exfil"})
+# A source's own voice does not hide from its reader, switch language, speak of the user in the
+# third person, or ask for the user's data to go out: text that does is planted in the source
+# the user named, not what the user asked to follow. (A standing wish, "from this month on", is
+# how a landlord's notice speaks too.)
+NOT_THE_SOURCE = frozenset({"hidden", "foreign", "third", "exfil"})
 
 _DET = r"(?:the|all(?:\s{1,3}the)?|my|these|those|this|its|his|her|their|each|every|any)\s{1,3}(?:[a-z'-]{1,20}\s{1,3}){0,2}?"
 # An instruction that speaks of "the user" in the third person is written to whoever serves the
@@ -81,6 +82,14 @@ AS_ASKED = re.compile(
     r"(?:[a-z'-]{1,20}\s{1,3}){0,2}?(?:e-?mails?|messages?|notes?|requests?|letters?|invitations?)\b"
     r"[^.!?\n]{0,60}?\bas\s{1,3}(?:(?:they|it|he|she|requested|instructed|asked|told)\b|the\s{1,3}[a-z'-]{1,20}\s{1,3})"
     r"(?:\s{0,3}(?:asks?|asked|requests?|says?|instructs?|wants?|tells?)\b)?"
+)
+# "send it to the address in Alice's e-mail", "transfer the rent to the account given in the
+# notice": a destination the task says the source holds (its data, not its instructions)
+DEST_IN_SOURCE = re.compile(
+    r"\b(?:to|into|at)\s{1,3}(?:the\s{1,3}|that\s{1,3})?(?:new\s{1,3})?"
+    r"(?:e-?mail\s{1,3}address|address|account|iban|recipient|url|number|destination|payee|link)\s{1,3}"
+    r"(?:(?:given|named|mentioned|listed|specified|provided|written|stated|shown|found)\s{1,3})?"
+    r"(?:in|from|on|inside)\b"
 )
 # "pay the bill", "settle the invoice in invoice.pdf"
 PAY = re.compile(r"\b(?:pay|settle)\s{1,3}" + _DET + r"(?:bill|invoice|rent|statement|amount due)s?\b")
@@ -118,7 +127,7 @@ KINDS: dict[str, frozenset[str]] = {
 }
 KIND_WORDS = re.compile(
     r"\b(?:(?P<email>e-?mails?|mails?|inbox)|(?P<message>messages?|dms?|channel|chat|slack)|"
-    r"(?P<file>files?|documents?|docs?|bills?|invoices?|statements?|attachments?|spreadsheets?|pdf)|"
+    r"(?P<file>files?|documents?|docs?|bills?|invoices?|statements?|attachments?|spreadsheets?|pdf|notices?|letters?)|"
     r"(?P<note>notes?|memos?|to-?do(?:\s{1,3}list)?s?|checklist|reminders?)|"
     r"(?P<page>web\s?pages?|pages?|websites?|sites?|links?|urls?|posts?))\b"
 )
@@ -168,13 +177,22 @@ def order(text: str | None) -> Order | None:
             "respond",
             "process",
             "deal",
+            "address",
+            "account",
+            "iban",
+            "recipient",
+            "url",
+            "number",
+            "destination",
+            "payee",
+            "link",
         )
     ):
         return None
     kinds: list[str] = []
     names: list[str] = []
     follow = False
-    for pat in (FOLLOW, DO_WHAT, FOLLOW_SOURCE, AS_ASKED, PAY):
+    for pat in (FOLLOW, DO_WHAT, FOLLOW_SOURCE, AS_ASKED, DEST_IN_SOURCE, PAY):
         for m in pat.finditer(t):
             # the sentence the order stands in names its source (before or after the verb)
             a = max(0, m.start() - BACK)
@@ -190,6 +208,8 @@ def order(text: str | None) -> Order | None:
                 found.append("file")  # a bill is read from a file or a document
             elif not found and not files:
                 continue  # an order that names no source ("do the steps in the order given")
+            # a destination the task says the source holds is asked for in the source's own
+            # words ("please transfer the rent to ..."): read like an order to follow it
             follow = follow or pat is not PAY
             for kind in found:
                 if kind not in kinds:

@@ -9,9 +9,10 @@ from typing import Any
 import orjson
 
 from . import routing
-from .evolve import evolve, rebuild
+from .evolve import evolve, non_default, rebuild
 from .fsm import FSMParams, FSMState
 from .monitors import MonitorState
+from .monitors.suite import stored_monitors
 
 # How much of the task text the run state keeps (monitors compare against it).
 TASK_CHARS_KEPT = 2000
@@ -189,11 +190,31 @@ class TraceState:
         return asdict(self)
 
     def encode(self) -> bytes:
-        """Table encoding. orjson serialises dataclasses natively (asdict would deep-copy)."""
-        return orjson.dumps(self)
+        """Table encoding: the compact form (`compact`) as JSON."""
+        return orjson.dumps(self.compact())
+
+    def compact(self) -> dict[str, Any]:
+        """The state as stored: every field, but the run's config with only its values that
+        differ from their defaults, and only the monitors' memories that are not their initial
+        ones (a run with monitors off stores none). `decode` fills the rest back, so
+        `decode(encode(st)) == st`; it reads the whole form every earlier version wrote (each
+        memory and the config whole) just as well. The config's JSON is made once per run, the
+        memories' look-up once per step that ran them (`monitors.suite.stored_monitors`)."""
+        d = dict(vars(self))
+        d["config"] = _config_json(self.config)
+        mon = stored_monitors(self.monitors)
+        if mon is None:
+            del d["monitors"]
+        else:
+            d["monitors"] = mon
+        return d
 
     @classmethod
     def decode(cls, raw: bytes) -> TraceState:
+        """A stored state, in either form (`compact`). The encoding's version is its first
+        byte: "{" is JSON (both forms); any later encoding must begin with another byte."""
+        if raw[:1] != b"{":
+            raise ValueError(f"run state in an unknown encoding (first byte {raw[:1]!r})")
         return cls.from_dict(orjson.loads(raw))
 
     @classmethod
@@ -202,8 +223,8 @@ class TraceState:
         d["config"] = rebuild(RunConfig, d["config"])
         if "state" in d:
             d["state"] = FSMState(d["state"])
-        if "monitors" in d:
-            d["monitors"] = MonitorState.from_dict(d["monitors"])
+        # a compact state without monitors: every memory a new run's (`_state_of` starts each)
+        d["monitors"] = MonitorState.from_dict(d["monitors"]) if "monitors" in d else MonitorState()
         if d.get("routing") is not None:
             # a memory stored before its numbers were bounded (a cost of inf, written as null)
             # is repaired here, not failed on by every later event of the run
@@ -249,6 +270,24 @@ class TraceState:
 
 
 _STATE_FIELDS = frozenset(f.name for f in fields(TraceState))
+# The compact JSON of the configs of the runs stepped lately, by identity: a run's config is
+# fixed at run_start and every later state of the run holds the same object (`evolve`), so it is
+# made once per run, not once per step (most of a small state's encoding).
+_CONFIGS_KEPT = 4096
+_config_cache: dict[int, tuple[RunConfig, orjson.Fragment]] = {}
+
+
+def _config_json(cfg: RunConfig) -> orjson.Fragment:
+    kept = _config_cache.get(id(cfg))
+    if kept is not None and kept[0] is cfg:
+        return kept[1]
+    frag = orjson.Fragment(orjson.dumps(non_default(cfg)))
+    if len(_config_cache) >= _CONFIGS_KEPT:
+        _config_cache.pop(next(iter(_config_cache)))  # the oldest entry
+    _config_cache[id(cfg)] = (cfg, frag)
+    return frag
+
+
 # The run's own numbers, as stored: counts (integers in [0, COUNT_MAX]), times (numbers or null).
 _COUNTS = (
     "last_step",

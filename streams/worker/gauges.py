@@ -1,5 +1,5 @@
 """Gauges set on a timer: the run counts; per partition, consumer lag, how long the oldest
-unacked event has waited and how long events have waited with none evaluated (the progress
+unacked event has waited and how long events have waited with none taken (the progress
 watch); per cache, its entries (what a soak watches to tell which one grows)."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def publish_partitions(
             high = highwater(tp)
         except Exception:  # not fetched yet
             continue
-        # Not yet acknowledged (so a stuck event shows as lag), else not yet evaluated.
+        # Not yet acknowledged (so a stuck event shows as lag), else not yet taken.
         nxt = ack_order.next_unreleased(tp)
         if nxt is None:
             done = processed.get(tp)
@@ -71,12 +71,12 @@ POSITION_TIMEOUT_S = 1.0  # asking the consumer where a partition stands; no ans
 @dataclass
 class _Watched:
     since: float  # when the partition last progressed, became owned or had nothing waiting
-    done: int | None  # its last evaluated offset then
-    fresh: bool = False  # an event was evaluated since it became owned (`done` is current)
+    done: int | None  # its last offset taken then
+    fresh: bool = False  # an event was taken since it became owned (`done` is current)
 
 
 class ProgressWatch:
-    """Per owned steps partition: how long events have waited on it while none was evaluated.
+    """Per owned steps partition: how long events have waited on it while none was taken.
 
     Issue 38: a worker restarted after `kill -9` logged GroupCoordinatorNotAvailableError,
     owned 4 partitions with events waiting, evaluated nothing for minutes, and said it was
@@ -86,11 +86,14 @@ class ProgressWatch:
     again, which recovers the consumer). While the tables recover or a rebalance runs
     (`active` false) nothing counts: a recovery legitimately evaluates nothing.
 
-    "Waiting" is the partition's high watermark past the next offset to evaluate; when that
-    cannot be told (never fetched, no position: what a consumer without a coordinator looks
-    like), it counts as waiting too. A partition asks for its position only once its clock
-    has run `threshold_s` (an idle partition: once per threshold), so the check costs nothing
-    while events flow."""
+    "Waiting" is the partition's high watermark past the next offset to take: the one after
+    the last the processor took (`processed`: set as events arrive, in the consumer's order, so
+    a run's event evaluated late, behind its run's pending one, does not set it back and leave
+    answered events looking as if they waited), or the consumer's position before this
+    ownership has taken one. When that cannot be told (never fetched, no position: what a
+    consumer without a coordinator looks like), it counts as waiting too. A partition asks for
+    its position only once its clock has run `threshold_s` (an idle partition: once per
+    threshold), so the check costs nothing while events flow."""
 
     def __init__(
         self,
@@ -107,7 +110,7 @@ class ProgressWatch:
     def own(
         self, now: float, owned: Iterable[Hashable], processed: Mapping[Hashable, int], active: bool
     ) -> None:
-        """Start the clock of a newly owned partition, restart that of one that evaluated an
+        """Start the clock of a newly owned partition, restart that of one that took an
         event since; forget those no longer owned. Inactive: every clock restarts."""
         owned = set(owned)
         for tp in [tp for tp in self._watched if tp not in owned]:
@@ -123,7 +126,7 @@ class ProgressWatch:
                 w.since = now
 
     def next_offset(self, tp: Hashable) -> int | None:
-        """The next offset to evaluate on `tp`, when this ownership has evaluated one (an
+        """The next offset to take on `tp`, when this ownership has taken one (an
         offset from an earlier ownership may be long past)."""
         w = self._watched.get(tp)
         return None if w is None or not w.fresh or w.done is None else w.done + 1
@@ -139,7 +142,7 @@ class ProgressWatch:
             w.since = now
 
     def stalled(self, now: float) -> dict[Hashable, float]:
-        """Partitions with events waiting and none evaluated for the threshold: seconds."""
+        """Partitions with events waiting and none taken for the threshold: seconds."""
         return {tp: now - w.since for tp, w in self._watched.items() if now - w.since >= self.threshold_s}
 
     def check(self, now: float) -> dict[Hashable, float]:
@@ -209,7 +212,7 @@ class PartitionProbe:
 
 
 async def unread(consumer: Any, tp: Any, nxt: int | None) -> int | None:
-    """Events on `tp` past the next one to evaluate (`nxt`; None: the consumer's position),
+    """Events on `tp` past the next one to take (`nxt`; None: the consumer's position),
     None when the consumer cannot tell (no fetch yet, no position within POSITION_TIMEOUT_S)."""
     try:
         high = consumer.highwater(tp)

@@ -156,7 +156,8 @@ class Processor:
         self._clock = clock
         self._prefetch_embeddings = prefetch_embeddings
         self._tenant_of = tenant_of
-        self.processed: dict[Hashable, int] = {}  # tp -> last offset evaluated (the lag gauge)
+        # tp -> the last offset taken, in the consumer's order (the lag gauge, the progress watch)
+        self.processed: dict[Hashable, int] = {}
         self._traced: dict[str, float] = {}  # stage -> when its last traceback was logged
         self.deadlettered = RecentDeadletters()  # what /runs/{id} says of a refused run
         self._dl_window = (-DEADLETTER_LOG_WINDOW_S, 0, 0)  # (start, lines logged, left unlogged)
@@ -172,6 +173,10 @@ class Processor:
         """
         job = _Job(event, stream, t0=time.perf_counter(), now=self._clock())
         job.tenant = self._tenant_of(event.message.topic)
+        # Here, not at evaluation: an event queued behind its run's pending one is evaluated
+        # after later offsets of other runs, and would set its partition back (what the lag
+        # gauge and the progress watch then take for events waiting, forever once idle).
+        self.processed[event.message.tp] = event.message.offset
         if stream is not None:
             self.ack_order.received(event.message.tp, event.message.offset)
         try:
@@ -230,7 +235,6 @@ class Processor:
         job.stage = "evaluate"
         event = job.event
         msg = event.message
-        self.processed[msg.tp] = msg.offset
         taken = self.pipeline.take(
             event.value,
             job.now,

@@ -9,6 +9,9 @@ Kafka. `main()` runs `rb-streams worker` with the faults named in RB_TEST_FAULTS
   process's `Replayer` from `POLICY`, the same Policy.
 * `send`: the decision of step 1 of runs named `sendfail-*` fails to send (stage send).
 * `hang`: the run_start of runs named `hang-*` never finishes (a stage that never returns).
+* `slowetrace`: the E-trace answers of runs named `slow-*` take SLOW_ETRACE_S and are never
+  ready ahead, so each of their decisions that needs them is finished off the agent loop and
+  their next event waits behind it (what a slow pattern store does to a run).
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ FAIL_EVALUATE = 0.123
 FAIL_ENCODE = 0.456
 SEND_FAIL_PREFIX = "sendfail-"
 HANG_PREFIX = "hang-"
+SLOW_PREFIX = "slow-"
+SLOW_ETRACE_S = 2.0
 
 
 def fault_transition(current: FSMState, history: Sequence[float], params: FSMParams) -> Any:
@@ -98,6 +103,21 @@ def install(faults: set[str]) -> None:
             await conclude(self, job, result)
 
         Processor._conclude = hanging_conclude  # type: ignore[method-assign]
+    if "slowetrace" in faults:
+        from streams.etraces.retrieval import Retriever
+
+        ready, answer = Retriever.ready, Retriever.answer
+
+        def slow_ready(self: Retriever, key: Any, plan: Any) -> bool:
+            return False if str(key).startswith(SLOW_PREFIX) else ready(self, key, plan)
+
+        async def slow_answer(self: Retriever, plan: Any, key: Any = None) -> Any:
+            if str(key).startswith(SLOW_PREFIX):
+                await asyncio.sleep(SLOW_ETRACE_S)
+            return await answer(self, plan, key)
+
+        Retriever.ready = slow_ready  # type: ignore[method-assign]
+        Retriever.answer = slow_answer  # type: ignore[method-assign]
 
 
 def main() -> int:

@@ -34,6 +34,7 @@ from streams.core.events import validator
 from streams.local.worker_process import WorkerProcess
 from streams.replay import Replayer
 from streams.settings import Settings
+from tests.factories import run_start, step
 from tests.integration import faults
 from tests.integration.helpers import make_settings
 from tests.models import semantics
@@ -511,3 +512,39 @@ def test_a_partition_held_by_an_event_that_never_finishes_is_seen_and_shutdown_s
         assert {d["run_id"] for d in decisions} >= {hung, *neighbours}
     finally:
         w2.stop()
+
+
+def test_an_idle_worker_whose_last_evaluation_was_a_held_runs_event_neither_stalls_nor_exits(
+    broker, tmp_path
+):
+    """A run's step queued behind its run_start's slow E-trace answer is evaluated after the
+    later offsets of another run on its partition. Everything answered, the worker then idles
+    past its stall threshold and its exit delay: it stays ready, reports no stall and lives."""
+    s = make_settings(broker, tmp_path, stall_threshold_s=2.0, stall_exit_s=5.0, partitions=1)
+    w = FaultyWorker.launch(s, tmp_path / "slow.log", "slowetrace")
+    try:
+        slow, fast = f"{faults.SLOW_PREFIX}1", "fast-1"
+
+        def ev(run: str, k: int) -> tuple[bytes, bytes]:
+            return run.encode(), orjson.dumps(run_start(run) if k == 0 else step(run, k))
+
+        # after the readiness probe's run: the held run, then another run decided while it waits
+        asyncio.run(send_all(s, [ev(slow, 0), ev(slow, 1), ev(fast, 0), ev(fast, 1)]))
+        want = {(slow, 0), (slow, 1), (fast, 0), (fast, 1)}
+        decisions = asyncio.run(
+            read_topic(s, s.steering_topic, lambda recs: want <= {(r["run_id"], r["step"]) for r in recs})
+        )
+        assert want <= {(d["run_id"], d["step"]) for d in decisions}
+        idle_until = time.monotonic() + s.stall_exit_s + 3.0  # past the threshold and the exit delay
+        while time.monotonic() < idle_until:
+            assert w.proc.poll() is None, w.log_path.read_text(errors="replace")[-2000:]
+            status, body = http(w, "/ready")
+            assert status == 200, body
+            time.sleep(0.5)
+        metrics = http(w, "/metrics")[1].decode()
+        stall = [x for x in metrics.splitlines() if x.startswith("rb_progress_stall_seconds{")]
+        assert stall and all(float(x.split()[-1]) == 0.0 for x in stall), stall
+        lag = [x for x in metrics.splitlines() if x.startswith("rb_consumer_lag_messages{")]
+        assert lag and all(float(x.split()[-1]) == 0.0 for x in lag), lag
+    finally:
+        w.stop()

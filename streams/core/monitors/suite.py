@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, is_dataclass
 from typing import Any
 
 import orjson
@@ -17,6 +17,7 @@ import orjson
 from ...shared.untrusted import scrub
 from ..budget import WaitBudget
 from ..decision import MonitorsWire
+from ..evolve import drop_defaults, non_default
 from ..prices import ModelPrice
 from ..quoting import unquote_flagged
 from ..reading.features import StepFeatures
@@ -47,10 +48,11 @@ class MonitorState(dict[str, Any]):
     """
 
     def __eq__(self, other: object) -> bool:
-        """Equal when stored alike: a state as stored and the same state decoded are one state."""
+        """Equal when stored alike: a state as stored and the same state decoded are one state
+        (whether stored whole or compact: `compact_monitors`)."""
         if not isinstance(other, Mapping):
             return NotImplemented
-        return orjson.dumps(self) == orjson.dumps(dict(other))
+        return _sorted_json(compact_monitors(self)) == _sorted_json(compact_monitors(other))
 
     @classmethod
     def initial(cls, suite: Suite = DEFAULT_MONITORS) -> MonitorState:
@@ -63,6 +65,75 @@ class MonitorState(dict[str, Any]):
         for decoding six of them (states written by earlier versions included: a monitor's
         state missing from it starts afresh when the monitor next runs)."""
         return cls(d)
+
+
+def _sorted_json(d: Mapping[str, Any]) -> bytes:
+    return orjson.dumps(d, option=orjson.OPT_SORT_KEYS)
+
+
+# The built-in monitors' state classes by state key: a memory kept as stored is made compact
+# by its class's defaults (a plugin monitor's stored memory is kept as it is).
+_STATE_CLASSES: dict[str, type] = {m.key: m.state for m in DEFAULT_MONITORS if isinstance(m.state, type)}
+
+
+def compact_monitors(ms: Mapping[str, Any]) -> dict[str, Any]:
+    """The monitors' memories as the run state stores them: each one's fields that differ from
+    their defaults (`evolve.non_default`), a memory that is all defaults left out (a monitor
+    whose memory is missing starts from its initial state, `_state_of`, which is the same)."""
+    out: dict[str, Any] = {}
+    for k, v in ms.items():
+        if type(v) is dict:  # as stored (a state decoded, its monitor not run since)
+            cls = _STATE_CLASSES.get(k)
+            c: Any = v if cls is None else drop_defaults(cls, v)
+        elif is_dataclass(v) and not isinstance(v, type):
+            c = non_default(v)
+        else:  # the run's lead agent (a name), or a plugin's memory of its own shape
+            out[k] = v
+            continue
+        if c:
+            out[k] = c
+    return out
+
+
+# The memories to store of the suites encoded lately, by identity (the suite kept beside, so
+# its id is not reused meanwhile): a run whose monitors did not run this step (monitors off, a
+# state not monitored) hands on the same suite, which is then not looked through again.
+_SUITES_KEPT = 4096
+_suites_stored: dict[int, tuple[MonitorState, dict[str, Any] | None]] = {}
+
+
+@functools.cache
+def _initial(cls: type) -> tuple[dict[str, Any], bytes]:
+    st = cls()
+    return dict(vars(st)), orjson.dumps(st)
+
+
+def _is_initial(k: str, v: Any) -> bool:
+    """Whether memory `v` (under state key `k`) is its built-in monitor's initial memory, as
+    stored: compared field by field (in C, stopping at the first field that differs), then, when
+    alike, as encoded (so that a 0 where the initial memory holds 0.0 is not taken for it)."""
+    cls = _STATE_CLASSES.get(k)
+    if cls is None:
+        return False
+    fields_, enc = _initial(cls)
+    if type(v) is cls:
+        return vars(v) == fields_ and orjson.dumps(v) == enc
+    return type(v) is dict and v == fields_ and orjson.dumps(v) == enc
+
+
+def stored_monitors(ms: MonitorState) -> dict[str, Any] | None:
+    """The monitors' memories as the run state stores them (None: none to store): a memory
+    that is its monitor's initial one is left out (a monitor whose memory is missing starts
+    from its initial state, `_state_of`: the same), the others are written whole.
+    `MonitorState.__eq__` compares the `compact_monitors` of two, which holds the same."""
+    hit = _suites_stored.get(id(ms))
+    if hit is not None and hit[0] is ms:
+        return hit[1]
+    out = {k: v for k, v in ms.items() if not _is_initial(k, v)} or None
+    if len(_suites_stored) >= _SUITES_KEPT:
+        _suites_stored.clear()
+    _suites_stored[id(ms)] = (ms, out)
+    return out
 
 
 @functools.cache

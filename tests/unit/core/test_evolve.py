@@ -8,7 +8,7 @@ import dataclasses
 import orjson
 import pytest
 
-from streams.core.evolve import plain_fields, rebuild
+from streams.core.evolve import drop_defaults, non_default, plain_fields, rebuild
 from streams.core.monitors.verification import VerificationState
 from streams.core.state import RunConfig, TraceState
 
@@ -60,3 +60,21 @@ def test_rebuild_takes_the_constructor_for_missing_or_unknown_fields_and_own_che
     with pytest.raises(ValueError, match="a < 0"):
         rebuild(_Checked, {"a": -1})  # a __post_init__ is never skipped
     assert plain_fields(_Checked) is None and plain_fields(_Plain) == {"a", "b"}
+
+
+def test_rebuild_fills_missing_fields_with_fresh_defaults_and_needs_what_has_none() -> None:
+    a, b = rebuild(_Plain, {"a": 1}), rebuild(_Plain, {"a": 2})
+    assert a == _Plain(a=1) and a.b is not b.b  # a factory's default is made anew each time
+    assert list(vars(rebuild(_Plain, {"b": [3]}))) == ["a", "b"]  # in field order
+    with pytest.raises(TypeError):
+        rebuild(TraceState, {"config": RunConfig()})  # run_id has no default: the constructor's error
+
+
+def test_non_default_keeps_exactly_the_fields_rebuild_cannot_fill_back() -> None:
+    assert non_default(_Plain()) == {}
+    assert non_default(_Plain(a=1, b=[0])) == {"a": 1, "b": [0]}
+    assert non_default(_Plain(a=False)) == {"a": False}  # equal to the default 0, not of its type
+    assert non_default(_Plain(), frozenset({"a"})) == {"a": 0}
+    assert drop_defaults(_Plain, {"a": 0, "b": [2]}) == {"b": [2]}
+    st = TraceState("r", RunConfig(task="t"), last_step=4, history=[0.5])
+    assert rebuild(TraceState, {**non_default(st), "config": st.config}) == st

@@ -82,3 +82,12 @@ def test_answering_a_message_as_it_asks_is_an_order_to_follow_it_and_a_plain_rep
     assert order("Reply to the message from Bob as requested.") is not None
     assert order("Reply to the email from Alice.") is None
     assert order("Answer the email: how many meetings do I have?") is None
+
+
+def test_a_destination_the_task_says_a_source_holds_sanctions_that_source() -> None:
+    o = order("Send the signed contract to the address in Alice's e-mail.")
+    assert o is not None and o.kinds == ("email",)
+    o = order("Transfer this month's rent to the account given in the landlord's notice.")
+    assert o is not None and o.kinds == ("file",)
+    assert order("Send the report to Bob.") is None
+    assert order("How many accounts do I have?") is None

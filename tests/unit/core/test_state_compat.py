@@ -16,8 +16,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from streams.core.state import TraceState
+from streams.core.state import RunConfig, TraceState
+from streams.local.simulate import BEHAVIOURS, trajectory
 from streams.replay import Replayer
+from tests.factories import run_start, step
 from tests.models import semantics
 
 NEW_FIELDS = ("processed_ts", "action", "action_reason", "taint")  # the fixtures predate these fields
@@ -63,3 +65,37 @@ def test_a_state_round_trips_through_its_encoding() -> None:
     for run in runs(FIXTURES[-1]):
         st = TraceState.decode(str(run["state"]).encode())
         assert TraceState.decode(st.encode()) == st
+
+
+def test_a_state_in_the_whole_form_earlier_versions_wrote_loads_as_its_compact_form() -> None:
+    """Earlier code stored every field and each monitor's memory whole (`orjson.dumps` of the
+    state); the compact form leaves out what holds its default. Both decode to one state, whose
+    run goes on with the same decisions, and a stored state that is neither is refused."""
+    task, gen = trajectory(BEHAVIOURS[0], 12, seed=3)
+    events = [run_start("c", task=task), *(step("c", k, **next(gen)) for k in range(1, 13))]
+    lines = [orjson.dumps(e) for e in events]
+    rp = Replayer(sem=semantics(), clock=lambda: 1_767_225_600.0)
+    for line in lines[:8]:
+        rp.feed(line)
+    ((run_id, st),) = rp.states.items()
+    whole, compact = orjson.dumps(st), st.encode()
+    assert len(compact) < len(whole)
+    assert set(orjson.loads(compact)["config"]) < set(orjson.loads(whole)["config"])
+    assert TraceState.decode(whole) == TraceState.decode(compact) == st
+    assert TraceState.decode(whole).encode() == compact
+    got = []
+    for raw in (whole, compact):
+        other = Replayer(sem=semantics(), clock=lambda: 1_767_225_600.0)
+        other.states[run_id] = TraceState.decode(raw)
+        got.append([orjson.dumps(other.feed(line)[0]) for line in lines[8:]])
+    assert got[0] == got[1] == [orjson.dumps(rp.feed(line)[0]) for line in lines[8:]]
+    with pytest.raises(ValueError, match="unknown encoding"):
+        TraceState.decode(b"\x02" + compact)
+
+
+def test_a_new_runs_state_stores_its_own_config_values_and_no_memory() -> None:
+    st = TraceState(run_id="r", config=RunConfig(task="t"))
+    stored = orjson.loads(st.encode())
+    assert stored["config"] == {"task": "t"} and "monitors" not in stored
+    assert set(stored) == set(orjson.loads(orjson.dumps(st))) - {"monitors"}
+    assert TraceState.decode(st.encode()) == st

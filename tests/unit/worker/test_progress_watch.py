@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -15,6 +15,8 @@ from streams.worker.ack_order import AckOrder
 from streams.worker.gauges import PartitionProbe, ProgressWatch
 from streams.worker.metrics import Metrics
 from streams.worker.run_table import RunTable
+from tests.factories import run_start, step
+from tests.unit.worker.harness import GatedStore, rig
 
 STEPS = "rb.steps"
 
@@ -52,10 +54,12 @@ class Consumer:
 
 
 class Rig:
-    def __init__(self, consumer: Consumer, exit_after_s: float = 0.0) -> None:
+    def __init__(
+        self, consumer: Consumer, exit_after_s: float = 0.0, processed: dict[Any, int] | None = None
+    ) -> None:
         self.now = [100.0]
         self.active = [True]
-        self.processed: dict[Any, int] = {}
+        self.processed: dict[Any, int] = {} if processed is None else processed
         self.stuck: list[str] = []
         self.metrics = Metrics(process=False)
         self.consumer = consumer
@@ -171,6 +175,46 @@ def test_a_revoked_partition_is_forgotten():
     del c.high[P1]
     assert r.tick() == {"0": 31.0}
     assert r.gauge("1") is None
+
+
+class KeyTP(NamedTuple):
+    """A partition as Faust names it (`.topic`, `.partition`), equal to the harness's tuple."""
+
+    topic: str
+    partition: int
+
+
+def test_an_idle_worker_whose_held_run_was_evaluated_last_is_not_stalled(sem: Any) -> None:
+    """A run's event queued behind its pending E-trace event is evaluated after later offsets
+    of other runs on its partition. Once everything is answered nothing waits, however long
+    the worker then stays idle: it neither turns not ready nor exits."""
+    store = GatedStore(hold=1)
+    w = rig(sem, store, partitions=1)  # one partition: one offset order
+    tp = KeyTP(STEPS, 0)
+    c = Consumer({tp: 0}, {tp: 0})
+    r = Rig(c, exit_after_s=60.0, processed=w.processor.processed)
+    r.tick()  # owned before its events come: the watch follows this ownership's offsets
+
+    async def go() -> None:
+        await w.feed(run_start("slow"), topic=STEPS)  # 0: its E-trace query waits on the gate
+        await w.feed(step("slow", 1), topic=STEPS)  # 1: queued behind it, evaluated last
+        await w.feed(run_start("fast"), topic=STEPS)  # 2, 3: another run, evaluated first
+        await w.feed(step("fast", 1), topic=STEPS)
+        for _ in range(200):
+            if len(w.steps_of("fast")) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert w.steps_of("slow") == []
+        store.gate.set()
+        await w.drain()
+
+    asyncio.run(go())
+    assert w.steps_of("slow") == [0, 1] and w.steps_of("fast") == [0, 1]  # every event answered
+    c.high[tp] = c.pos[tp] = 4
+    for _ in range(200):
+        assert r.tick() == {}
+    assert r.stuck == []
+    assert r.metrics.registry.get_sample_value("rb_consumer_lag_messages", {"partition": "0"}) == 0
 
 
 def test_ready_is_503_and_names_the_partitions_not_progressing():
