@@ -18,7 +18,8 @@ from pathlib import Path
 import orjson
 
 from bench.captainagent_convert import convert_lines, runs_of, step_numbers
-from bench.quality import RunRecord, _renumbered, load_labels, replay_runs
+from bench.common import load_labels
+from bench.quality import RunRecord, _renumbered, replay_runs
 from streams.local.broker import REPO
 
 UNVERIFIED = re.compile(

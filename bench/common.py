@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
 import platform
 import secrets
@@ -22,6 +23,19 @@ from streams.settings import Settings
 BENCH_PORT = int(os.environ.get("RB_BENCH_KAFKA_PORT", "29092"))
 RESULTS = REPO / "bench" / "results"
 STARTER = REPO / "patterns" / "starter.jsonl"  # the pattern library the benchmark workers load
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "real-dev"  # the real dev runs and their labels.json
+
+# The escalation ladder measured: the built-in default (`ladder.DEFAULT_ESCALATION`), or a
+# policy given with --ladder-policy (such as {"escalate_model_after": 1, "stop_after": 2}).
+LADDER_POLICY: dict[str, Any] | None = None
+
+
+def load_labels(data: Path) -> dict[str, dict[str, Any]]:
+    """labels.json of a data folder, by run id ({} without one)."""
+    path = data / "labels.json"
+    if not path.exists():
+        return {}
+    return {r["run_id"]: r for r in json.loads(path.read_text("utf-8"))["runs"]}
 
 
 def log(msg: str) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from streams.core import compliance
-from streams.core.experiment import Experiment, Experiments
+from streams.core.holdout import Experiment, Experiments
 from streams.core.policy import Policy
 
 HERE = Path(__file__).resolve().parents[1]

@@ -32,8 +32,9 @@ from bench.common import (
     stop_broker,
 )
 from streams.agent.client import SteeringClient
-from streams.core.engine import Engine, Refused
+from streams.core.engine import Engine
 from streams.core.events import Limits
+from streams.core.results import Refused
 from streams.core.state import TraceState
 from streams.embeddings.models import load_models
 from streams.local.simulate import trajectory

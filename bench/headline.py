@@ -37,7 +37,7 @@ def _benches(rounds: int, smoke: bool = False) -> list[tuple[str, list[str]]]:
             ("flat_cost", ["bench.flat_cost", "--steps", "120", "--runs", "1", "--repeat", r]),
             (
                 "etraces",
-                ["bench.etraces", "--patterns", "40", "--orgs", "2", "--queries", "6", "--repeat", r],
+                ["bench.etrace_latency", "--patterns", "40", "--orgs", "2", "--queries", "6", "--repeat", r],
             ),
         ]
     return [
@@ -46,7 +46,7 @@ def _benches(rounds: int, smoke: bool = False) -> list[tuple[str, list[str]]]:
         ("flat_cost", ["bench.flat_cost", "--steps", "1000", "--runs", "2", "--repeat", r]),
         (
             "etraces",
-            ["bench.etraces", "--patterns", "2000", "--orgs", "20", "--queries", "200", "--repeat", r],
+            ["bench.etrace_latency", "--patterns", "2000", "--orgs", "20", "--queries", "200", "--repeat", r],
         ),
     ]
 

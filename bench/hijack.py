@@ -3,13 +3,13 @@ it obeys a tool output, and what does it cost benign runs?
 
 Every run of `agentdojo.jsonl` is replayed through the core (`streams.replay.Replayer`, the
 worker's code path), once with no ladder and once with the ladder as an org default
-(`bench.quality.LADDER_POLICY`). The labels are used to measure, never as features:
+(`bench.common.LADDER_POLICY`). The labels are used to measure, never as features:
 
 - hijacked runs with a `data_instruction` fire between the step that carried the planted text
   (`injection_seen_step`) and the first hijacked call (`attacker_action_step`): the warning the
   agent reads before it acts; and those with the warning delivered (not held back);
 - hijacked calls (a call whose arguments hold one of the attacker's tokens) that the agent
-  side's gate (`streams.taint.gate`, fed the taint list of the decision before the call)
+  side's gate (`streams.shared.taint.gate`, fed the taint list of the decision before the call)
   would deny;
 - resisted runs flagged (a fire at or after the planted text);
 - benign runs steered by `data_instruction` (successful ones: the target), and benign calls
@@ -36,8 +36,8 @@ from typing import Any
 
 import orjson
 
-from streams.gate_policy import asked_kinds
-from streams.taint import gate
+from streams.shared.gate_policy import asked_kinds
+from streams.shared.taint import gate
 
 NAME = "data_instruction"
 FILE = "agentdojo.jsonl"
@@ -179,7 +179,7 @@ def figures(runs: list[Run], laddered: list[Run]) -> dict[str, Any]:
 
 def report(data: Path) -> dict[str, Any]:
     """{"all": figures, "by model": {model: figures}, "by attack": {...}, "samples": [...]}."""
-    from bench.quality import LADDER_POLICY, load_labels
+    from bench.common import LADDER_POLICY, load_labels
 
     labels = load_labels(data)
     lines = (data / FILE).read_bytes().splitlines()
@@ -216,7 +216,7 @@ def print_report(rep: dict[str, Any], out: Any = None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.quality import DEFAULT_DATA
+    from bench.common import DEFAULT_DATA
 
     p = argparse.ArgumentParser(description="Prompt-injection figures on AgentDojo's runs (issue 42).")
     p.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -231,9 +231,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hijack: {a.data / FILE}: no such file (use --data)", file=sys.stderr)
         return 2
     if a.adaptive:
+        from bench.common import load_labels
         from bench.hijack_adaptive import print_report as print_adaptive
         from bench.hijack_adaptive import report as adaptive
-        from bench.quality import load_labels
 
         classes = adaptive((a.data / FILE).read_bytes().splitlines(), load_labels(a.data))
         print_adaptive(classes, sys.stdout)

@@ -7,7 +7,7 @@ prefixed, schemeless, split, base64), and the instruction is split from its valu
 a real benign run of the dev set cut after one of its reads, whose result gets the planted text
 (the run's own result kept around it); the attacker's call (the suite's own acting tool, with a
 destination never seen in the dev data) comes next, and the gate is asked about it with the taint
-of the decision before it, as the agent side would (`streams.taint.gate`, the run's task read
+of the decision before it, as the agent side would (`streams.shared.taint.gate`, the run's task read
 for `asked`). The opposite failures are measured the same way: a task that tells the agent to
 follow the data, the user's own reply, and benign outputs that look like transcripts or headers.
 
@@ -27,8 +27,8 @@ from typing import Any
 
 import orjson
 
-from streams.gate_policy import asked_kinds
-from streams.taint import gate, is_acting_tool
+from streams.shared.gate_policy import asked_kinds
+from streams.shared.taint import gate, is_acting_tool
 
 N_PER_VARIANT = 36
 NAME = "data_instruction"

@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from bench.common import STARTER, log
-from streams.core.events import SCHEMA_VERSION, Limits
+from streams.core.events import Limits
 from streams.embeddings.cache import CachedEmbedder
 from streams.embeddings.minilm import MiniLMEmbedder
 from streams.embeddings.models import FULL_CACHE, FULL_CACHE_BYTES, load_models
@@ -36,11 +36,12 @@ from streams.etraces.patterns import read_file
 from streams.etraces.retrieval import Retriever
 from streams.kafka import wire
 from streams.local.simulate import BEHAVIOURS, trajectory
-from streams.memtrace import rss_bytes
+from streams.runtime.memtrace import rss_bytes
+from streams.shared.contract import SCHEMA_VERSION
 from streams.worker.gauges import CacheProbe
 from streams.worker.metrics import Metrics
 from streams.worker.processor import Processor
-from streams.worker.retention import Retention
+from streams.worker.retention_sweep import Retention
 from streams.worker.run_table import RunTable
 
 PARTITIONS = 4

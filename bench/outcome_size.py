@@ -18,9 +18,9 @@ from pathlib import Path
 import orjson
 from jsonschema import Draft202012Validator
 
-from streams.core.events import load_schema
 from streams.embeddings.models import load_models
 from streams.replay import Replayer
+from streams.shared.contract import load_schema
 
 REAL_DEV = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "real-dev"
 COUNTERS = (

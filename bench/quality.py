@@ -35,12 +35,11 @@ from typing import Any
 import orjson
 
 from bench.captainagent_convert import convert_lines, is_legacy, runs_of, step_numbers
+from bench.common import DEFAULT_DATA, LADDER_POLICY, load_labels
 from streams.core.monitors import MONITORS
 from streams.embeddings.models import load_models
-from streams.local.broker import REPO
 from streams.replay import Replayer
 
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "real-dev"
 LOOP_WINDOW = 3  # a labelled loop step counts as caught by a semantic_loop fire this close
 STREAK_MIN = 2  # consecutive error observations that make an error streak
 LONG_STREAK = 5
@@ -48,7 +47,7 @@ SYNTHETIC_OUTCOME = {"healthy": "success"}
 NEAR = 2  # a fire at most this many steps from an annotated error or mistake step is "at" it
 HARNESS = Path(__file__).resolve().parents[1]  # the checkout this harness file belongs to
 # the harness's own files, copied into another commit's worktree by --compare
-HARNESS_FILES = ("quality.py", "captainagent_convert.py", "hijack.py")
+HARNESS_FILES = ("quality.py", "captainagent_convert.py", "hijack.py", "common.py")
 CORE_PROBE = "quality-core: "
 BENIGN = "benign"  # labels' `subset` of runs with no attack planted (AgentDojo)
 
@@ -357,13 +356,6 @@ def _samples(runs: list[RunRecord], k: int) -> dict[str, list[str]]:
     return dict(out)
 
 
-def load_labels(data: Path) -> dict[str, dict[str, Any]]:
-    path = data / "labels.json"
-    if not path.exists():
-        return {}
-    return {r["run_id"]: r for r in json.loads(path.read_text("utf-8"))["runs"]}
-
-
 def synthetic_lines(runs_per_behaviour: int = 3, steps: int = 40) -> tuple[list[bytes], dict[str, Any]]:
     """The synthetic fleet as wire lines, labelled by behaviour (healthy = success)."""
     from streams.local.simulate import BEHAVIOURS, trajectory
@@ -422,11 +414,6 @@ def evaluate(data: Path | None, synthetic: bool = True, samples: int = 2) -> dic
         results[name] = {o: summarise(rs, samples) for o, rs in sorted(by_outcome.items())}
         results[name]["all"] = summarise(recs, 0, detail=True)
     return results
-
-
-# The escalation ladder measured: the built-in default (issue 48: `ladder.DEFAULT_ESCALATION`),
-# or a policy given with --ladder-policy (issue 30's was {"escalate_model_after": 1, "stop_after": 2}).
-LADDER_POLICY: dict[str, Any] | None = None
 
 
 @dataclass

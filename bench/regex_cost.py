@@ -398,7 +398,8 @@ def maximal_step(unit: str, size: int, run_id: str = "r", k: int = 2) -> dict[st
 
 def _through(sem: Any, limits: Limits) -> Any:
     """One input through the engine as the worker runs it: read, step, seal (no answers)."""
-    from streams.core.engine import Engine, Refused
+    from streams.core.engine import Engine
+    from streams.core.results import Refused
 
     engine = Engine(None, sem, limits)
 

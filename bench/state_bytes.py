@@ -48,7 +48,7 @@ CLOCK = 1_767_225_600.0
 def replay(path: Path) -> tuple[list[tuple[bytes, bytes]], list[bytes], list[int]]:
     """(run key, state bytes), decision bytes and the event's own bytes of every step event of
     `path`."""
-    from streams.core.engine import Sealed
+    from streams.core.results import Sealed
     from streams.embeddings.models import load_models
     from streams.replay import Replayer
 

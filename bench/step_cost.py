@@ -4,7 +4,7 @@
 
 The worker's per-event work without Kafka: decode + validate, the run's state read from its
 table bytes, every monitor, the decision, seal (state and decision encoded), store; the
-events are bench.fairness's flood steps (runs of 30 steps, thought at its 20,000-char cut, the
+events are bench.tenant_fairness's flood steps (runs of 30 steps, thought at its 20,000-char cut, the
 rest observation), once at ~2 KB and once at ~120 KB. Figure per round: the median CPU time
 (`time.process_time`) of a step at each size, and their ratio; over rounds, medians with
 min-max. Why it matters: the worker takes tenants' events one at a time under one interpreter
@@ -19,10 +19,11 @@ import statistics
 import time
 
 from bench.common import add_rounds_args, commit, fmt_spread, log, machine, spread
-from bench.fairness import flood_events
-from streams.core.engine import Decided, Engine
-from streams.core.etraces import Answer
+from bench.tenant_fairness import flood_events
+from streams.core.engine import Engine
+from streams.core.etrace_rules import Answer
 from streams.core.events import Limits
+from streams.core.results import Decided
 from streams.embeddings.models import load_models
 from streams.kafka import wire
 from streams.pipeline import Evicted, Pipeline

@@ -40,7 +40,7 @@ from bench.common import (
     spread,
     stop_broker,
 )
-from streams.kafka.topics import ensure_topics
+from streams.admin.topics import ensure_topics
 from streams.local.simulate import BEHAVIOURS, trajectory
 from streams.local.worker_process import WorkerProcess, free_port
 from streams.settings import Settings

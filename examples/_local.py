@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from streams.client_settings import ClientSettings
+from streams.kafka.client_settings import ClientSettings
 from streams.local.broker import REPO, kafka, reachable
 
 WORKER_HINT = "pip install './[worker]'"

@@ -35,7 +35,7 @@ from claude_agent_sdk.types import TextBlock, ToolUseBlock
 
 from examples._local import local_stack
 from examples.scripted_cli import ScriptedCLI, load, repeated
-from streams.agent.claude_agent import ClaudeAgentSteering
+from streams.agent.adapters.claude_agent import ClaudeAgentSteering
 from streams.agent.client import SyncSteeringClient
 from streams.agent.compose import body_of
 

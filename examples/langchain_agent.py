@@ -25,9 +25,9 @@ from langchain_core.tools import tool
 
 from examples._local import local_stack
 from examples.scripted_model import Script, ScriptedModel
+from streams.agent.adapters.langchain_middleware import SteeringMiddleware
 from streams.agent.client import SyncSteeringClient
 from streams.agent.compose import body_of
-from streams.agent.langchain_middleware import SteeringMiddleware
 
 BASE = "You are a careful coding agent working in a Python repository."
 

@@ -91,7 +91,7 @@ def langchain_agent(client: SyncSteeringClient, script: list[Step]) -> tuple[str
     from langchain_core.tools import StructuredTool
 
     from examples.scripted_model import Script, ScriptedModel
-    from streams.agent.langchain_middleware import SteeringMiddleware
+    from streams.agent.adapters.langchain_middleware import SteeringMiddleware
 
     def make_tool(name: str, observation: str | None) -> StructuredTool:
         def use(path: str) -> str:

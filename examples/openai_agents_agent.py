@@ -29,10 +29,10 @@ from agents import Agent, FunctionTool, RunConfig, RunHooks, function_tool
 
 from examples._local import local_stack
 from examples.openai_scripted import ScriptedProvider, reply, say
+from streams.agent.adapters.openai_agents import AgentsSteering
 from streams.agent.client import SyncSteeringClient
 from streams.agent.compose import REASONBLOCKS_MARKER as MARKER
 from streams.agent.compose import body_of
-from streams.agent.openai_agents import AgentsSteering
 from streams.agent.session import RunStopped
 
 EXIT_STOPPED = 3

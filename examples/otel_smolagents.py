@@ -30,8 +30,8 @@ from smolagents import OpenAIModel, ToolCallingAgent, tool
 from smolagents.models import ChatMessageToolCall, ChatMessageToolCallFunction
 
 from examples._local import local_stack
+from streams.agent.adapters.otel import DECISION_SPAN, ObservedStep, SteeringSpanProcessor
 from streams.agent.client import SyncSteeringClient
-from streams.agent.otel import DECISION_SPAN, ObservedStep, SteeringSpanProcessor
 
 TASK = "What is the refund window for annual plans?"
 

@@ -20,7 +20,7 @@ wait_chromium() {
   chromium_pid=""
 }
 
-# The tests' broker (tests/integration/conftest.py: port RB_TEST_KAFKA_PORT, data in
+# The tests' broker (tests/integration/helpers.py: port RB_TEST_KAFKA_PORT, data in
 # .local/test-kafka-<port>) starts in the background while ruff and mypy run, instead of after
 # them (a JVM start: ~10 s); the tests find it listening, and this script stops it at the end.
 port="${RB_TEST_KAFKA_PORT:-19092}"

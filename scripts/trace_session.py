@@ -31,7 +31,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from streams.agent.client import SyncSteeringClient
 from streams.agent.gate import denial_text
 from streams.agent.session import RunStopped, SteeringSession
-from streams.client_settings import ClientSettings
+from streams.kafka.client_settings import ClientSettings
 
 ATTACKER = "CH9300762011623852957"
 LANDLORD = "DE89370400440532013000"

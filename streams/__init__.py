@@ -17,9 +17,9 @@ _EXPORTS = {
     "Decision": "streams.agent.client",
     "SteeringSession": "streams.agent.session",
     "RunStopped": "streams.agent.session",
-    "SteeringMiddleware": "streams.agent.langchain_middleware",
-    "AgentsSteering": "streams.agent.openai_agents",
-    "ClaudeAgentSteering": "streams.agent.claude_agent",
+    "SteeringMiddleware": "streams.agent.adapters.langchain_middleware",
+    "AgentsSteering": "streams.agent.adapters.openai_agents",
+    "ClaudeAgentSteering": "streams.agent.adapters.claude_agent",
     "anthropic_request": "streams.agent.compose",
     "anthropic_system": "streams.agent.compose",
     "openai_system_message": "streams.agent.compose",
@@ -51,7 +51,9 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .agent.claude_agent import ClaudeAgentSteering
+    from .agent.adapters.claude_agent import ClaudeAgentSteering
+    from .agent.adapters.langchain_middleware import SteeringMiddleware
+    from .agent.adapters.openai_agents import AgentsSteering
     from .agent.client import Decision, SteeringClient, SyncSteeringClient
     from .agent.compose import (
         anthropic_request,
@@ -62,8 +64,6 @@ if TYPE_CHECKING:
         plain_system,
         with_system,
     )
-    from .agent.langchain_middleware import SteeringMiddleware
-    from .agent.openai_agents import AgentsSteering
     from .agent.session import RunStopped, SteeringSession
     from .settings import Settings
 

@@ -20,22 +20,11 @@ from typing import Any, Protocol
 
 import orjson
 
-from .core import etraces
-from .core.engine import (
-    ANOTHER_TENANTS_RUN,
-    NO_KEY,
-    Decided,
-    Engine,
-    Outcome,
-    Raw,
-    Refused,
-    Sealed,
-    describe,
-    evict_refusal,
-    failed,
-)
+from .core import etrace_rules
+from .core.engine import ANOTHER_TENANTS_RUN, Engine, describe, evict_refusal, failed
 from .core.events import Rejected, deadletter_record
 from .core.outcome import outcome_record
+from .core.results import NO_KEY, Decided, Outcome, Raw, Refused, Sealed
 from .core.retention import (
     BAD_SIGNATURE,
     NOT_KEYED,
@@ -55,7 +44,7 @@ REFUSED_START_DETAIL = 200  # characters of the refusal kept in a later event's 
 REFUSED_START_MARK = "its run_start was refused ("  # streams.cli groups these lines by it
 
 # Synchronous E-trace answers for a plan (replay: the store is asked inline).
-AnswerNow = Callable[[etraces.Plan], Sequence[etraces.Answer]]
+AnswerNow = Callable[[etrace_rules.Plan], Sequence[etrace_rules.Answer]]
 # The steering switched off for (org, experiment): core.guard.Guard.observe_only.
 ObserveOnly = Callable[[str, str | None], frozenset[str]]
 
@@ -259,7 +248,10 @@ class Pipeline:
         return out
 
     def seal(
-        self, outcome: Outcome, answers: Sequence[etraces.Answer] = (), source: dict[str, Any] | None = None
+        self,
+        outcome: Outcome,
+        answers: Sequence[etrace_rules.Answer] = (),
+        source: dict[str, Any] | None = None,
     ) -> Sealed:
         """The engine's seal, and the run uncounted if its run_start failed after all."""
         off: frozenset[str] = frozenset()

@@ -34,7 +34,8 @@ from .core.fsm import TransitionFn
 from .core.ladder import InvalidRunSettings
 from .core.monitors.profiles import parse_profiles
 from .core.policy import Policy
-from .settings import Settings, SettingsError
+from .kafka.client_settings import SettingsError
+from .settings import Settings
 
 SCORERS = "rb_streams.scorers"
 TEXT_SCORERS = "rb_streams.text_scorers"

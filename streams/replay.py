@@ -7,13 +7,14 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO
 
 from .core.decision import DecisionRecord
-from .core.engine import NO_KEY, Engine, Raw
+from .core.engine import Engine
 from .core.events import Limits, deadletter_bytes
 from .core.guard import Guard, Switch
 from .core.monitors import Semantics
 from .core.outcome import encode as encode_outcome
 from .core.outcome import outcome_record
 from .core.policy import Policy
+from .core.results import NO_KEY, Raw
 from .core.retention import DEFAULT_MAX_RUNS, DEFAULT_MAX_RUNS_PER_ORG, RunsHeld
 from .core.state import TraceState
 from .etraces.retrieval import Retriever

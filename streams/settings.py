@@ -9,7 +9,7 @@ Three layers, each a superset of the one before:
   validates only these, never the worker's fields.
 * `Settings`: the worker's (and `replay`'s) full configuration.
 
-The first two live in `streams.client_settings` (no import of the core, for a client-only
+The first two live in `streams.kafka.client_settings` (no import of the core, for a client-only
 install) and are re-exported here; `Settings` needs the core (its run defaults and limits).
 
 Precedence: explicit values (CLI flags, keyword arguments) > RB_* variables > secret files
@@ -30,27 +30,27 @@ from typing import Any, ClassVar, Literal, Self
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
-# The broker's and the agent side's settings live in streams.client_settings (no core import:
-# a client-only install reads them); re-exported here, where the worker has always found them.
-from .client_settings import ENV_PREFIX as ENV_PREFIX
-from .client_settings import MASK as MASK
-from .client_settings import SECRETS_DIR_ENV as SECRETS_DIR_ENV
-from .client_settings import TENANT_NAME as TENANT_NAME
-from .client_settings import TOPIC_CHARS as TOPIC_CHARS
-from .client_settings import TOPIC_KINDS as TOPIC_KINDS
-from .client_settings import ClientSettings as ClientSettings
-from .client_settings import KafkaSettings as KafkaSettings
-from .client_settings import SettingsError as SettingsError
-from .client_settings import TopicKind as TopicKind
-from .client_settings import _env, _secrets_dir
-from .client_settings import check_tenant_name as check_tenant_name
-from .client_settings import read_secret_file as read_secret_file
 from .core.budget import WAIT_BUDGET_CALLS, WAIT_BUDGET_S, WAIT_BUDGET_USD, WaitBudget
 from .core.events import Limits
-from .core.experiment import Experiments
+from .core.holdout import Experiments
 from .core.ladder import Defaults
 from .core.prices import NO_PRICES, PriceTable
 from .core.retention import DEFAULT_MAX_RUNS, DEFAULT_MAX_RUNS_PER_ORG
+
+# The broker's and the agent side's settings live in streams.kafka.client_settings (no core
+# import: a client-only install reads them); their names are imported from there, not from here.
+from .kafka.client_settings import (
+    ENV_PREFIX,
+    MASK,
+    SECRETS_DIR_ENV,
+    TOPIC_CHARS,
+    ClientSettings,
+    SettingsError,
+    _env,
+    _secrets_dir,
+    check_tenant_name,
+    read_secret_file,
+)
 
 Guarantee = Literal["at_least_once", "exactly_once"]
 # The worker's producer codec (Kafka's compression.type setting; aiokafka's codecs come with cramjam,
@@ -67,7 +67,7 @@ MAX_TOPIC_CHARS = 249
 
 def owner_topic(app_id: str, topic_prefix: str) -> str:
     """The topic whose existence says that `topic_prefix`'s deployment owns `app_id`
-    (streams.kafka.ownership): it holds no records, its name is the claim."""
+    (streams.admin.ownership): it holds no records, its name is the claim."""
     return f"{app_id}-owner-{topic_prefix}"
 
 
@@ -113,7 +113,7 @@ class Settings(ClientSettings):
     # Faust's app id: the consumer group, and the prefix of the run table's changelog and of
     # the app's other topics. Empty: `<RB_TOPIC_PREFIX>-streams` (rb-streams for the default
     # prefix), so two deployments with different prefixes share no state; a worker refuses an
-    # id that another prefix has claimed (streams.kafka.ownership).
+    # id that another prefix has claimed (streams.admin.ownership).
     app_id: str = ""
     store: str = Field("rocksdb://", pattern=r"^(rocksdb|memory)://")
     data_dir: str = ".local/worker"
@@ -183,7 +183,7 @@ class Settings(ClientSettings):
     wait_budget_calls: int = Field(WAIT_BUDGET_CALLS, ge=2, le=100_000)
     wait_budget_usd: float = Field(WAIT_BUDGET_USD, gt=0, le=1_000_000)
     org_wait_budget: str = ""
-    # A held-out arm (issue 50, core.experiment), JSON {"name", "holdout" (0 to 0.5), "seed"}:
+    # A held-out arm (issue 50, core.holdout), JSON {"name", "holdout" (0 to 0.5), "seed"}:
     # one experiment for every org, and {org_id: experiment or null} (an org's own wins; null
     # opts the org out). A run_start's `experiment` wins over both. Empty: no experiment.
     experiment: str = ""
@@ -255,7 +255,7 @@ class Settings(ClientSettings):
     @classmethod
     def _prices_valid(cls, v: str) -> str:
         if v.strip():
-            from .prices import load_prices
+            from .price_file import load_prices
 
             load_prices(v)  # a PriceFileError (a ValueError): one line naming the file and entry
         return v
@@ -265,7 +265,7 @@ class Settings(ClientSettings):
         """The user's price table (RB_PRICES_FILE), or the empty table (routing's prior)."""
         if not self.prices_file.strip():
             return NO_PRICES
-        from .prices import load_prices
+        from .price_file import load_prices
 
         return load_prices(self.prices_file)
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from streams.core.engine import NO_KEY, Decided, Engine, Outcome, Raw, Refused, Sealed
-from streams.core.etraces import Answer
+from streams.core.engine import Engine
+from streams.core.etrace_rules import Answer
 from streams.core.events import Limits
 from streams.core.monitors import Semantics
 from streams.core.policy import Policy
+from streams.core.results import NO_KEY, Decided, Outcome, Raw, Refused, Sealed
 from streams.core.state import TraceState
 
 Lookup = Callable[[str], TraceState | None]

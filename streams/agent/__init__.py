@@ -1,1 +1,2 @@
-"""The agent side: steering client, session, system-message composition, LangChain middleware, Claude Agent SDK hooks."""
+"""The agent side: the steering client and session, system-message composition, the call gate;
+the frameworks' adapters in `streams.agent.adapters`."""

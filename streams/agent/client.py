@@ -23,17 +23,17 @@ from typing import Any, Literal, TypeVar
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaConnectionError
 
-from ..client_settings import ClientSettings, SettingsError
-from ..contract import ACTIONS as ACTIONS
-from ..contract import SCHEMA_VERSION, fast_validator
-from ..contract import Action as Action
-from ..gate_policy import GatePolicy
-from ..gate_policy import load as load_gate_policy
 from ..kafka import signing, wire
+from ..kafka.client_settings import ClientSettings, SettingsError
 from ..kafka.probe import MissingTopic, broker_answers, topic_partitions
 from ..kafka.security import KafkaAuthError as KafkaAuthError
 from ..kafka.security import client_kwargs, diagnose
-from ..logsafe import safe_for_log
+from ..shared.contract import ACTIONS as ACTIONS
+from ..shared.contract import SCHEMA_VERSION, fast_validator
+from ..shared.contract import Action as Action
+from ..shared.gate_policy import GatePolicy
+from ..shared.gate_policy import load as load_gate_policy
+from ..shared.logsafe import safe_for_log
 from . import tracing
 from .gate import ALLOW, GateMemory, GateMode, GateVerdict, check_gate_mode, log_denial
 from .usage import of as usage_of
@@ -426,7 +426,7 @@ class SteeringClient:
         dropped (`dropped_events`). `call_gate`: the pre-call gate on or off for this client's
         sessions and adapters (default `RB_CLIENT_CALL_GATE`, on); `gate`: its mode, "lenient"
         or "strict" (default `RB_CLIENT_GATE_MODE`, lenient; a session's or an adapter's wins);
-        `gate_policy`: its policy (`streams.gate_policy`: a `GatePolicy`, or a TOML/JSON file's
+        `gate_policy`: its policy (`streams.shared.gate_policy`: a `GatePolicy`, or a TOML/JSON file's
         path; default `RB_CLIENT_GATE_POLICY`, none: the defaults). A policy file that cannot be
         read or is invalid raises ValueError here, naming the file and what is wrong.
 

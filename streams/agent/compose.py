@@ -43,8 +43,8 @@ import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
-from ..contract import REASONBLOCKS_MARKER
-from ..untrusted import defuse_channel
+from ..shared.contract import REASONBLOCKS_MARKER
+from ..shared.untrusted import defuse_channel
 
 __all__ = [
     "PLACEMENTS",
@@ -162,7 +162,7 @@ _TEXT_KEYS = ("text", "content", "output")
 
 def defused_content(content: Any) -> Any:
     """A tool result's content with every copy of our channel made inert
-    (`streams.untrusted.defuse_channel`): a string, or a list of blocks / parts whose `text`,
+    (`streams.shared.untrusted.defuse_channel`): a string, or a list of blocks / parts whose `text`,
     `content` or `output` is read the same way (Anthropic `tool_result` blocks, OpenAI content
     parts, the Agents SDK's `function_call_output` items). The very same object when nothing
     changed; else a copy (inputs are never mutated). Deterministic: the same result on every call."""

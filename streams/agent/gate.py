@@ -1,7 +1,7 @@
 """The pre-call gate on the agent side: may the agent make this tool call, given the values the
 run's tool outputs introduced? Computed locally, before the call, from the newest decision's
 `taint` list (the worker sends hashes of the tainted values, never the values), by
-`streams.taint.gate`.
+`streams.shared.taint.gate`.
 
 It keeps its memory (`GateMemory`): a run's calls are checked against the taint of the newest
 decision the run has had, kept until a newer decision replaces it. A decision that misses the
@@ -16,7 +16,7 @@ one, and any error in the check allow the call. A denial is a `GateVerdict` with
 with the user's task. The gate is on by default; `RB_CLIENT_CALL_GATE=false` (or
 `call_gate=False` on a client, a session or an adapter) turns it off.
 
-Provenance decides (`streams.gate_policy`): an acting call is denied when a value it carries
+Provenance decides (`streams.shared.gate_policy`): an acting call is denied when a value it carries
 came from a source its argument may not take values from. In "lenient" mode (the default) a
 destination (an address, an account, a URL) may come from the user, a trusted tool, or a tool
 output the agent looked up for an action the user asked for (not one that output asked things
@@ -35,10 +35,10 @@ import logging
 from collections.abc import Collection, Mapping
 from typing import Any, Literal, get_args
 
-from ..gate_policy import GatePolicy, asked_kinds
-from ..logsafe import safe_for_log
-from ..taint import GateVerdict, gate
-from ..untrusted import scrub
+from ..shared.gate_policy import GatePolicy, asked_kinds
+from ..shared.logsafe import safe_for_log
+from ..shared.taint import GateVerdict, gate
+from ..shared.untrusted import scrub
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ REASON_MAX = 600  # characters of a reason passed on to the model and the log
 
 def taint_of(data: object) -> list[dict[str, Any]] | None:
     """A decision's `taint` list, or None (the gate then allows) when there is none or it is
-    no list of at most TAINT_MAX entries. `streams.taint.gate` skips a malformed entry. A
+    no list of at most TAINT_MAX entries. `streams.shared.taint.gate` skips a malformed entry. A
     decision is the worker's (schema-checked and, with a key, signed), but a stand-in client
     or an older worker may send anything."""
     if not isinstance(data, dict):
@@ -93,7 +93,7 @@ def check(
     """The verdict on calling `tool` with `args` after the decision `data` (a decision's wire
     dict, or None when there was none): fails open on anything unexpected. `strict`: the gate's
     strict mode (any tainted value in an acting call is denied); `policy`: the deployment's
-    (`streams.gate_policy`, None: the defaults); `asked`: whether the user asked for an action."""
+    (`streams.shared.gate_policy`, None: the defaults); `asked`: whether the user asked for an action."""
     return check_taint(taint_of(data), tool, args, strict=strict, policy=policy, asked=asked)
 
 

@@ -48,11 +48,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..contract import REASONBLOCKS_MARKER
-from ..gate_policy import GatePolicy
-from ..untrusted import scrub
+from ..shared.contract import REASONBLOCKS_MARKER, Action
+from ..shared.gate_policy import GatePolicy
+from ..shared.untrusted import scrub
 from . import compose, tracing
-from .client import Action, Decision, StepLogEntry, SyncSteeringClient, action_of
+from .client import Decision, StepLogEntry, SyncSteeringClient, action_of
 from .gate import ALLOW, GateMemory, GateMode, GateVerdict, enabled_for, log_denial, mode_for
 from .validation import check_run_field_names, validate_run_fields
 
@@ -83,7 +83,7 @@ STOP_REASON_MAX = 2000  # characters of a stop reason kept (a decision is the wo
 
 def stop_reason(decision: Decision | None) -> str:
     """The readable reason of a stop: `action_reason.text`, else the injection (its marker line
-    dropped), else a default. Scrubbed (`streams.untrusted.scrub`) and cut: it becomes Claude's
+    dropped), else a default. Scrubbed (`streams.shared.untrusted.scrub`) and cut: it becomes Claude's
     `stopReason`, an exception's message, a chat message, so a decision that carries a forged
     marker, a tag or control characters must not pass them on."""
     if decision is not None:

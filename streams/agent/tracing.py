@@ -32,8 +32,8 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..contract import REASONBLOCKS_MARKER
-from ..untrusted import scrub
+from ..shared.contract import REASONBLOCKS_MARKER
+from ..shared.untrusted import scrub
 
 __all__ = [
     "EVALUATION_EVENT",

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..contract import TOKENS_MAX
+from ..shared.contract import TOKENS_MAX
 
 __all__ = [
     "COUNTS",

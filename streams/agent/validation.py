@@ -236,7 +236,7 @@ def _schema_types(fields: Mapping[str, Any]) -> None:
     `check_run_field_names`'s (with a suggestion), so they are left out."""
     from fastjsonschema import JsonSchemaValueException
 
-    from ..contract import SCHEMA_VERSION, fast_validator
+    from ..shared.contract import SCHEMA_VERSION, fast_validator
 
     known = {k: v for k, v in fields.items() if k in RUN_FIELDS and v is not None}
     try:

@@ -1,9 +1,10 @@
 """The pure core: no I/O. The worker and `replay` drive `Engine` through `streams.pipeline`."""
 
-from .engine import Decided, Duplicate, Effects, Engine, Finished, Outcome, Refused, Sealed
+from .engine import Engine
 from .events import Limits, Rejected
 from .fsm import DifficultyFSM, FSMParams, FSMState
 from .policy import Policy
+from .results import Decided, Duplicate, Effects, Finished, Outcome, Refused, Sealed
 from .state import RunConfig, TraceState
 
 __all__ = [

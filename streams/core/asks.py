@@ -28,7 +28,7 @@ destination, and that is read here, sentence by sentence, for each destination t
 - `foreign`: it asks in another language than the text around it.
 
 The text is read through `view`: markup, table bars and wide (CJK) characters become spaces (same
-length, so offsets agree), and `streams.taint.scan` of the view finds destinations inside cells,
+length, so offsets agree), and `streams.shared.taint.scan` of the view finds destinations inside cells,
 tags and CJK sentences that the raw text hides. Linear: each sentence is cut to SENTENCE_MAX on
 each side of its destination, at most DESTS_MAX destinations are looked at, every cue is a set
 look-up or a substring search, and the two patterns are character classes.
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import re
 
-from ..taint import scan
+from ..shared.taint import scan
 
 TEXT_MAX = 16_000  # characters read (`instructions.TEXT_MAX`)
 SIDE_MAX = 300  # characters of a sentence read on each side of its destination
@@ -298,7 +298,7 @@ def view(text: str) -> str:
 
 
 def values(text: str) -> list[tuple[str, str, int]]:
-    """`streams.taint.scan` of the text, and the destinations of its `view` (an address, a link
+    """`streams.shared.taint.scan` of the text, and the destinations of its `view` (an address, a link
     or an account inside a cell, a tag or a CJK sentence that the raw text hides), each value once."""
     got = scan(text)
     v = view(text)

@@ -1,5 +1,5 @@
 """What a run's model calls cost under a provider's prefix cache (pure: `rb-streams cost` reads
-the files, `streams.cost`).
+the files, `streams.cli.cost`).
 
 The model (COST.md states it with the figures): call k of a run sends the agent's system
 prompt, the task and the steps before it as Anthropic-shaped messages, composed with the

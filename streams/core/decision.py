@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal, NotRequired, TypedDict
 
-from ..contract import Action
+from ..shared.contract import Action
 
 InjectionSource = Literal["monitor", "e1", "e2", "e3"]
 Suppressed = Literal["cooldown", "cap", "duplicate", "final_step"]
@@ -42,14 +42,14 @@ class ActionReason(TypedDict):
 
 
 class TaintEntry(TypedDict):
-    """A value a tool result introduced (streams.taint): its hash, never the value."""
+    """A value a tool result introduced (streams.shared.taint): its hash, never the value."""
 
     h: str  # first 16 hex of sha256 of the normalised value
     kind: str
     step: int  # the step whose result introduced it
     tool: str  # that step's action, cut
     instr: bool  # that result held instructions addressed to the agent, near the value
-    dir: NotRequired[bool]  # that result sent something to the value (`streams.taint.directed`)
+    dir: NotRequired[bool]  # that result sent something to the value (`streams.shared.taint.directed`)
 
 
 class SanctionEntry(TypedDict):
@@ -92,5 +92,5 @@ class DecisionRecord(TypedDict):
     taint: NotRequired[list[TaintEntry]]
     sanctioned: NotRequired[list[SanctionEntry]]
     # Issue 50: the run's arm, on every decision of a run in an experiment (absent otherwise).
-    # A control run's decisions are unsteered (core.experiment.mask).
+    # A control run's decisions are unsteered (core.holdout.mask).
     arm: NotRequired[Arm]

@@ -20,17 +20,18 @@ afterwards: `seal` builds a new state and a new decision.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import orjson
 
-from . import compliance, etraces, experiment, guard, ladder, provenance, routing
+from ..shared.contract import SCHEMA_VERSION, TOKENS_MAX
+from . import compliance, etrace_rules, guard, holdout, ladder, provenance, routing
 from .budget import DEFAULT_BUDGET, WaitBudget
 from .decision import DecisionRecord, DifficultySource, Injection, MonitorsWire
 from .difficulty import DEFAULT_SCORER, clamp01
-from .events import SCHEMA_VERSION, TOKENS_MAX, Limits, Rejected, deadletter_record, decode
+from .events import Limits, Rejected, deadletter_record, decode
 from .fsm import FSMState, validate_params
 from .ladder import InvalidRunSettings, check_weight_names, parse_monitors_off, parse_thresholds
 from .ladder import resolve as resolve_escalation
@@ -43,153 +44,22 @@ from .policy import Policy
 from .reading.features import StepFeatures, extract
 from .reading.shell import could_not_run
 from .render import render_block
+from .results import (
+    NO_KEY,
+    Decided,
+    Duplicate,
+    Effects,
+    Finished,
+    Incoming,
+    Outcome,
+    Raw,
+    Refused,
+    Sealed,
+)
 from .state import TASK_CHARS_KEPT, RunConfig, TraceState
 
 STATES_WITH_ROUTING = frozenset({FSMState.FAST, FSMState.NORMAL, FSMState.SLOW, FSMState.SKIP})
 MONITORED_STATES = STATES_WITH_ROUTING  # monitors run in these, never in INIT/END
-
-NO_KEY = object()  # `Engine.read(key=...)` default: the input came without a message key (replay)
-Raw = bytes | str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Effects:
-    """What the adapter does for a decision, given as data: the core does no I/O."""
-
-    # Queries to answer before the decision goes out (E3 on the first call; the E1/E2 queries
-    # the run's previous step planned): `seal` takes their answers.
-    answer_now: etraces.Plan | None = None
-    # E1/E2 queries this step planned (kept in the state as pending): may start now, in the
-    # background, so the run's next decision finds them answered.
-    prefetch: etraces.Plan | None = None
-    # Texts the run's next step embeds with the full model (a drift check planned this step).
-    to_embed: tuple[str, ...] = ()
-
-
-NO_EFFECTS = Effects()
-
-
-@dataclass(frozen=True, slots=True)
-class Incoming:
-    """A decoded, checked input, before its run is looked up."""
-
-    raw: Raw
-    event: dict[str, Any]  # schema-valid; on a tenant's run_start, org_id is the tenant
-    run_id: str
-    event_type: str  # run_start | step | run_finish
-    step: int | None
-    tenant: str | None = None
-
-    @property
-    def org(self) -> str:
-        return str(self.event.get("org_id") or "default")
-
-
-class _Answering:
-    """What Decided, Duplicate and Finished share: the input they answer, and so its run."""
-
-    __slots__ = ()
-    incoming: Incoming
-
-    @property
-    def run_id(self) -> str:
-        return self.incoming.run_id
-
-    @property
-    def step(self) -> int | None:
-        return self.incoming.step
-
-
-@dataclass(frozen=True, slots=True)
-class Decided(_Answering):
-    """A run_start or a step answered with a decision (E-trace answers still to apply)."""
-
-    incoming: Incoming
-    prior: TraceState | None
-    state: TraceState
-    decision: DecisionRecord
-    now: float
-    effects: Effects = NO_EFFECTS
-    transition: tuple[str, str] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Duplicate(_Answering):
-    """A re-sent run_start, step or run_finish: counted in the state. A copy of the step the
-    state last decided (or of the run_start, before any step) `resend`s that decision's bytes
-    as first sent: the first copy may have been lost with a crash (see `_resend`)."""
-
-    incoming: Incoming
-    prior: TraceState
-    state: TraceState
-    now: float
-    resend: bytes | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Finished(_Answering):
-    """A run_finish applied: the run is terminal."""
-
-    incoming: Incoming
-    prior: TraceState
-    state: TraceState
-    now: float
-
-
-@dataclass(frozen=True, slots=True)
-class Refused:
-    """An input dead-lettered with its reason. With an internal_error, the stage that failed
-    and the exception, and the fallback `state` to store (None: store nothing)."""
-
-    rejection: Rejected
-    raw: Raw
-    now: float
-    event_type: str | None = None
-    prior: TraceState | None = None
-    state: TraceState | None = None
-    failed_stage: str | None = None
-    error: BaseException | None = None
-
-    @property
-    def run_id(self) -> str | None:
-        return self.rejection.run_id
-
-    @property
-    def step(self) -> int | None:
-        return self.rejection.step
-
-
-Outcome = Decided | Duplicate | Finished | Refused
-
-
-@dataclass(frozen=True, slots=True)
-class Sealed:
-    """What an input comes to, encoded: the decision to send or the dead-letter record to
-    send, then the state to store. The adapters only carry it out."""
-
-    run_id: str | None
-    event_type: str | None
-    step: int | None
-    now: float
-    prior: TraceState | None = None
-    state: TraceState | None = None  # to store, after the send (None: store nothing)
-    state_bytes: bytes | None = None
-    decision: DecisionRecord | None = None  # as sent (a control run's: unsteered)
-    decision_bytes: bytes | None = None
-    # A control run's decision as it would have been (core.experiment): never sent; the state
-    # evolved from it. None for every other run.
-    shadow: DecisionRecord | None = None
-    rejection: Rejected | None = None
-    deadletter: dict[str, Any] | None = None
-    failed_stage: str | None = None  # an internal_error inside the core: the stage, the exception
-    error: BaseException | None = None
-    duplicate: bool = False
-    transition: tuple[str, str] | None = None
-    etrace_outcomes: Mapping[str, str] = field(default_factory=dict)  # tier -> hit | miss | error
-    prefetch: etraces.Plan | None = None  # start now, for the run's next decision
-    to_embed: tuple[str, ...] = ()  # embed now, for the run's next step
-    opens_run: bool = False  # an accepted run_start (the run counts against its org's cap)
-    finishes_run: bool = False  # an accepted run_finish (what is kept for the run may go)
 
 
 class Engine:
@@ -240,7 +110,7 @@ class Engine:
     def seal(
         self,
         outcome: Outcome,
-        answers: Sequence[etraces.Answer] = (),
+        answers: Sequence[etrace_rules.Answer] = (),
         source: dict[str, Any] | None = None,
         observe_only: frozenset[str] = frozenset(),
     ) -> Sealed:
@@ -293,7 +163,7 @@ class Engine:
             return Sealed(*head, finishes_run=True)
         sent, shadow = outcome.decision, None
         if outcome.state.config.arm == "control":  # last, so the worker and replay send the same
-            sent, shadow = experiment.mask(sent, outcome.state.config.model), sent
+            sent, shadow = holdout.mask(sent, outcome.state.config.model), sent
         decision_bytes = orjson.dumps(sent)
         if len(decision_bytes) > limits.max_decision_bytes:
             raise OversizeError(
@@ -596,7 +466,7 @@ def run_config(ev: dict[str, Any], policy: Policy) -> RunConfig:
         thresholds = parse_thresholds(raw_levels, known)
         escalation = resolve_escalation(ev.get("escalation"), org_id, policy.escalation)
         exp = policy.experiments.resolve(ev.get("experiment"), org_id)
-    except (InvalidRunSettings, experiment.InvalidExperiment) as exc:
+    except (InvalidRunSettings, holdout.InvalidExperiment) as exc:
         raise Rejected("invalid_run_start", str(exc), run_id) from None
     task = ev.get("task")
     return RunConfig(
@@ -623,7 +493,7 @@ def run_config(ev: dict[str, Any], policy: Policy) -> RunConfig:
         cross_provider_tool_switch=bool(ev.get("cross_provider_tool_switch", False)),
         wait_budget=_wait_budget(policy.escalation.wait_for_org(org_id)),
         experiment=None if exp is None else exp.name,
-        arm=None if exp is None else experiment.assign_arm(org_id, exp, run_id),
+        arm=None if exp is None else holdout.assign_arm(org_id, exp, run_id),
     )
 
 
@@ -683,7 +553,9 @@ def start_run(inc: Incoming, now: float, limits: Limits, policy: Policy) -> Deci
     )
     routed = None if mem is None else routing.Routed(None, "none", routing.INIT_REASON)
     decision = _decision(st, 0, None, None, None, ts, now, None, routed)
-    plan = etraces.plan_first_call(st.e3_calls, cfg.e_traces_enabled, etraces.model_family(cfg.model))
+    plan = etrace_rules.plan_first_call(
+        st.e3_calls, cfg.e_traces_enabled, etrace_rules.model_family(cfg.model)
+    )
     st = st.evolve(**count_decision(None, st, decision))
     return Decided(
         inc, None, _with_log(st, decision, limits.step_log_kept), decision, now, Effects(plan or None)
@@ -725,7 +597,7 @@ def apply_step(
         new_state = previous
     tokens = ev.get("tokens") or 0
     ts = ev.get("ts")
-    pending = [etraces.Query.from_wire(q) for q in st.etraces_pending]
+    pending = [etrace_rules.Query.from_wire(q) for q in st.etraces_pending]
     new = st.evolve(
         state=new_state,
         history=history,
@@ -781,13 +653,15 @@ def apply_step(
     new, prefetch = _plan_etraces(new, ev, decision, fired_before, [q.tier for q in pending])
     if prefetch:
         new = new.evolve(etraces_pending=[q.to_wire() for q in prefetch.queries])
-        reason = etraces.deferred_reason(prefetch.queries)
+        reason = etrace_rules.deferred_reason(prefetch.queries)
         decision["skipped_reason"] = f"{skipped}; {reason}" if skipped else reason
     # The queries planned on the step before are answered now, for this decision (the call
     # they steer is the next one either way), unless the run just became terminal.
     answer_now = None
     if pending and new_state is not FSMState.END:
-        answer_now = etraces.Plan(tuple(pending), etraces.model_family(decision["model"] or cfg.model))
+        answer_now = etrace_rules.Plan(
+            tuple(pending), etrace_rules.model_family(decision["model"] or cfg.model)
+        )
     new = new.evolve(**count_decision(st, new, decision))
     return Decided(
         inc,
@@ -806,20 +680,20 @@ def _plan_etraces(
     decision: DecisionRecord,
     fired_before: list[list[str]],
     pending: list[str],
-) -> tuple[TraceState, etraces.Plan]:
+) -> tuple[TraceState, etrace_rules.Plan]:
     """Keep the thought window while a tier may still be called, and plan this step's queries
     (none for a tier still `pending`)."""
     cfg = st.config
     wanted = cfg.e_traces_enabled and (
-        st.e1_calls < etraces.CALLS_PER_RUN or st.e2_calls < etraces.CALLS_PER_RUN
+        st.e1_calls < etrace_rules.CALLS_PER_RUN or st.e2_calls < etrace_rules.CALLS_PER_RUN
     )
-    thoughts = etraces.remember_thought(st.recent_thoughts, ev.get("thought")) if wanted else []
+    thoughts = etrace_rules.remember_thought(st.recent_thoughts, ev.get("thought")) if wanted else []
     st = st.evolve(recent_thoughts=thoughts)
     if not wanted:
-        return st, etraces.Plan()
+        return st, etrace_rules.Plan()
     mon = decision["monitors"]
-    gate = etraces.e1_gate_open(cfg.monitors_enabled, mon["fired"], mon["composite"], fired_before)
-    return st, etraces.plan_step(
+    gate = etrace_rules.e1_gate_open(cfg.monitors_enabled, mon["fired"], mon["composite"], fired_before)
+    return st, etrace_rules.plan_step(
         enabled=True,
         fsm_state=st.state,
         org_id=cfg.org_id,
@@ -828,12 +702,12 @@ def _plan_etraces(
         e2_calls=st.e2_calls,
         gate_open=gate,
         failure_type=mon["failure_type"],
-        family=etraces.model_family(decision["model"] or cfg.model),
+        family=etrace_rules.model_family(decision["model"] or cfg.model),
         pending=pending,
     )
 
 
-def _complete(out: Decided, answers: Sequence[etraces.Answer], outcomes: dict[str, str]) -> Decided:
+def _complete(out: Decided, answers: Sequence[etrace_rules.Answer], outcomes: dict[str, str]) -> Decided:
     """The decision and state with the store's answers applied (new objects: `out` is not
     changed); `outcomes` gets each tier's hit, miss or error."""
     plan = out.effects.answer_now
@@ -850,9 +724,9 @@ def _complete(out: Decided, answers: Sequence[etraces.Answer], outcomes: dict[st
             outcomes[q.tier] = "error"
             continue
         st = st.with_etrace_call(q.tier)
-        chosen = etraces.select(q, a.hits, plan.family)
+        chosen = etrace_rules.select(q, a.hits, plan.family)
         outcomes[q.tier] = "hit" if chosen else "miss"
-        added.extend(etraces.injections_for(q, chosen, plan.family))
+        added.extend(etrace_rules.injections_for(q, chosen, plan.family))
     if added:
         counts = dict(st.injections_by_source)
         for inj in added:
@@ -862,9 +736,9 @@ def _complete(out: Decided, answers: Sequence[etraces.Answer], outcomes: dict[st
         d["inject"] = True
         d["injection_text"] = render_block(d["injections"])
     if errors:
-        reason = etraces.failure_reason(errors)
+        reason = etrace_rules.failure_reason(errors)
         d["skipped_reason"] = f"{d['skipped_reason']}; {reason}" if d["skipped_reason"] else reason
-    if st.e1_calls >= etraces.CALLS_PER_RUN and st.e2_calls >= etraces.CALLS_PER_RUN:
+    if st.e1_calls >= etrace_rules.CALLS_PER_RUN and st.e2_calls >= etrace_rules.CALLS_PER_RUN:
         st = st.evolve(recent_thoughts=[])
     if st.step_log and st.step_log[-1][0] == d["step"]:
         st = st.evolve(step_log=[*st.step_log[:-1], log_entry(d, st.log_score_names)])

@@ -19,14 +19,9 @@ import orjson
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import best_match
 
-# The wire contract lives in streams.contract (the agent side reads it without the core);
-# re-exported here, where the core has always found it.
-from ..contract import EVENT_TYPES as EVENT_TYPES
-from ..contract import SCHEMA_VERSION as SCHEMA_VERSION
-from ..contract import STEP_MAX as STEP_MAX
-from ..contract import TOKENS_MAX as TOKENS_MAX
-from ..contract import fast_validator as fast_validator
-from ..contract import load_schema as load_schema
+# The wire contract lives in streams.shared.contract (the agent side reads it without the core);
+# its names are imported from there, not from here.
+from ..shared.contract import EVENT_TYPES, SCHEMA_VERSION, STEP_MAX, TOKENS_MAX, fast_validator, load_schema
 
 
 @dataclass(frozen=True)

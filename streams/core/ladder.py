@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ..untrusted import cut, fenced, scrub
+from ..shared.untrusted import cut, fenced, scrub
 from .budget import DEFAULT_BUDGET, WaitBudget, parse_budget
 
 ESCALATION_KEYS = ("enabled", "escalate_model_after", "stop_after", "escalation_model", "failure_types")

@@ -12,8 +12,8 @@ from types import MappingProxyType
 from typing import Any
 
 from .difficulty import BUILTIN_SCORERS, StepScorer, TextScorer, on_thought
-from .experiment import NO_EXPERIMENTS, Experiments
 from .fsm import BUILTIN_TRANSITIONS, TransitionFn
+from .holdout import NO_EXPERIMENTS, Experiments
 from .ladder import NO_DEFAULTS, Defaults
 from .monitors import loop
 from .monitors.base import Monitor
@@ -49,7 +49,7 @@ class Policy:
     # The user's price table (RB_PRICES_FILE): cache-aware routing prices its switches with it
     # (core.routing); empty, the documented prior.
     prices: PriceTable = NO_PRICES
-    # The held-out arms (settings RB_EXPERIMENT, RB_ORG_EXPERIMENT; core.experiment): a run's
+    # The held-out arms (settings RB_EXPERIMENT, RB_ORG_EXPERIMENT; core.holdout): a run's
     # experiment is resolved at its run_start from these, as the worker and replay both do.
     experiments: Experiments = NO_EXPERIMENTS
 

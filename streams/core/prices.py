@@ -1,6 +1,6 @@
 """Model prices as data: what a call costs under a provider's prefix cache.
 
-Pure (no I/O): `streams.prices` reads the user's price table (`RB_PRICES_FILE`) and hands the
+Pure (no I/O): `streams.price_file` reads the user's price table (`RB_PRICES_FILE`) and hands the
 parsed `PriceTable` to the core through `Policy.prices`, so the worker and `rb-streams replay`
 route with the same numbers. No price is written here: a model missing from the table (or a
 deployment without a table) is priced by `PRIOR`, which holds ratios, not dollars (see

@@ -9,7 +9,7 @@ source held instructions (the monitor fires, the gate denies) or when the call a
 pays, deletes: recorded, and denied by the gate's strict mode).
 
 Run-wide, not per agent: a value a sub-agent read and reported to the manager is still data
-when the manager uses it. Hashes only (`streams.taint.value_hash`), never the values. Capped:
+when the manager uses it. Hashes only (`streams.shared.taint.value_hash`), never the values. Capped:
 USER_MAX user hashes, TAINT_MAX entries (values from results that held instructions are
 dropped last), FLAGGED_MAX flagged results.
 """
@@ -20,7 +20,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..taint import (
+from ..shared.taint import (
     TAINT_WIRE_MAX,
     TOOL_KEPT,
     assembled,
@@ -221,7 +221,7 @@ def observe(
     (a value already tainted keeps its first source, unless it now stands near instructions);
     with instructions, the values near them are marked `instr` and the result is flagged.
     `values`: `scan(text)` (offsets needed only when `found` is flagged: scanned again then).
-    `sent_to`: the destinations the result sends something to (`streams.taint.directed`),
+    `sent_to`: the destinations the result sends something to (`streams.shared.taint.directed`),
     marked `dir`; a destination the result hides (decoded from an encoding it names, an
     account printed in two halves) is marked `dir` too, flagged or not. `points_on`: the
     result sends something to a destination it does not print ("to the address in the next

@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import re
 
-from ..untrusted import QUOTE_MAX, clean, fenced, folded
+from ..shared.untrusted import QUOTE_MAX, clean, fenced, folded
 from .instructions import QUOTE_MAX as READ_MAX
 from .instructions import in_quote
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..contract import REASONBLOCKS_MARKER as MARKER
+from ..shared.contract import REASONBLOCKS_MARKER as MARKER
 from .decision import Injection
 
 

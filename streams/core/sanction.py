@@ -11,7 +11,7 @@ wrote and on the call that read the source, never on the wording of the result:
   a document, a note, a bill, a page) or a file by name (`bill.txt`), in the same sentence. No
   kind and no name: no sanction (an order to "do what it says" of nothing named).
 - `reads_source(order, tool, input)`: a call that reads that source: not an acting call
-  (`streams.taint.is_acting_tool`), and its tool's words name the kind (`search_emails`,
+  (`streams.shared.taint.is_acting_tool`), and its tool's words name the kind (`search_emails`,
   `read_file`, `get_webpage`), or its input names the file.
 - A result of such a call is sanctioned only while it holds no sign of an attacker's text
   (`BARRED`: an override of earlier instructions, talk of "the task I gave you", an address to
@@ -31,7 +31,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..taint import is_acting_tool, tool_words
+from ..shared.taint import is_acting_tool, tool_words
 from .instructions import Instructions
 
 TEXT_MAX = 4_000  # characters of a user's text read for an order
@@ -244,7 +244,7 @@ def reads_source(o: Order, tool: str, call_input: str) -> bool:
 
 def sanctionable(o: Order, found: Instructions, values: Sequence[tuple[str, str, int]], text: str) -> bool:
     """Whether a result the order's source gave, with these instructions and values
-    (`streams.taint.scan`), may be sanctioned: none of `BARRED` or NOT_THE_SOURCE, and no instruction in it that
+    (`streams.shared.taint.scan`), may be sanctioned: none of `BARRED` or NOT_THE_SOURCE, and no instruction in it that
     speaks of "the user" (`THIRD_PERSON`); and, for an order to act on the source's data only
     ("pay the bill"), no flagged instructions and one account at most (a bill has one payee:
     one that also names another account, or tells the reader to pay it, is data)."""

@@ -66,7 +66,7 @@ class RunConfig:
     # {seconds, calls, usd}); None: the built-in one (and every state written before).
     wait_budget: dict[str, Any] | None = None
     # Issue 50: the run's experiment (its name) and arm ("treatment" | "control"), resolved at
-    # run_start (core.experiment); None: in no experiment (and every state written before).
+    # run_start (core.holdout); None: in no experiment (and every state written before).
     experiment: str | None = None
     arm: str | None = None
 

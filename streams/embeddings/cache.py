@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..core.embedding import Embedder
+from ..core.embedding_port import Embedder
 from .vectors import FloatArray
 
 ENTRY_OVERHEAD = 200  # bytes a cached entry costs beyond its text and vector (dict slot, objects)

@@ -4,7 +4,7 @@ Why a process: a query embedding is 15-45 ms of CPU. On a thread of the worker i
 with the event loop for the GIL between numpy calls and, at the same priority, for the cores
 the broker and the agents use; measured at 200 steps/s on 2 cores, the decisions made while
 embeddings ran made the p99 (11-12 ms against 6 ms with E-traces off). E1/E2 are answered
-one decision late (`core.etraces`), so an embedding has the agent's whole model call to
+one decision late (`core.etrace_rules`), so an embedding has the agent's whole model call to
 finish: it can run in a process of its own, niced, that uses the CPU the worker leaves idle
 and never holds the worker's GIL. The vectors are the in-process model's, bit for bit (same
 code, same weights, same single BLAS thread).
@@ -70,12 +70,12 @@ def _start(model_dir: str, nice: int, parent: int | None = None, deathsig: bool 
     _die_with(os.getppid() if parent is None else parent, deathsig)
     from threadpoolctl import threadpool_limits
 
-    from ..allocator import configure
-    from ..memtrace import start_from_env
+    from ..runtime.allocator import configure
+    from ..runtime.memtrace import start_from_env
     from .minilm import MiniLMEmbedder
     from .models import BLAS_THREADS
 
-    configure()  # two malloc arenas, a fixed mmap threshold (streams.allocator)
+    configure()  # two malloc arenas, a fixed mmap threshold (streams.runtime.allocator)
     if nice > 0:
         with contextlib.suppress(OSError):  # not permitted: run at the worker's priority
             os.nice(nice)

@@ -25,8 +25,8 @@ from typing import Any, Protocol
 
 import orjson
 
-from ..core.embedding import Embedder
-from ..core.etraces import E3_MAX, Answer, Hit, Query
+from ..core.embedding_port import Embedder
+from ..core.etrace_rules import E3_MAX, Answer, Hit, Query
 from .patterns import FAILURE_TYPE_VALUES, Pattern
 
 log = logging.getLogger(__name__)

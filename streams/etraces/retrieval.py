@@ -1,6 +1,6 @@
 """Runs the core's E-trace plans against the pattern store, off the event loop.
 
-The core answers E1/E2 one decision late (see `core.etraces`): when a step plans queries, the
+The core answers E1/E2 one decision late (see `core.etrace_rules`): when a step plans queries, the
 worker calls `prefetch` once that step's decision is sent, and the queries run on a small
 thread pool (the MiniLM query embedding and local-mode Qdrant are CPU work) while the agent
 makes its model call. The run's next decision then finds them answered (`ready`) and waits
@@ -25,9 +25,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.embedding import Embedder
-from ..core.etraces import Answer, Plan, Query
-from ..logsafe import safe_for_log
+from ..core.embedding_port import Embedder
+from ..core.etrace_rules import Answer, Plan, Query
+from ..shared.logsafe import safe_for_log
 from .pattern_store import PatternStore, QdrantPatternStore
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ import orjson
 
 from ..core.guard import ARMS, MAX_MONITORS, NAME_CHARS, Guard, GuardSettings
 from ..core.sequential import PairedStream, threshold
-from ..logsafe import safe_for_log
+from ..shared.logsafe import safe_for_log
 from .stats import newcombe, wilson
 
 TEST_NAME = "paired mixture SPRT (anytime-valid)"

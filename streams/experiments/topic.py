@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 from aiokafka import TopicPartition
 
-from ..deadletters import TopicMissing, partitions_of, reader
-from ..settings import KafkaSettings
+from ..admin.deadletter_topic import TopicMissing, partitions_of, reader
+from ..kafka.client_settings import KafkaSettings
 
 MAX_RECORDS = 5_000_000  # a bound on what one report holds in memory (~1 KB a record)
 

@@ -5,7 +5,7 @@ aiokafka's `fetch_all_metadata` asks for every topic of the cluster, and decodin
 runs on the event loop. On a broker with 1,382 topics (4,789 partitions) that held the loop
 for 40-185 ms of CPU (up to ~450 ms of wall time on a busy machine) at every probe, once a
 second in the worker: under one tenant's flood, about half of another tenant's waits over
-60 ms overlapped it (bench/fairness.py, BENCHMARKS.md section 10). The answer here is a few
+60 ms overlapped it (bench/tenant_fairness.py, BENCHMARKS.md section 10). The answer here is a few
 hundred bytes whatever the cluster holds.
 """
 

@@ -8,7 +8,7 @@ import ssl
 import time
 from typing import Any
 
-from ..client_settings import KafkaSettings
+from .client_settings import KafkaSettings
 
 
 class KafkaAuthError(RuntimeError):

@@ -87,7 +87,7 @@ def summarize(agent: str, run_id: str, log: Sequence[StepLogEntry], default_mode
 def demo_prices() -> tuple[PriceTable, str]:
     """The example price table from a source checkout, else the documented default ratios."""
     if EXAMPLE_PRICES.is_file():
-        from ..prices import load_prices
+        from ..price_file import load_prices
 
         return load_prices(EXAMPLE_PRICES), "USD, deploy/prices.example.toml"
     table = {m: PRIOR_UNIT.scaled(PRIOR_STATE_RATIO.get(s, 1.0)) for s, m in ROUTING.items()}

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from ..admin.topics import ensure_topics
 from ..agent.client import SteeringClient
-from ..kafka.topics import ensure_topics
 from ..settings import Settings
 
 

@@ -30,12 +30,12 @@ from .fairness import FairShare, share_fetched_records, shorten_fetch_wait
 from .gauges import PartitionProbe, ProgressWatch
 from .guard_feed import GuardFeed
 from .metrics import Metrics
+from .output_topics import Topics
 from .processor import Processor
 from .producer_guard import guard_buffer
-from .retention import Retention
+from .retention_sweep import Retention
 from .rewind import rewind_uncommitted
 from .run_table import RunTable, store_reader
-from .topics import Topics
 from .web_auth import WebAuth
 
 log = logging.getLogger(__name__)

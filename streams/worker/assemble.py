@@ -12,8 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from .. import allocator
-from ..core.embedding import Embedder
+from ..core.embedding_port import Embedder
 from ..core.policy import Policy
 from ..embeddings.cache import CachedEmbedder
 from ..embeddings.minilm import MiniLMEmbedder
@@ -23,10 +22,11 @@ from ..embeddings.process import ProcessEmbedder
 from ..etraces.pattern_store import QdrantPatternStore
 from ..etraces.patterns import read_file
 from ..etraces.retrieval import Retriever, open_store
-from ..logsafe import safe_for_log
-from ..memtrace import start_from_env
 from ..plugins import load_policy
+from ..runtime import allocator
+from ..runtime.memtrace import start_from_env
 from ..settings import Settings
+from ..shared.logsafe import safe_for_log
 from .app import Worker
 from .gauges import CacheProbe
 from .metrics import Metrics
@@ -97,7 +97,7 @@ def assemble(
     """A ready-to-run worker for `settings` (the topics exist already). `policy`: what runs
     may name (default: `load_policy(settings)`, which raises PluginError for a bad plugin)."""
     policy = policy if policy is not None else load_policy(settings)
-    allocator.configure()  # before the threads allocate: see streams.allocator
+    allocator.configure()  # before the threads allocate: see streams.runtime.allocator
     start_from_env("worker")  # opt-in heap tracing (RB_MEMTRACE_FILE), before anything is loaded
     models = load_models()  # once: the monitors and the pattern store share them
     metrics = Metrics()

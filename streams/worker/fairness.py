@@ -6,7 +6,7 @@ turns event by event. That alone is not enough: every event the worker gets come
 Faust's consumer thread, which needs the interpreter lock for a moment many times per fetch,
 and an agent working through a backlog of large events holds it almost without pause. The
 fetch round trip then took ~1 s, and so did every decision of the other tenants (measured:
-bench/fairness.py, BENCHMARKS.md). So a tenant that has a backlog, while other tenants are
+bench/tenant_fairness.py, BENCHMARKS.md). So a tenant that has a backlog, while other tenants are
 active, pauses after each of its events for as long as the event took times the number of
 other active tenants: it gets at most 1/N of the worker's time, and the pauses are where the
 consumer thread and the other tenants' events run. A tenant alone, or keeping up, never
@@ -30,7 +30,7 @@ MAX_PAUSE_S = 0.5  # the longest pause after one event (an event that took very 
 # have records buffered or are paused; with a flood, a fetch often went out holding none of a
 # calm tenant's partitions, found nothing new on the ones it held and waited the whole 1.5 s
 # while the calm tenant's records sat on the broker (measured: the wait before processing
-# reached 1.5 s; bench/fairness.py, BENCHMARKS.md section 10). The cost: an idle worker asks
+# reached 1.5 s; bench/tenant_fairness.py, BENCHMARKS.md section 10). The cost: an idle worker asks
 # the broker ten times a second instead of under once.
 TENANT_FETCH_MAX_WAIT_MS = 100
 
@@ -89,7 +89,7 @@ def share_fetched_records(consumer: Any) -> bool:
     fetch of a small-step flood buffers hundreds of records per partition, so hand-over after
     hand-over took the flood's first partition's 12, and another tenant's records, fetched long
     before, waited in the buffer behind them: up to 2.4 s (measured with time stamps around each
-    fetch and hand-over; bench/fairness.py, BENCHMARKS.md section 10). Now every partition with
+    fetch and hand-over; bench/tenant_fairness.py, BENCHMARKS.md section 10). Now every partition with
     records gets about `max_records / n` of each hand-over, rotating which goes first, also when
     the hand-over first waited for a fetch; records, positions and errors stay aiokafka's own
     (the original call takes each partition's share).

@@ -11,16 +11,16 @@ from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .. import allocator
 from ..core.monitors import Semantics
 from ..core.monitors.drift import task_names_kept
 from ..embeddings.cache import CachedEmbedder
 from ..embeddings.prefetch import EmbedPrefetch
 from ..etraces.retrieval import Retriever
+from ..runtime import allocator
 from .ack_order import AckOrder
 from .chains import RunChains
 from .metrics import CACHES, ROCKSDB_MEMORY, Metrics
-from .retention import Retention
+from .retention_sweep import Retention
 from .run_table import DECODED_KEPT, RunTable
 
 log = logging.getLogger(__name__)

@@ -20,9 +20,9 @@ from typing import Any
 
 import orjson
 
+from ..admin.deadletter_topic import partitions_of as partitions
 from ..core.guard import Guard, Switch
-from ..deadletters import partitions_of as partitions
-from ..logsafe import safe_for_log
+from ..shared.logsafe import safe_for_log
 
 log = logging.getLogger("streams.guard")
 

@@ -18,12 +18,12 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.metrics_core import Metric
 
-from ..core.engine import Sealed
-from ..core.events import load_schema
 from ..core.fsm import FSMState
 from ..core.ladder import RUNGS
 from ..core.monitors import MONITORS
 from ..core.outcome import outcome_label
+from ..core.results import Sealed
+from ..shared.contract import load_schema
 
 # A decision takes ~0.1-5 ms of worker time; buckets resolve that range and the tail.
 PROCESSING_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
@@ -97,7 +97,7 @@ ROCKSDB_MEMORY = {
     "block_cache": "rocksdb.block-cache-usage",
     "table_readers": "rocksdb.estimate-table-readers-mem",
 }
-MALLOC = ("in_use", "free", "mmapped")  # rb_malloc_bytes kinds: see streams.allocator.stats
+MALLOC = ("in_use", "free", "mmapped")  # rb_malloc_bytes kinds: see streams.runtime.allocator.stats
 RENDER_MAX_AGE_S = 1.0  # /metrics renders at most once per second, however many scrape
 # aiohttp takes the charset separately; the exposition format is UTF-8 anyway.
 CONTENT_TYPE = "; ".join(p for p in CONTENT_TYPE_LATEST.split("; ") if not p.startswith("charset="))

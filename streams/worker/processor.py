@@ -17,20 +17,21 @@ from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..core.engine import Decided, Engine, Outcome, Sealed, describe
+from ..core.engine import Engine, describe
 from ..core.events import Limits, Rejected, deadletter_bytes, deadletter_record
 from ..core.monitors import Semantics
 from ..core.outcome import encode as encode_outcome
 from ..core.policy import Policy
+from ..core.results import Decided, Outcome, Sealed
 from ..core.retention import parse_evict
 from ..etraces.retrieval import Retriever
-from ..logsafe import safe_for_log, safe_traceback
 from ..pipeline import Evicted, ObserveOnly, Pipeline, outcome_of
+from ..shared.logsafe import safe_for_log, safe_traceback
 from .ack_order import AckOrder
 from .chains import RunChains
 from .deadlettered import RecentDeadletters
 from .metrics import Metrics
-from .retention import Retention
+from .retention_sweep import Retention
 from .run_table import RunTable
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ import faust
 
 from ..core.state import TraceState
 from ..run_page import CSP, render_run_page, render_runs_page, view_url
-from ..untrusted import scrub
+from ..shared.untrusted import scrub
 from .deadlettered import ANY
 from .metrics import Metrics
 from .web_auth import OPERATOR, Reader, WebAuth, guard

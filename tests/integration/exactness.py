@@ -18,7 +18,7 @@ from streams.etraces.retrieval import Retriever
 from streams.local.worker_process import WorkerProcess
 from streams.replay import Replayer
 from streams.settings import Settings
-from tests.integration.conftest import STARTER
+from tests.integration.helpers import STARTER
 from tests.integration.kafka_io import read_all
 from tests.models import models, semantics
 

@@ -122,7 +122,7 @@ def install(faults: set[str]) -> None:
 
 def main() -> int:
     install({f for f in os.environ.get("RB_TEST_FAULTS", "").split(",") if f})
-    from streams.cli import main as cli_main
+    from streams.cli.main import main as cli_main
 
     return cli_main(["worker"])
 

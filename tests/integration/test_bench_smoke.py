@@ -12,7 +12,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
-from tests.integration.conftest import PORT
+from tests.integration.helpers import PORT
 
 pytestmark = pytest.mark.integration
 

@@ -12,8 +12,8 @@ from streams.agent.client import SteeringClient
 from streams.local.broker import kafka
 from streams.local.simulate import BEHAVIOURS, trajectory
 from streams.local.worker_process import WorkerProcess
-from tests.integration.conftest import STARTER, make_settings
 from tests.integration.exactness import check_against_replay, check_states, read_back
+from tests.integration.helpers import STARTER, make_settings
 
 pytestmark = pytest.mark.integration
 

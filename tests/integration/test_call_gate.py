@@ -14,11 +14,11 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
 from examples.scripted_model import Script, ScriptedModel
+from streams.agent.adapters.langchain_middleware import SteeringMiddleware
 from streams.agent.client import SyncSteeringClient
 from streams.agent.gate import DENY_PREFIX
-from streams.agent.langchain_middleware import SteeringMiddleware
-from streams.contract import REASONBLOCKS_MARKER
 from streams.local.worker_process import WorkerProcess
+from streams.shared.contract import REASONBLOCKS_MARKER
 
 pytestmark = pytest.mark.integration
 

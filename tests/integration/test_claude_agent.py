@@ -14,12 +14,12 @@ import pytest
 from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, query
 
 from examples.scripted_cli import ScriptedCLI, load, repeated
-from streams.agent.claude_agent import STOP_PREFIX, ClaudeAgentSteering, tokens_of
+from streams.agent.adapters.claude_agent import STOP_PREFIX, ClaudeAgentSteering, tokens_of
 from streams.agent.client import SyncSteeringClient
 from streams.agent.compose import REASONBLOCKS_MARKER
 from streams.agent.session import STOPPED_OUTCOME
 from streams.local.worker_process import WorkerProcess
-from tests.integration.conftest import run_summary, steps_of
+from tests.integration.helpers import run_summary, steps_of
 
 pytestmark = pytest.mark.integration
 

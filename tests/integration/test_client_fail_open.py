@@ -23,20 +23,20 @@ from typing import Any
 
 import pytest
 
+from streams.admin.topics import ensure_topics
 from streams.agent.client import SyncSteeringClient
 from streams.agent.session import SteeringSession
-from streams.kafka.topics import ensure_topics
+from streams.kafka.client_settings import ClientSettings
 from streams.local.broker import REPO, kafka
 from streams.local.worker_process import WorkerProcess
-from streams.settings import ClientSettings
-from tests.integration.conftest import make_settings
+from tests.integration.helpers import make_settings
 from tests.integration.kafka_io import read_all
 
 pytestmark = pytest.mark.integration
 
 
 class Broker:
-    """The session's spare broker (tests/integration/conftest.py), this module's to take down."""
+    """The session's spare broker (tests/integration/fixtures.py), this module's to take down."""
 
     def __init__(self, url: str, port: int, data_dir: str, env: dict[str, str]) -> None:
         self.url, self.port, self.data_dir, self.env = url, port, data_dir, env

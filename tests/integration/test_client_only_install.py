@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from streams.entry import HINT
+from streams.cli.entry import HINT
 from streams.local.worker_process import WorkerProcess
-from tests.integration.conftest import without_checkout
+from tests.integration.helpers import without_checkout
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
+from streams.admin.topics import ensure_topics
 from streams.agent.client import SteeringClient
-from streams.kafka.topics import ensure_topics
 from streams.local.broker import kafka
-from tests.integration.conftest import make_settings
+from tests.integration.helpers import make_settings
 
 pytestmark = pytest.mark.integration
 

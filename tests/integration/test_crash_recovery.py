@@ -12,8 +12,8 @@ import pytest
 from streams.agent.client import SteeringClient
 from streams.local.simulate import BEHAVIOURS, trajectory
 from streams.local.worker_process import WorkerProcess
-from tests.integration.conftest import STARTER, make_settings
 from tests.integration.exactness import check_against_replay, check_states, read_back
+from tests.integration.helpers import STARTER, make_settings
 from tests.integration.test_scale_out import replica, wait_for_split
 
 pytestmark = pytest.mark.integration

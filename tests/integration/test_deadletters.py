@@ -18,10 +18,10 @@ from typing import Any
 import orjson
 import pytest
 
-from streams import deadletters as dl
+from streams.admin import deadletter_topic as dl
 from streams.agent.client import SteeringClient
 from streams.local.worker_process import WorkerProcess, free_port
-from tests.integration.conftest import make_settings
+from tests.integration.helpers import make_settings
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from streams.agent.client import SteeringClient
 from streams.kafka import wire
 from streams.kafka.signing import SIGNATURE_HEADER, sign
 from streams.local.worker_process import WorkerProcess
-from tests.integration.conftest import DECISION_KEY
+from tests.integration.helpers import DECISION_KEY
 
 pytestmark = pytest.mark.integration
 

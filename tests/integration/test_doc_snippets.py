@@ -23,7 +23,7 @@ import pytest
 
 from streams.agent.session import STOPPED_OUTCOME
 from streams.local.worker_process import WorkerProcess
-from tests.integration.conftest import DECISION_KEY, run_summary
+from tests.integration.helpers import DECISION_KEY, run_summary
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import pytest
 from streams.agent.client import Decision, SyncSteeringClient
 from streams.agent.session import STOPPED_OUTCOME, RunStopped, SteeringSession
 from streams.local.worker_process import WorkerProcess
-from tests.integration.conftest import run_summary
+from tests.integration.helpers import run_summary
 
 pytestmark = pytest.mark.integration
 
@@ -160,7 +160,7 @@ def test_a_langchain_agent_is_stopped_with_a_message_that_says_why(ladder_worker
     from langchain_core.tools import tool
 
     from examples.scripted_model import Script, ScriptedModel
-    from streams.agent.langchain_middleware import STOP_NAME, STOP_PREFIX, SteeringMiddleware
+    from streams.agent.adapters.langchain_middleware import STOP_NAME, STOP_PREFIX, SteeringMiddleware
 
     @tool
     def run_tests(path: str) -> str:

@@ -18,7 +18,7 @@ from streams.agent.client import SteeringClient
 from streams.core.render import MARKER
 from streams.local.worker_process import WorkerProcess
 from tests.factories import b, step
-from tests.integration.conftest import make_settings, start_worker
+from tests.integration.helpers import make_settings, start_worker
 from tests.integration.kafka_io import read_all
 
 pytestmark = pytest.mark.integration

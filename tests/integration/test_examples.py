@@ -20,7 +20,7 @@ import pytest
 
 from streams.local.broker import reachable
 from streams.local.worker_process import WorkerProcess
-from tests.integration.conftest import PORT, STARTER, make_settings, start_worker
+from tests.integration.helpers import PORT, STARTER, make_settings, start_worker
 
 pytestmark = pytest.mark.integration
 

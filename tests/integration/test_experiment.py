@@ -12,9 +12,9 @@ import pytest
 
 from streams.agent.client import Decision, SyncSteeringClient
 from streams.agent.session import SteeringSession
-from streams.core.experiment import Experiment, assign_arm
+from streams.core.holdout import Experiment, assign_arm
 from streams.local.worker_process import WorkerProcess
-from tests.integration.conftest import run_summary
+from tests.integration.helpers import run_summary
 from tests.integration.test_escalation import LADDER, RERUN, ROUTING, TASK
 
 pytestmark = pytest.mark.integration

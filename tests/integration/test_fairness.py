@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.fairness import fairness_settings, one_round
+from bench.tenant_fairness import fairness_settings, one_round
 from streams.local.worker_process import WorkerProcess
-from tests.integration.conftest import make_settings, start_worker
+from tests.integration.helpers import make_settings, start_worker
 
 pytestmark = pytest.mark.integration
 

@@ -15,11 +15,11 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from streams.cli import main
+from streams.cli.main import main
 from streams.core.guard import ALL, Guard, GuardSettings
 from streams.experiments.topic import outcomes_topic
 from streams.worker.guard_feed import GuardFeed
-from tests.integration.conftest import make_settings
+from tests.integration.helpers import make_settings
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from aiokafka import AIOKafkaProducer
 
 from streams.agent.client import SteeringClient
 from streams.local.worker_process import WorkerProcess
-from tests.integration.conftest import run_summary
+from tests.integration.helpers import run_summary
 from tests.integration.kafka_io import end_offsets, read_all
 
 pytestmark = pytest.mark.integration

@@ -2,7 +2,7 @@
 (issue 48): a worker on its prefix's default app id neither lists nor serves the other's runs,
 before or after a restart (the run table's changelog is its own), its consumer group commits
 only its own steps topic, and a worker whose app id another prefix owns refuses to start with
-one line (streams.kafka.ownership), whether the owner claimed the id or only used it before
+one line (streams.admin.ownership), whether the owner claimed the id or only used it before
 claims existed."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from aiokafka.structs import OffsetAndMetadata
 from streams.agent.client import SteeringClient
 from streams.local.worker_process import WorkerProcess
 from streams.settings import Settings, owner_topic
-from tests.integration.conftest import make_settings, start_worker
+from tests.integration.helpers import make_settings, start_worker
 
 pytestmark = pytest.mark.integration
 

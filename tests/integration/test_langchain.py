@@ -13,8 +13,8 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.tools import tool
 
 from examples.scripted_model import Script, ScriptedModel
+from streams.agent.adapters.langchain_middleware import SteeringMiddleware
 from streams.agent.client import SyncSteeringClient
-from streams.agent.langchain_middleware import SteeringMiddleware
 from streams.core.render import MARKER
 from streams.local.worker_process import WorkerProcess
 from tests.integration.kafka_io import read_all

@@ -14,7 +14,7 @@ from streams.core.retention import evict_request
 from streams.kafka import wire
 from streams.replay import Replayer
 from tests.factories import b, run_finish, run_start, step
-from tests.integration.conftest import make_settings, start_worker
+from tests.integration.helpers import make_settings, start_worker
 from tests.integration.kafka_io import read_all
 from tests.models import semantics
 

@@ -18,7 +18,7 @@ import pytest
 
 from streams.agent.client import SteeringClient
 from streams.local.worker_process import WorkerProcess, free_port
-from tests.integration.conftest import make_settings, start_worker
+from tests.integration.helpers import make_settings, start_worker
 
 pytestmark = pytest.mark.integration
 

@@ -9,12 +9,12 @@ import pytest
 from agents import Agent, RunConfig, function_tool
 
 from examples.openai_scripted import ScriptedProvider, reply, say
+from streams.agent.adapters.openai_agents import AgentsSteering, RunStoppedBySteering
 from streams.agent.client import SyncSteeringClient
 from streams.agent.compose import REASONBLOCKS_MARKER
-from streams.agent.openai_agents import AgentsSteering, RunStoppedBySteering
 from streams.agent.session import STOPPED_OUTCOME
 from streams.local.worker_process import WorkerProcess
-from tests.integration.conftest import run_summary, steps_of
+from tests.integration.helpers import run_summary, steps_of
 
 pytestmark = pytest.mark.integration
 

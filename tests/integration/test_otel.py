@@ -17,8 +17,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
 from examples.otel_smolagents import TASK, Reply, researcher, team
+from streams.agent.adapters.otel import ObservedStep, SteeringSpanProcessor
 from streams.agent.client import SyncSteeringClient
-from streams.agent.otel import ObservedStep, SteeringSpanProcessor
 from streams.local.worker_process import WorkerProcess
 from tests.integration.kafka_io import read_all
 

@@ -19,7 +19,7 @@ from streams.etraces.retrieval import Retriever
 from streams.local.simulate import BEHAVIOURS, trajectory
 from streams.replay import Replayer
 from tests.factories import b, run_finish, run_start, step
-from tests.integration.conftest import STARTER, make_settings, start_worker
+from tests.integration.helpers import STARTER, make_settings, start_worker
 from tests.integration.kafka_io import end_offsets, read_all
 from tests.models import models, semantics
 

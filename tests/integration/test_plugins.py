@@ -15,7 +15,7 @@ from streams.local.worker_process import WorkerProcess
 from streams.plugins import PROFILES, SCORERS, TRANSITIONS, load_policy
 from streams.replay import Replayer
 from tests.factories import b, run_finish, run_start, step
-from tests.integration.conftest import make_settings
+from tests.integration.helpers import make_settings
 from tests.integration.kafka_io import read_all
 from tests.models import semantics
 from tests.plugin_dist import CONSTANT_DIFFICULTY, write_dist

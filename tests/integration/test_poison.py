@@ -36,7 +36,7 @@ from streams.replay import Replayer
 from streams.settings import Settings
 from tests.factories import run_start, step
 from tests.integration import faults
-from tests.integration.conftest import make_settings
+from tests.integration.helpers import make_settings
 from tests.models import semantics
 from tests.poison import Recipe, Runs, materialize, recipes
 

@@ -29,8 +29,8 @@ from streams.agent.client import SteeringClient
 from streams.core.outcome import encode, outcome_record
 from streams.local.simulate import BEHAVIOURS, trajectory
 from streams.local.worker_process import WorkerProcess
-from tests.integration.conftest import make_settings
 from tests.integration.exactness import WIRE_ONLY, check_against_replay, check_states, read_back
+from tests.integration.helpers import make_settings
 from tests.integration.kafka_io import read_all
 
 pytestmark = pytest.mark.integration

@@ -12,7 +12,7 @@ import pytest
 
 from streams.agent.client import SteeringClient
 from tests.factories import b, step
-from tests.integration.conftest import make_settings, start_worker
+from tests.integration.helpers import make_settings, start_worker
 from tests.integration.kafka_io import read_all
 
 pytestmark = pytest.mark.integration

@@ -19,9 +19,9 @@ from typing import Any
 import orjson
 import pytest
 
-from streams.cli import main
-from streams.contract import REASONBLOCKS_MARKER
+from streams.cli.main import main
 from streams.run_page import CSP, ELLIPSIS, ITEMS_MAX, TEXT_MAX, render_run_page, render_runs_page, view_url
+from streams.shared.contract import REASONBLOCKS_MARKER
 from tests.browser import Chromium, binary
 
 pytestmark = pytest.mark.integration

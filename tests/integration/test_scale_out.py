@@ -14,16 +14,16 @@ from pathlib import Path
 import orjson
 import pytest
 
+from streams.admin.topics import ensure_topics
 from streams.agent.client import SteeringClient
 from streams.etraces.pattern_store import QdrantPatternStore
 from streams.etraces.patterns import read_file
 from streams.etraces.retrieval import Retriever
-from streams.kafka.topics import ensure_topics
 from streams.local.simulate import BEHAVIOURS, trajectory
 from streams.local.worker_process import WorkerProcess, free_port
 from streams.replay import Replayer
 from streams.settings import Settings
-from tests.integration.conftest import STARTER, make_settings
+from tests.integration.helpers import STARTER, make_settings
 from tests.integration.kafka_io import read_all
 from tests.models import models, semantics
 

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from streams.agent.client import KafkaAuthError, SteeringClient
+from streams.agent.client import SteeringClient
+from streams.kafka.security import KafkaAuthError
 from streams.local.broker import REPO, kafka
 from streams.local.worker_process import WorkerProcess, free_port
 from streams.settings import Settings
-from tests.integration.conftest import make_settings
+from tests.integration.helpers import make_settings
 
 pytestmark = pytest.mark.integration
 

@@ -28,13 +28,13 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAuthorizationFailedError
 
-from streams.agent.client import KafkaAuthError, SteeringClient
-from streams.kafka.quotas import DEFAULT_PRODUCER_BYTE_RATE, read_quotas
-from streams.kafka.security import client_kwargs, diagnose
+from streams.admin.quotas import DEFAULT_PRODUCER_BYTE_RATE, read_quotas
+from streams.agent.client import SteeringClient
+from streams.kafka.security import KafkaAuthError, client_kwargs, diagnose
 from streams.local.broker import REPO, kafka
 from streams.local.worker_process import WorkerProcess, free_port
 from streams.settings import Settings
-from tests.integration.conftest import make_settings
+from tests.integration.helpers import make_settings
 
 pytestmark = pytest.mark.integration
 

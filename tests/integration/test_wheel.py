@@ -52,9 +52,9 @@ def installed(built_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> tu
     # pip --target puts console scripts under <target>/bin: make the entry point by hand, as a
     # regular install would (the wheel's entry_points.txt names it)
     eps = next(target.glob("rb_streams-*.dist-info")) / "entry_points.txt"
-    assert "rb-streams = streams.entry:main" in eps.read_text()
+    assert "rb-streams = streams.cli.entry:main" in eps.read_text()
     exe = env_dir / "bin" / "rb-streams"
-    exe.write_text(f"#!{py}\nimport sys\nfrom streams.entry import main\nsys.exit(main())\n")
+    exe.write_text(f"#!{py}\nimport sys\nfrom streams.cli.entry import main\nsys.exit(main())\n")
     exe.chmod(0o755)
     home = tmp / "home"
     home.mkdir()

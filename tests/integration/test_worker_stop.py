@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from streams.local.worker_process import WorkerProcess
-from tests.integration.conftest import STARTER, make_settings
+from tests.integration.helpers import STARTER, make_settings
 
 pytestmark = pytest.mark.integration
 

@@ -167,7 +167,7 @@ def test_every_option_of_every_subcommand_is_in_cli_md() -> None:
     option a subcommand takes is named in docs/cli.md."""
     import argparse
 
-    from streams.cli import build_parser
+    from streams.cli.main import build_parser
     from streams.settings import Settings
 
     text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from streams import client_settings
-from streams.client_settings import (
+from streams.kafka import client_settings
+from streams.kafka.client_settings import (
     OTHER_ENV_PREFIXES,
     WORKER_ENV_NAMES,
     ClientSettings,

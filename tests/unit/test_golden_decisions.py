@@ -8,7 +8,7 @@ import orjson
 import pytest
 from jsonschema import Draft202012Validator
 
-from streams.core.events import load_schema
+from streams.shared.contract import load_schema
 from tests.fixtures.golden_decisions import (
     REAL_DEV,
     expected_form,

@@ -1,4 +1,5 @@
-"""The package's import graph has no cycle, and the pure core imports nothing above it.
+"""The package's import graph (and the benchmarks') has no cycle, and each tier of the package
+imports only the tiers below it.
 
 Every import counts, also those inside functions: a lazy import only hides a cycle until the
 function runs. `import streams` (the package itself) is not an edge: its __init__ re-exports
@@ -15,6 +16,9 @@ import streams
 ROOT = Path(streams.__file__).parent
 
 
+BENCH = ROOT.parent / "bench"
+
+
 def module_name(path: Path) -> str:
     rel = path.relative_to(ROOT.parent).with_suffix("")
     parts = list(rel.parts)
@@ -23,15 +27,15 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def imports(path: Path, modules: set[str]) -> set[str]:
-    """The streams modules `path` imports (a `from pkg import name` of a submodule counts as
-    that submodule)."""
+def imports(path: Path, modules: set[str], top: str = "streams") -> set[str]:
+    """The modules of package `top` that `path` imports (a `from pkg import name` of a
+    submodule counts as that submodule)."""
     me = module_name(path)
     package = me if path.name == "__init__.py" else me.rpartition(".")[0]
     out: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text("utf-8"))):
         if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names if a.name.startswith("streams."))
+            out.update(a.name for a in node.names if a.name.startswith(top + "."))
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
@@ -39,17 +43,18 @@ def imports(path: Path, modules: set[str]) -> set[str]:
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            if not target.startswith("streams"):
+            if not (target == top or target.startswith(top + ".")):
                 continue
             subs = {f"{target}.{a.name}" for a in node.names} & modules
             out.update(subs or {target})
-    return {m for m in out if m in modules and m != me and m != "streams"}
+    return {m for m in out if m in modules and m != me and m != top}
 
 
-def graph() -> dict[str, set[str]]:
-    files = sorted(ROOT.rglob("*.py"))
+def graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """The import graph of one package (streams, or bench: `graph(BENCH)`)."""
+    files = sorted(root.rglob("*.py"))
     modules = {module_name(f) for f in files}
-    return {module_name(f): imports(f, modules) for f in files}
+    return {module_name(f): imports(f, modules, root.name) for f in files}
 
 
 def cycles(g: dict[str, set[str]]) -> list[list[str]]:
@@ -91,22 +96,14 @@ def test_no_import_cycle_inside_the_package() -> None:
     assert cycles(graph()) == []
 
 
+def test_no_import_cycle_among_the_benchmarks() -> None:
+    g = graph(BENCH)
+    assert "bench.hijack" in g["bench.quality"]  # the graph sees bench's own imports
+    assert cycles(g) == []
+
+
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-
-
-# Below the core: the wire contract, the quoting of untrusted text, and the taint values and
-# the call gate (standard library only, and each other), which the agent side shares.
-BELOW_THE_CORE = ("streams.contract", "streams.untrusted", "streams.taint", "streams.gate_policy")
-
-
-def test_the_core_imports_nothing_above_it() -> None:
-    above = {
-        m: sorted(d for d in deps if not d.startswith("streams.core") and d not in BELOW_THE_CORE)
-        for m, deps in graph().items()
-    }
-    assert {m: d for m, d in above.items() if m.startswith("streams.core") and d} == {}
-    assert all(graph()[m] <= set(BELOW_THE_CORE) for m in BELOW_THE_CORE)
 
 
 def reachable(g: dict[str, set[str]], start: str) -> set[str]:
@@ -119,38 +116,61 @@ def reachable(g: dict[str, set[str]], start: str) -> set[str]:
     return seen
 
 
-# What the agent side may import of the package (a client-only install has no worker extra).
-AGENT_SIDE = (
-    "streams.agent",
-    "streams.contract",
-    "streams.untrusted",
-    "streams.client_settings",
-    "streams.kafka",
-    "streams.kafka.security",
-    "streams.kafka.signing",  # decision signatures: standard library only
-    "streams.kafka.probe",  # is the broker there: one metadata request naming no topic
-    "streams.taint",  # the call gate's values and hashes: standard library only
-    "streams.gate_policy",  # the call gate's policy file: standard library only
-    "streams.kafka.wire",
-    "streams.logsafe",  # escaping for log lines: standard library only
-)
+def under(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
 
 
-def test_the_agent_side_imports_nothing_of_the_worker() -> None:
-    """Every import counts, also those inside functions (tests/unit/agent/test_lean_imports.py
-    checks what an import really loads)."""
+# The tiers, by package: what a module under each prefix may import of ours (every import, also
+# those inside functions, and so everything it reaches). `shared` is standard library only and
+# sits below the core; the core is pure; `kafka` is what a client-only install may import of the
+# broker plumbing; the agent side (a client-only install has no worker extra) reaches nothing
+# beyond `shared` and `kafka`.
+TIERS = {
+    "streams.shared": ("streams.shared",),
+    "streams.core": ("streams.core", "streams.shared"),
+    "streams.kafka": ("streams.kafka", "streams.shared"),
+    "streams.agent": ("streams.agent", "streams.kafka", "streams.shared"),
+    "streams.runtime": ("streams.runtime",),
+}
+
+
+def tier_breaches(g: dict[str, set[str]]) -> dict[str, list[str]]:
+    """For each module under a tier's prefix, what it reaches outside the tier's allowance."""
+    out: dict[str, list[str]] = {}
+    for m in g:
+        for prefix, allowed in TIERS.items():
+            if under(m, prefix):
+                beyond = sorted(d for d in reachable(g, m) if not any(under(d, a) for a in allowed))
+                if beyond:
+                    out[m] = beyond
+    return out
+
+
+def test_each_tier_imports_only_what_its_prefix_allows() -> None:
+    """tests/unit/agent/test_lean_imports.py checks what an agent-side import really loads."""
     g = graph()
-    agent = [m for m in g if m.startswith("streams.agent")]
-    assert "streams.agent.client" in agent
-    beyond = {
-        m: sorted(d for d in reachable(g, m) if not d.startswith("streams.agent.") and d not in AGENT_SIDE)
-        for m in agent
+    for prefix in TIERS:
+        assert any(under(m, prefix) for m in g), prefix
+    assert "streams.agent.client" in g and "streams.agent.adapters.langchain_middleware" in g
+    assert tier_breaches(g) == {}
+
+
+def test_the_tier_check_finds_a_breach() -> None:
+    g = {"streams.core.a": {"streams.shared.b"}, "streams.shared.b": {"streams.settings"}}
+    assert tier_breaches(g) == {
+        "streams.core.a": ["streams.settings"],
+        "streams.shared.b": ["streams.settings"],
     }
-    assert {m: d for m, d in beyond.items() if d} == {}
+
+
+def test_only_the_command_line_imports_it() -> None:
+    """streams.cli is the top: nothing else imports it but `python -m streams`."""
+    users = {m for m, deps in graph().items() for d in deps if under(d, "streams.cli")}
+    assert {m for m in users if not under(m, "streams.cli")} == {"streams.__main__"}
 
 
 def test_the_reach_finder_follows_imports_inside_functions() -> None:
-    src = ROOT / "cli.py"
+    src = ROOT / "cli" / "main.py"
     assert "streams.worker.assemble" in reachable(graph(), module_name(src))
 
 

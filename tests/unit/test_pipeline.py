@@ -7,8 +7,9 @@ import dataclasses
 import orjson
 import pytest
 
-from streams.core.engine import Decided, Engine, Refused, Sealed
+from streams.core.engine import Engine
 from streams.core.events import Limits
+from streams.core.results import Decided, Refused, Sealed
 from streams.core.retention import BAD_SIGNATURE, RunsHeld, evict_request, version
 from streams.kafka import wire
 from streams.pipeline import Evicted, EvictionRule, MemoryRuns, Pipeline

@@ -4,7 +4,7 @@ import io
 
 import orjson
 
-from streams.cli import main
+from streams.cli.main import main
 from streams.replay import Replayer, replay_file
 from tests.factories import b, run_finish, run_start, step
 from tests.models import semantics
@@ -164,7 +164,7 @@ def test_replay_dead_letters_a_run_start_with_misspelt_fields_as_the_worker_does
 def test_replay_outcomes_writes_one_record_per_run_as_the_worker_sends_it(tmp_path):
     from jsonschema import Draft202012Validator
 
-    from streams.core.events import load_schema
+    from streams.shared.contract import load_schema
 
     evs = [*events(), run_finish("b", "failure: Boom"), run_start("c"), step("c", 1)]  # b's finish twice
     src = tmp_path / "in.jsonl"

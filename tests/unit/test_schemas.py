@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from streams.core.events import load_schema
+from streams.shared.contract import load_schema
 from tests.factories import run_finish, run_start, step
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "streams" / "schemas"

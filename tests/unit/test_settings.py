@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from streams.settings import Settings, SettingsError
+from streams.kafka.client_settings import SettingsError
+from streams.settings import Settings
 
 
 def test_env_vars_with_rb_prefix_are_read_and_typed():
@@ -143,7 +144,7 @@ def test_ssl_settings_build_a_verifying_context(tmp_path):
 
 
 def test_cli_flags_are_typed_like_env_vars():
-    from streams.cli import build_parser
+    from streams.cli.main import build_parser
 
     args = build_parser().parse_args(["config", "--ssl-check-hostname", "no", "--partitions", "3"])
     assert args.ssl_check_hostname is False and args.partitions == 3
@@ -209,7 +210,7 @@ def test_a_bad_secret_value_is_not_echoed():
 
 
 def test_the_agent_side_settings_ignore_worker_only_fields():
-    from streams.settings import ClientSettings, KafkaSettings
+    from streams.kafka.client_settings import ClientSettings, KafkaSettings
 
     env = {
         "RB_PARTITIONS": "zero",
@@ -242,7 +243,7 @@ def test_qdrant_url_is_also_read_from_qdrant_url():
 
 
 def test_a_flag_is_checked_alone_and_cross_field_rules_when_all_are_known():
-    from streams.cli import build_parser, main
+    from streams.cli.main import build_parser, main
 
     # --heartbeat-interval-s 20 alone breaks "below the session timeout"; with --session-timeout-s 30 it is fine
     args = build_parser().parse_args(["config", "--heartbeat-interval-s", "20", "--session-timeout-s", "30"])
@@ -324,7 +325,7 @@ def test_a_missing_secrets_directory_or_a_file_in_its_place_is_an_error(tmp_path
 
 
 def test_the_agent_side_settings_fail_closed_on_secrets_too(tmp_path):
-    from streams.settings import ClientSettings
+    from streams.kafka.client_settings import ClientSettings
 
     with pytest.raises(SettingsError, match="RB_SECRETS_DIR"):
         ClientSettings.from_env({"RB_SECRETS_DIR": str(tmp_path / "unmounted")})
@@ -382,7 +383,7 @@ def test_tenants_are_validated_and_need_a_control_key():
 
 
 def test_the_decision_key_is_a_secret_shared_by_client_and_worker_and_required_with_tenants():
-    from streams.settings import ClientSettings
+    from streams.kafka.client_settings import ClientSettings
 
     c = ClientSettings.from_env({"RB_DECISION_KEY": "dk"})
     assert c.secret(c.decision_key) == "dk" and c.as_dict(mask_secrets=True)["decision_key"] == "****"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from ...untrusted import clean
+from ...shared.untrusted import clean
 from ..budget import WaitBudget
 from ..evolve import rebuild
 from ..prices import ModelPrice

@@ -8,7 +8,7 @@ arguments carry a value that only such a result introduced (`core.provenance`: a
 from a flagged source). The warning names the tool and the step, never the planted words.
 
 Its state is the run's provenance memory (bounded: see `core.provenance`); the engine reads it
-for the decision's `taint` list, which the agent side's gate (`streams.taint.gate`) checks
+for the decision's `taint` list, which the agent side's gate (`streams.shared.taint.gate`) checks
 before a call runs. A call that acts (sends, pays, deletes) with a value from a plain result is
 scored low (recorded, no warning): the user often asks for exactly that.
 
@@ -25,8 +25,8 @@ from typing import Any
 
 import orjson
 
-from ...taint import DIRECTED_KINDS, acts_on, call_index, directed, is_acting_tool, points_on, scan
-from ...untrusted import channel_copies, scrub
+from ...shared.taint import DIRECTED_KINDS, acts_on, call_index, directed, is_acting_tool, points_on, scan
+from ...shared.untrusted import channel_copies, scrub
 from .. import asks, instructions, provenance, sanction
 from ..ladder import EscalationPolicy, escalation_sentence
 from ..provenance import Provenance
@@ -73,7 +73,7 @@ def call_warning(tool: str, step: int, src_tool: str, src_step: int) -> str:
 
 
 def _sent_to(obs: str, values: list[tuple[str, str, int]]) -> tuple[frozenset[str], bool]:
-    """The destinations a result sends something to (`streams.taint.directed`, and one named by
+    """The destinations a result sends something to (`streams.shared.taint.directed`, and one named by
     reference, `points_on`), and whether it names one a later result brings."""
     sent = directed(obs) if any(v[0] in DIRECTED_KINDS for v in values) else frozenset()
     if sent:

@@ -14,7 +14,7 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from ..embedding import Embedder, Vector
+from ..embedding_port import Embedder, Vector
 
 
 class _LRU:

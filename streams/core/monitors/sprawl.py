@@ -16,7 +16,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-from ...untrusted import cut
+from ...shared.untrusted import cut
 from ..quoting import quoted
 from ..reading.features import StepFeatures, short_hash, topic_text
 from .base import Context, Finding, Monitor, clip01

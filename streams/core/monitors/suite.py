@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from ...untrusted import scrub
+from ...shared.untrusted import scrub
 from ..budget import WaitBudget
 from ..decision import MonitorsWire
 from ..evolve import drop_defaults, non_default

@@ -89,7 +89,7 @@ class EngineClient(FakeClient):
         return None if step in self.late else Decision(dict(data), 1.0)
 
     def start_run(self, run_id: str, **fields: Any) -> Decision | None:
-        from streams.contract import SCHEMA_VERSION
+        from streams.shared.contract import SCHEMA_VERSION
 
         self.events.append(("run_start", run_id, fields))
         event = {"type": "run_start", "schema_version": SCHEMA_VERSION, "run_id": run_id, "ts": 1.0}

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from streams.agent.adapters.otel import SteeringSpanProcessor
 from streams.agent.client import SteeringClient, SyncSteeringClient
-from streams.agent.otel import SteeringSpanProcessor
-from streams.settings import SettingsError
+from streams.kafka.client_settings import SettingsError
 
 # variable -> (its bad value, the variable the reason names)
 BAD_ENV = {

@@ -12,8 +12,8 @@ import orjson
 import pytest
 
 from streams.agent.client import DECISION_MAX_BYTES, SteeringClient, _Run
+from streams.kafka.client_settings import ClientSettings
 from streams.kafka.signing import SIGNATURE_HEADER, sign
-from streams.settings import ClientSettings
 from tests.models import semantics
 
 

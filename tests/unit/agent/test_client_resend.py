@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from streams.agent.client import SteeringClient, _Run
-from streams.settings import ClientSettings
+from streams.kafka.client_settings import ClientSettings
 
 
 def decision(step: int) -> dict:

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from streams import taint
 from streams.agent import gate
 from streams.agent.client import SteeringClient, SyncSteeringClient, _Run
 from streams.agent.gate import DENY_PREFIX, GateMemory, check, denial_text
 from streams.agent.session import SteeringSession
-from streams.client_settings import ClientSettings, SettingsError
+from streams.kafka.client_settings import ClientSettings, SettingsError
+from streams.shared import taint
 from tests.unit.agent.fake_client import EngineClient, FakeClient, decision
 
 IBAN = "CH9300762011623852957"  # the attacker's account, planted in an e-mail

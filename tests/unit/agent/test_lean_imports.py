@@ -35,8 +35,10 @@ WORKER_MODULES = (
     "streams.replay",
     "streams.plugins",
     "streams.local",
+    "streams.admin",
+    "streams.runtime",
 )
-AGENT_MODULES = sorted(f"streams.agent.{m.name}" for m in pkgutil.iter_modules(streams.agent.__path__))
+AGENT_MODULES = sorted(m.name for m in pkgutil.walk_packages(streams.agent.__path__, "streams.agent."))
 
 PROBE = """
 import json, sys
@@ -44,7 +46,7 @@ from streams import (
     Decision, RunStopped, SteeringClient, SteeringSession, SyncSteeringClient,
     anthropic_request, openai_system_message, with_system,
 )
-from streams.client_settings import ClientSettings
+from streams.kafka.client_settings import ClientSettings
 import importlib
 for name in sys.argv[1:]:
     importlib.import_module(name)
@@ -66,7 +68,10 @@ def of(roots: tuple[str, ...], loaded: set[str]) -> list[str]:
 
 
 def test_the_client_and_every_adapter_load_nothing_of_the_worker() -> None:
-    assert "streams.agent.client" in AGENT_MODULES and "streams.agent.langchain_middleware" in AGENT_MODULES
+    assert (
+        "streams.agent.client" in AGENT_MODULES
+        and "streams.agent.adapters.langchain_middleware" in AGENT_MODULES
+    )
     loaded = loaded_by(*AGENT_MODULES)
     assert set(AGENT_MODULES) <= loaded  # the probe did import them all
     assert of(WORKER_PACKAGES, loaded) == []

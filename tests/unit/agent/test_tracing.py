@@ -16,11 +16,11 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from streams import taint
 from streams.agent import tracing
 from streams.agent.client import Decision, SteeringClient, SyncSteeringClient
 from streams.agent.session import RunStopped, SteeringSession
-from streams.client_settings import ClientSettings
+from streams.kafka.client_settings import ClientSettings
+from streams.shared import taint
 from tests.unit.agent.fake_client import FakeClient, decision, stop
 
 IBAN = "CH9300762011623852957"

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from streams.agent.client import Decision, SyncSteeringClient
 from streams.agent.session import RunStopped, SteeringSession
-from streams.client_settings import ClientSettings
+from streams.kafka.client_settings import ClientSettings
 from tests.unit.agent import trace_check as tc
 from tests.unit.agent.fake_client import FakeClient, decision, stop
 from tests.unit.agent.trace_check import exported
@@ -219,7 +219,7 @@ def test_langchain_middleware(exported: Exported) -> None:
     from langchain_core.tools import tool
 
     from examples.scripted_model import Script, ScriptedModel
-    from streams.agent.langchain_middleware import STOP_NAME, SteeringMiddleware
+    from streams.agent.adapters.langchain_middleware import STOP_NAME, SteeringMiddleware
 
     @tool
     def run_tests(path: str) -> str:
@@ -263,7 +263,7 @@ def test_openai_agents(exported: Exported) -> None:
     from agents import Agent, RunConfig, function_tool
 
     from examples.openai_scripted import ScriptedProvider, reply, say
-    from streams.agent.openai_agents import AgentsSteering, RunStoppedBySteering
+    from streams.agent.adapters.openai_agents import AgentsSteering, RunStoppedBySteering
 
     @function_tool
     def run_tests(path: str) -> str:
@@ -293,7 +293,7 @@ def test_openai_agents(exported: Exported) -> None:
 
 def test_claude_agent_hooks(exported: Exported) -> None:
     from examples.scripted_cli import load, repeated
-    from streams.agent.claude_agent import ClaudeAgentSteering
+    from streams.agent.adapters.claude_agent import ClaudeAgentSteering
 
     tracer, exporter = exported
     loop = load("loop_session")
@@ -352,8 +352,8 @@ class _Async:
 
 
 def test_otel_span_processor_writes_each_steps_decision_under_its_model_call(exported: Exported) -> None:
-    from streams.agent.otel import DECISION_SPAN, SteeringSpanProcessor
-    from tests.unit.agent.test_otel import LoopClient
+    from streams.agent.adapters.otel import DECISION_SPAN, SteeringSpanProcessor
+    from tests.unit.agent.adapters.test_otel import LoopClient
 
     _, exporter = exported  # the global provider: none of the processor's spans go there
     own = InMemorySpanExporter()
@@ -404,8 +404,8 @@ def test_claude_agent_through_the_sdk_a_refused_call_is_on_the_callers_span(expo
     from claude_agent_sdk import ClaudeAgentOptions, query
 
     from examples.scripted_cli import ScriptedCLI
-    from streams.agent.claude_agent import ClaudeAgentSteering
-    from tests.unit.agent.test_claude_agent_gate import IBAN, reading_taints, session
+    from streams.agent.adapters.claude_agent import ClaudeAgentSteering
+    from tests.unit.agent.adapters.test_claude_agent_gate import IBAN, reading_taints, session
 
     tracer, exporter = exported
     client = guarded(FakeClient(reading_taints))
@@ -435,8 +435,8 @@ def test_claude_agent_through_the_sdk_a_refused_call_is_on_the_callers_span(expo
 def test_openai_agents_a_call_its_tool_guardrail_refuses_is_on_the_callers_span(exported: Exported) -> None:
     """The tool input guardrail the adapter adds refuses the tainted call inside the SDK's run
     loop: the refusal event (and its guardrail span) is on the span current around the run."""
-    from streams.agent.openai_agents import AgentsSteering
-    from tests.unit.agent.test_openai_agents_gate import IBAN, reading_taints, run, script, sent
+    from streams.agent.adapters.openai_agents import AgentsSteering
+    from tests.unit.agent.adapters.test_openai_agents_gate import IBAN, reading_taints, run, script, sent
 
     tracer, exporter = exported
     with tracer.start_as_current_span("invoke_agent Banker"):
@@ -451,7 +451,7 @@ def test_openai_agents_a_call_its_tool_guardrail_refuses_is_on_the_callers_span(
 
 
 def test_langchain_a_call_the_middleware_refuses_is_on_the_callers_span(exported: Exported) -> None:
-    from tests.unit.agent import test_langchain_gate as lg
+    from tests.unit.agent.adapters import test_langchain_gate as lg
 
     tracer, exporter = exported
     lg.sent.clear()

@@ -31,7 +31,7 @@ from opentelemetry import trace
 
 from streams import taint
 from streams.agent.session import RunStopped, SteeringSession
-from streams.untrusted import MARKER, TAG, folded
+from streams.shared.untrusted import MARKER, TAG, folded
 from tests.unit.agent import trace_check as tc
 from tests.unit.agent.fake_client import EngineClient, FakeClient, decision
 

@@ -19,8 +19,8 @@ from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as ge
 
 from streams.agent import usage as u
 from streams.agent.client import step_event
-from streams.contract import TOKENS_MAX
 from streams.core.events import Limits, decode
+from streams.shared.contract import TOKENS_MAX
 
 
 def wire(plain: int, read: int, write: int, out: int, estimated: bool = False) -> dict[str, Any]:

@@ -110,7 +110,7 @@ def test_the_client_refuses_a_bad_run_start_before_sending_it() -> None:
     import asyncio
 
     from streams.agent.client import SteeringClient
-    from streams.settings import ClientSettings
+    from streams.kafka.client_settings import ClientSettings
 
     c = SteeringClient(ClientSettings.from_env({}))  # never connected: nothing may be sent
     with pytest.raises(ValueError, match="monitor_weights: unknown monitor 'loop'"):
@@ -190,7 +190,7 @@ def test_names_the_workers_add_are_accepted_once_listed() -> None:
 
 def test_the_client_takes_the_extra_names_from_its_settings() -> None:
     from streams.agent.client import SteeringClient
-    from streams.settings import ClientSettings
+    from streams.kafka.client_settings import ClientSettings
 
     c = SteeringClient(ClientSettings.from_env({"RB_CLIENT_EXTRA_NAMES": " security, my_scorer ,"}))
     assert c.extra_names == ("security", "my_scorer")

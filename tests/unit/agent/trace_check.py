@@ -13,8 +13,8 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from streams.contract import REASONBLOCKS_MARKER
-from streams.untrusted import scrub
+from streams.shared.contract import REASONBLOCKS_MARKER
+from streams.shared.untrusted import scrub
 
 EVALUATION = "gen_ai.evaluation.result"
 REFUSAL = "rb.gate.refused"

@@ -10,7 +10,7 @@ import orjson
 
 from bench import hijack_adaptive as ha
 from streams.core import asks
-from streams.taint import call_values
+from streams.shared.taint import call_values
 
 
 def _lines() -> tuple[list[bytes], dict[str, dict[str, object]]]:

@@ -11,8 +11,8 @@ from typing import Any
 import orjson
 import pytest
 
+from bench.common import DEFAULT_DATA
 from bench.quality import (
-    DEFAULT_DATA,
     HARNESS,
     compare_lines,
     evaluate,

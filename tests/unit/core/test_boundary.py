@@ -11,14 +11,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streams.core.engine import Decided, Engine, Refused, Sealed
-from streams.core.events import TOKENS_MAX, Limits, deadletter_bytes, validator
+from streams.core.engine import Engine
+from streams.core.events import Limits, deadletter_bytes, validator
 from streams.core.fsm import FSMParams, FSMState
 from streams.core.policy import Policy
+from streams.core.results import Decided, Refused, Sealed
 from streams.core.retention import RunsHeld
 from streams.core.state import TraceState
 from streams.pipeline import MemoryRuns, Pipeline
 from streams.replay import Replayer
+from streams.shared.contract import TOKENS_MAX
 from tests.driving import outcome, sealed
 from tests.factories import b, run_start, step
 from tests.models import semantics

@@ -14,9 +14,9 @@ from typing import Any
 import orjson
 import pytest
 
-from streams.core.engine import Sealed
-from streams.core.experiment import Experiment, Experiments, assign_arm
+from streams.core.holdout import Experiment, Experiments, assign_arm
 from streams.core.policy import Policy
+from streams.core.results import Sealed
 from streams.replay import Replayer
 from tests.fixtures.golden_decisions import REAL_DEV
 from tests.models import semantics

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams import taint, untrusted
 from streams.core import asks, instructions
 from streams.core.monitors import contradiction, waiting
-from streams.taint import scan
+from streams.shared import taint, untrusted
+from streams.shared.taint import scan
 from tests.fixtures.golden_decisions import REAL_DEV
 
 # Words of the patterns and their near misses, glued by separators: where a precheck and a
@@ -260,7 +260,7 @@ def test_may_flag_answers_as_before_on_real_texts() -> None:
 
 
 def _token_values_before(raw: str) -> tuple[tuple[str, str], ...]:
-    """`streams.taint._token_values` as it was before a one-piece token took a short way."""
+    """`streams.shared.taint._token_values` as it was before a one-piece token took a short way."""
     tok = raw[: taint.TOKEN_MAX].strip(taint._LEAD).rstrip(taint._TRAIL)
     if not tok or not taint._CANDIDATE(tok) or (tok.isdigit() and len(tok) < 7):
         return ()
@@ -268,7 +268,7 @@ def _token_values_before(raw: str) -> tuple[tuple[str, str], ...]:
 
 
 def _scan_before(t: str, limit: int) -> list[tuple[str, str, int]]:
-    """`streams.taint._scan` of a text with no currency word, as it was before `add` was inlined."""
+    """`streams.shared.taint._scan` of a text with no currency word, as it was before `add` was inlined."""
     seen: set[str] = set()
     out: list[tuple[str, str, int]] = []
 

@@ -18,7 +18,8 @@ from streams.core.ladder import DEFAULT_ESCALATION, Defaults, InvalidRunSettings
 from streams.core.policy import Policy
 from streams.core.prices import ModelPrice, PriceTable
 from streams.core.state import TraceState
-from streams.settings import Settings, SettingsError
+from streams.kafka.client_settings import SettingsError
+from streams.settings import Settings
 from tests.driving import sealed
 from tests.factories import b, run_start, step
 from tests.models import semantics

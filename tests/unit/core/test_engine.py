@@ -46,7 +46,7 @@ def test_every_decision_matches_the_decision_schema():
     s, d0 = started(model_routing={"FAST": "small", "SLOW": "big"}, token_budget=500)
     from jsonschema import Draft202012Validator
 
-    from streams.core.events import load_schema
+    from streams.shared.contract import load_schema
 
     dv = Draft202012Validator(load_schema("decision"))
     dv.validate(d0)

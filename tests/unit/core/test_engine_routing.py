@@ -7,10 +7,10 @@ from typing import Any
 
 import orjson
 
-from streams.core.events import load_schema
 from streams.core.policy import Policy
 from streams.core.prices import parse_prices
 from streams.core.state import TraceState
+from streams.shared.contract import load_schema
 from tests.driving import sealed
 from tests.factories import b, run_start, step
 

@@ -5,16 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.core.events import (
-    STEP_MAX,
-    TOKENS_MAX,
-    Limits,
-    Rejected,
-    decode,
-    fast_validator,
-    load_schema,
-    validator,
-)
+from streams.core.events import Limits, Rejected, decode, validator
+from streams.shared.contract import STEP_MAX, TOKENS_MAX, fast_validator, load_schema
 from tests.factories import b, run_finish, run_start, step
 
 BOUNDARY_NUMBERS = [0, -1, 1.0, 0.0, 2.0, 1e3, 2**31 - 1, 2**31, 2**53, 2**53 + 1, 2**63, 2**64 - 1, 2.0**64]

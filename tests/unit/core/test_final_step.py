@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from streams.core.events import load_schema
 from streams.replay import Replayer
+from streams.shared.contract import load_schema
 from tests.factories import b, run_start, step
 from tests.models import semantics
 

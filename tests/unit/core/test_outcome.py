@@ -13,7 +13,6 @@ import orjson
 import pytest
 from jsonschema import Draft202012Validator
 
-from streams.core.events import load_schema
 from streams.core.outcome import (
     KEYS_KEPT,
     MODELS_KEPT,
@@ -26,6 +25,7 @@ from streams.core.outcome import (
 from streams.core.policy import Policy
 from streams.core.prices import ModelPrice, PriceTable
 from streams.core.state import RunConfig, TraceState
+from streams.shared.contract import load_schema
 from tests.driving import sealed
 from tests.factories import b, run_finish, run_start, step
 from tests.models import semantics

@@ -14,7 +14,7 @@ from streams.core import provenance
 from streams.core.evolve import rebuild
 from streams.core.instructions import Instructions
 from streams.core.provenance import Provenance
-from streams.taint import gate, scan, value_hash
+from streams.shared.taint import gate, scan, value_hash
 from tests.unit.core.monitors.test_data_instruction import _run
 
 IBAN = "DE89370400440532013000"

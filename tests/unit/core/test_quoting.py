@@ -322,7 +322,7 @@ def test_no_monitor_quotes_event_text_but_through_the_helper():
 
 
 def _hostile(state: Any, f: Any, ctx: Any, sem: Any) -> tuple[Any, Finding]:
-    from streams.untrusted import fenced
+    from streams.shared.untrusted import fenced
 
     return state, Finding(0.9, f"The tool said {fenced(f.observation, 200)}; try `ls -la` next.")
 

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from bench.captainagent_convert import convert_lines
-from bench.quality import DEFAULT_DATA
+from bench.common import DEFAULT_DATA
 from streams.core.events import Limits
 from streams.core.state import TraceState
 from tests.driving import sealed

@@ -11,10 +11,11 @@ import time
 
 import orjson
 
-from streams.core.engine import Decided, Engine, Incoming
-from streams.core.etraces import Answer
+from streams.core.engine import Engine
+from streams.core.etrace_rules import Answer
 from streams.core.events import Limits
 from streams.core.monitors import contradiction, drift
+from streams.core.results import Decided, Incoming
 from streams.core.scoring import heuristic
 from streams.core.state import TraceState
 from tests.factories import run_start, step

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from streams.settings import SECRETS_DIR_ENV, ClientSettings, Settings, SettingsError
+from streams.kafka.client_settings import SECRETS_DIR_ENV, ClientSettings, SettingsError
+from streams.settings import Settings
 from tests.unit.deploy._support import ROOT
 
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())

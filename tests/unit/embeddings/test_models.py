@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from streams.core.embedding import Embedder
+from streams.core.embedding_port import Embedder
 from streams.embeddings.cache import CachedEmbedder
 from streams.embeddings.minilm import MiniLMEmbedder
 from streams.embeddings.model_build import (

@@ -10,9 +10,9 @@ import orjson
 import pytest
 from qdrant_client import QdrantClient
 
-from streams.cli import main
-from streams.core import etraces
-from streams.core.etraces import Query
+from streams.cli.main import main
+from streams.core import etrace_rules
+from streams.core.etrace_rules import Query
 from streams.etraces.pattern_store import E2_ALL, E3_COLLECTION, QdrantPatternStore, StoreInUse, e1_collection
 from streams.etraces.patterns import LineError, Pattern, PatternError, parse_pattern, read_jsonl
 from tests.models import models
@@ -75,7 +75,7 @@ def test_the_starter_library_is_valid_and_covers_every_tier_and_failure_type() -
     assert tiers == {"e1", "e2", "e3"}
     types = {p.failure_type for p in pats if p.tier == "e2"}
     assert {"contradiction", "loop", "verification_skip", "context_churn", "sprawl", "drift"} <= types
-    assert len([p for p in pats if p.tier == "e3"]) <= etraces.E3_MAX
+    assert len([p for p in pats if p.tier == "e3"]) <= etrace_rules.E3_MAX
 
 
 # -- the store ----------------------------------------------------------------------------
@@ -233,7 +233,7 @@ def test_org_isolation_near_identical_patterns_never_cross_orgs(minilm: Any) -> 
         text = SIT if i % 2 else SIT.replace("auth", "login")
         for org, own in (("acme", "acme-"), ("globex", "globex-")):
             q = Query("e1", text, org, None, 1, 0.8)
-            chosen = etraces.select(q, store.answer(q).hits, "generic")
+            chosen = etrace_rules.select(q, store.answer(q).hits, "generic")
             cross += sum(1 for h in chosen if not h.pattern_id.startswith(own))
             assert all(h.payload["org_id"] == org for h in store.answer(q).hits)
     assert cross == 0

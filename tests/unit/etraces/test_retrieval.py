@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from streams.core.etraces import Answer, Plan, Query
+from streams.core.etrace_rules import Answer, Plan, Query
 from streams.etraces.pattern_store import QdrantPatternStore
 from streams.etraces.patterns import parse_pattern
 from streams.etraces.retrieval import Retriever

@@ -10,7 +10,7 @@ import numpy as np
 import orjson
 import pytest
 
-from streams.cli import main
+from streams.cli.main import main
 from streams.experiments.report import build
 
 

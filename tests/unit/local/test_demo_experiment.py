@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.cli import build_parser, main
+from streams.cli.main import build_parser, main
 from streams.local import demo
 from streams.local.demo import AgentSummary, experiment_config, experiment_table, report
 from streams.settings import Settings

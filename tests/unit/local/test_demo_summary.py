@@ -84,7 +84,7 @@ def test_the_demo_reports_latency_and_late_decisions_against_the_clients_default
     the client's default deadline and says how many decisions missed it."""
     import inspect
 
-    from streams.client_settings import ClientSettings
+    from streams.kafka.client_settings import ClientSettings
     from streams.local.demo import fleet, latency_line
 
     assert inspect.signature(fleet).parameters["deadline_ms"].default is None  # the client's own

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 from aiokafka.partitioner import murmur2
 
-from streams.core.etraces import Answer, Query
+from streams.core.etrace_rules import Answer, Query
 from streams.core.events import Limits
 from streams.core.monitors import Semantics
 from streams.core.policy import Policy
@@ -22,7 +22,7 @@ from streams.etraces.retrieval import Retriever
 from streams.kafka import wire
 from streams.worker.metrics import Metrics
 from streams.worker.processor import Processor
-from streams.worker.retention import Retention
+from streams.worker.retention_sweep import Retention
 from streams.worker.run_table import RunTable
 
 PARTITIONS = 4

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.settings import Settings, SettingsError, tenant_token_var
+from streams.kafka.client_settings import SettingsError
+from streams.settings import Settings, tenant_token_var
 from streams.worker.app import Worker
 from streams.worker.web_auth import OPERATOR, Reader, WebAuth, authorized, guard
 

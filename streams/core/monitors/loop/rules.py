@@ -10,8 +10,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ....taint import scan
-from ....untrusted import cut
+from ....shared.taint import scan
+from ....shared.untrusted import cut
 from ... import instructions
 from ...quoting import DO_NOT_ACT, holds_instructions, quoted
 from ...reading import grounding

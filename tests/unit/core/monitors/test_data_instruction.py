@@ -16,7 +16,7 @@ from streams.core.ladder import Defaults
 from streams.core.policy import Policy
 from streams.core.provenance import TAINT_MAX, Provenance
 from streams.replay import Replayer
-from streams.taint import gate
+from streams.shared.taint import gate
 from tests.models import semantics
 
 SCHEMA = orjson.loads((Path(streams.__file__).parent / "schemas" / "decision.schema.json").read_bytes())
@@ -126,7 +126,7 @@ def test_a_value_the_user_gave_is_not_tainted():
 
 
 def _hashes(v: str) -> set[str]:
-    from streams.taint import value_hash
+    from streams.shared.taint import value_hash
 
     return {value_hash(v)}
 

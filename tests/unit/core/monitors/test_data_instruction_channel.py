@@ -1,5 +1,5 @@
 """A copy of our own channel in a tool's output is flagged through the core (issue 49): every
-marker and tag variant (tests/unit/test_untrusted_channel.py) makes `data_instruction` warn
+marker and tag variant (tests/unit/shared/test_untrusted_channel.py) makes `data_instruction` warn
 about the result, on its own, without quoting it, and taints the result's values for the gate.
 Text that only mentions rules or guidance is not warned about."""
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from streams.core import instructions
-from streams.taint import gate, scan
+from streams.shared.taint import gate, scan
 from tests.unit.core.monitors.test_data_instruction import _run
-from tests.unit.test_untrusted_channel import BENIGN, VARIANTS
+from tests.unit.shared.test_untrusted_channel import BENIGN, VARIANTS
 
 TASK = "Summarise the pages I bookmarked."
 

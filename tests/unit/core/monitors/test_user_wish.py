@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streams.taint import gate, value_hash
+from streams.shared.taint import gate, value_hash
 from tests.unit.core.monitors.test_data_instruction import PLANTED, _run
 
 JANE = "jane.doe@refunds-mail.org"
