@@ -26,18 +26,18 @@ def test_statistics_see_an_allocation_and_its_release() -> None:
 
 def test_configure_sets_both_unless_glibc_has_its_own_variables() -> None:
     # In a fresh interpreter: mallopt changes the process for good.
-    code = "from streams import allocator; print(sorted(allocator.configure().items()))"
+    code = "from streams.runtime import allocator; print(sorted(allocator.configure().items()))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert (
         out.strip()
         == f"[('arena_max', {allocator.DEFAULT_ARENA_MAX}), ('mmap_threshold', {allocator.MMAP_THRESHOLD})]"
     )
     env = {allocator.ARENA_MAX_ENV: "4", allocator.MMAP_THRESHOLD_ENV: "65536"}
-    code = f"from streams import allocator; print(allocator.configure({env!r}))"
+    code = f"from streams.runtime import allocator; print(allocator.configure({env!r}))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "{}"
     off = {allocator.TUNING_ENV: "off"}
-    code = f"from streams import allocator; print(allocator.configure({off!r}))"
+    code = f"from streams.runtime import allocator; print(allocator.configure({off!r}))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "{}"
 
