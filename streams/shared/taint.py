@@ -645,6 +645,18 @@ def points_on(text: str) -> tuple[frozenset[str], bool]:
     return frozenset(), True
 
 
+def _dests_after(t: str, places: Iterable[re.Match[str]]) -> list[str]:
+    """The destination right after each of at most DIRECTED_LOOKS places (`_dest_at`)."""
+    out = []
+    for n, m in enumerate(places):
+        if n >= DIRECTED_LOOKS:
+            break
+        got = _dest_at(t, m.end())
+        if got is not None:
+            out.append(got[1])
+    return out
+
+
 def directed(text: str) -> frozenset[str]:
     """The normalised destinations `text` sends something to (see DIRECTED_WORDS): the value
     right after a small word of direction (and at most FILLER_MAX filler words) that has two
@@ -676,13 +688,7 @@ def directed(text: str) -> frozenset[str]:
         got = _dest_at(t, pos, _IN_KINDS if m.group() == "in" else None)
         if got is not None:
             out.add(got[1])
-    for m in _DIR_COPULA.finditer(t):
-        looks += 1
-        if looks > DIRECTED_LOOKS * 2:
-            break
-        got = _dest_at(t, m.end())
-        if got is not None:
-            out.add(got[1])
+    out.update(_dests_after(t, _DIR_COPULA.finditer(t)))
     for n, m in enumerate(_DIR_COPULA_AFTER.finditer(t)):
         if n >= DIRECTED_LOOKS:
             break
@@ -696,21 +702,9 @@ def directed(text: str) -> frozenset[str]:
         if dests:
             out.add(dests[-1][1])
     if "→" in t or "->" in t or "=>" in t:
-        for m in _DIR_ARROW.finditer(t):
-            looks += 1
-            if looks > DIRECTED_LOOKS * 2:
-                break
-            got = _dest_at(t, m.end())
-            if got is not None:
-                out.add(got[1])
+        out.update(_dests_after(t, _DIR_ARROW.finditer(t)))
     if not t.isascii():
-        for m in _DIR_WIDE_BEFORE.finditer(t):
-            looks += 1
-            if looks > DIRECTED_LOOKS * 2:
-                break
-            got = _dest_at(t, m.end())
-            if got is not None:
-                out.add(got[1])
+        out.update(_dests_after(t, _DIR_WIDE_BEFORE.finditer(t)))
         # the values read with wide characters as spaces (same length: offsets agree), each
         # followed, in the text, by a particle of direction
         spaced = _WIDE_CHARS.sub(" ", t)
