@@ -308,6 +308,37 @@ def test_a_waits_advised_budgets_are_clamped_and_not_advised_on_again_past_the_c
     assert due is None and mine is not None and mine.advised == routing.COUNT_MAX
 
 
+HUGE_COUNT = "9" * 40  # past 64 bits
+RUNNER_SUMMARIES = [
+    f"==== {HUGE_COUNT} failed, {HUGE_COUNT} passed in 1.0s ====",
+    f"Ran {HUGE_COUNT} tests in 1s\nFAILED (failures={HUGE_COUNT})",
+    f"Tests run: {HUGE_COUNT}, Failures: {HUGE_COUNT}, Errors: {HUGE_COUNT}",
+    f"Tests:  {HUGE_COUNT} failed, {HUGE_COUNT} passed, {HUGE_COUNT} total",
+    f"test result: ok. {HUGE_COUNT} passed; {HUGE_COUNT} failed",
+    f"  {HUGE_COUNT} passing\n  {HUGE_COUNT} failing",
+    f"==== {'9' * 5000} failed in 1.0s ====",  # past what `int` parses from a string
+]
+
+
+def test_a_test_runner_summary_with_counts_past_64_bits_is_read_clamped_and_the_run_goes_on() -> None:
+    """The counts a result's test summary prints are producer input too: stored in the run's
+    state (the trajectory scorer's `tests`), they once failed its encoding (an internal_error)."""
+    from streams.core.reading.observation import test_counts
+
+    for text in RUNNER_SUMMARIES:
+        got = test_counts(text)
+        assert got is not None and all(0 <= n <= routing.COUNT_MAX for n in got), (text[:40], got)
+    assert test_counts("==== 1 failed, 007 passed in 1.0s ====") == (1, 7)
+    evs = [b(run_start("h", model="big", model_routing={"FAST": "small"}, e_traces_enabled=False))]
+    for n in range(1, 2 * len(RUNNER_SUMMARIES) + 1):
+        text = RUNNER_SUMMARIES[n % len(RUNNER_SUMMARIES)]
+        evs.append(
+            b(step("h", n, action="run", action_input={"cmd": "pytest"}, observation=text, ts=1.7e9 + 20 * n))
+        )
+    for name in sorted(POLICIES):
+        assert all(dead is None for _, dead in worker_and_replay(POLICIES[name], evs)), name
+
+
 POISON: list[Any] = [None, "NaN", -1, -1e308, 1e308, 2**64 - 1, [], {}, "x", True, [None, None]]
 MEMORY_KEYS = sorted([*routing.start(None, None, 0.0), "cost", "base", "b", "dollars"])
 
