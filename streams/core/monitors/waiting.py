@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .. import routing
 from ..budget import DEFAULT_BUDGET, WAIT_BUDGET_S, WAIT_PRICE, WaitBudget, parse_budget
 from ..prices import ModelPrice
 from ..reading.features import StepFeatures, mask_volatile, short_hash
@@ -355,8 +356,11 @@ def advance(
             same_first=result.step,
             usd=result.usd,
         )
-    due = waiting and (gap(mine.since, now) or 0.0) >= budget * (mine.advised + 1)
+    # Budgets passed, clamped to a count the encoders hold (a `ts` of -1e23 makes a span of
+    # ~1e23 s); a wait advised on COUNT_MAX budgets is not advised on again.
+    span = gap(mine.since, now) or 0.0
+    due = waiting and mine.advised < routing.COUNT_MAX and span >= budget * (mine.advised + 1)
     if due:
-        mine = replace(mine, advised=int((gap(mine.since, now) or 0.0) // budget))
+        mine = replace(mine, advised=int(min(span // budget, routing.COUNT_MAX)))
     others = sorted(others, key=lambda w: w.last)[-(WAITS_KEPT - 1) :]
     return [*(w.encode() for w in others), mine.encode()], mine if due else None, mine if waiting else None

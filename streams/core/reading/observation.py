@@ -16,6 +16,8 @@ import re
 import zlib
 from dataclasses import dataclass
 
+from ..routing import COUNT_MAX
+
 HEAD_CHARS = 4000
 TAIL_CHARS = 4000
 EXIT_CHARS = 300  # where a wrapper reports the exit status: the first or last few lines
@@ -241,34 +243,47 @@ def _exit_search(part: str) -> re.Match[str] | None:
     return None
 
 
+def _count(digits: str) -> int:
+    """A count a summary prints, clamped to COUNT_MAX (a producer's text may print any number
+    of digits: past 64 bits no encoder holds it, past 4300 `int` refuses it)."""
+    digits = digits.lstrip("0") or "0"
+    return min(int(digits), COUNT_MAX) if len(digits) <= 16 else COUNT_MAX
+
+
 def test_counts(text: str) -> tuple[int, int] | None:
-    """(failed, passed) from the last test-runner summary in the text, if any."""
+    """(failed, passed) from the last test-runner summary in the text, if any; each clamped to
+    COUNT_MAX."""
+    found = _test_counts(text)
+    return None if found is None else (min(found[0], COUNT_MAX), min(found[1], COUNT_MAX))
+
+
+def _test_counts(text: str) -> tuple[int, int] | None:
     found: tuple[int, int] | None = None
     if " in " in text and ("passed" in text or "failed" in text or "error" in text):
         for m in _PYTEST.finditer(text):
             counts = {"failed": 0, "passed": 0, "error": 0}
             for n, word in _PYTEST_PART.findall(m.group(1)):
-                counts["error" if word.startswith("error") else word] += int(n)
+                counts["error" if word.startswith("error") else word] += _count(n)
             if any(counts.values()):
                 found = (counts["failed"] + counts["error"], counts["passed"])
     if "Tests run:" in text:
         for m in _JUNIT.finditer(text):
-            run, failures, errors = (int(g) for g in m.groups())
+            run, failures, errors = (_count(g) for g in m.groups())
             found = (failures + errors, max(run - failures - errors, 0))
     if "Ran " in text:
         ran, end = _UNITTEST_RAN.findall(text), _UNITTEST_END.findall(text)
         if ran and end:
             status, detail = end[-1]
-            bad = sum(int(n) for n in _UNITTEST_BAD.findall(detail)) if status == "FAILED" else 0
-            found = (bad, max(int(ran[-1]) - bad, 0))
+            bad = sum(_count(n) for n in _UNITTEST_BAD.findall(detail)) if status == "FAILED" else 0
+            found = (bad, max(_count(ran[-1]) - bad, 0))
     if "Tests:" in text:
         for m in _JEST.finditer(text):
-            found = (int(m.group(1) or 0), int(m.group(2) or 0))
+            found = (_count(m.group(1) or "0"), _count(m.group(2) or "0"))
     if "test result:" in text:
         for m in _CARGO.finditer(text):
-            found = (int(m.group(2)), int(m.group(1)))
+            found = (_count(m.group(2)), _count(m.group(1)))
     if "passing" in text or "failing" in text:
-        mocha = {w: int(n) for n, w in _MOCHA.findall(text)}
+        mocha = {w: _count(n) for n, w in _MOCHA.findall(text)}
         if mocha:
             found = (mocha.get("failing", 0), mocha.get("passing", 0))
     if found is None and "--- FAIL: " in text:

@@ -268,6 +268,77 @@ def test_usage_at_the_wire_maximum_on_the_ceiling_prices_saturates_the_cost_and_
     assert all(d["tokens_used"] <= 2**53 for d, _ in answers)
 
 
+# The stored failing example: a waited call (a pending result, repeated) whose wait began at
+# a step with `ts` -1e23. The wait's length is then ~1e23 s, and the budgets advised on
+# (`Wait.advised`, a count) came to ~8e19, past 64 bits: the state failed to encode and the
+# event was an internal_error, on every policy.
+_LONG_AGO_USAGE = b'"usage":{"input_tokens":9007199254740992,"output_tokens":9007199254740992}'
+LONG_AGO_WAIT = [
+    b'{"type":"run_start","schema_version":1,"run_id":"h","ts":1700000000.0,"model":"big",'
+    b'"model_routing":{"FAST":"small","SLOW":"huge"},"e_traces_enabled":false}',
+    *(
+        b'{"type":"step","schema_version":1,"run_id":"h","step":%d,"thought":"Run the tests.",'
+        b'"action":"read_file","action_input":{"path":"a.py"},"observation":"%s",'
+        b'"observation_is_error":false,"tokens":100,"model_id":"m","ts":%s,%s}'
+        % (n, obs, ts, _LONG_AGO_USAGE)
+        for n, obs, ts in [
+            (1, b"1 failed", b"1700000001.0"),
+            (2, b"1 failed", b"1700000002.0"),
+            (3, b"pending, try again", b"-99999999999999999999999"),
+            (4, b"pending, try again", b"1700000004.0"),
+            (5, b"1 failed", b"1700000005.0"),
+        ]
+    ),
+]
+
+
+def test_a_wait_begun_at_a_time_far_in_the_past_counts_its_budgets_within_64_bits() -> None:
+    for name in sorted(POLICIES):
+        answers = worker_and_replay(POLICIES[name], LONG_AGO_WAIT)
+        assert all(dead is None for _, dead in answers), (name, answers)
+
+
+def test_a_waits_advised_budgets_are_clamped_and_not_advised_on_again_past_the_cap() -> None:
+    from streams.core.monitors import waiting
+
+    kept, due, mine = waiting.advance([], "k", -1e23, 3, 1.7e9, True, False, 1200.0)
+    assert due is not None and due.advised == routing.COUNT_MAX and bad_numbers(kept) == []
+    assert orjson.loads(orjson.dumps(kept)) == kept
+    kept, due, mine = waiting.advance(kept, "k", -1e23, 3, 3e3, True, False, 1200.0)
+    assert due is None and mine is not None and mine.advised == routing.COUNT_MAX
+
+
+HUGE_COUNT = "9" * 40  # past 64 bits
+RUNNER_SUMMARIES = [
+    f"==== {HUGE_COUNT} failed, {HUGE_COUNT} passed in 1.0s ====",
+    f"Ran {HUGE_COUNT} tests in 1s\nFAILED (failures={HUGE_COUNT})",
+    f"Tests run: {HUGE_COUNT}, Failures: {HUGE_COUNT}, Errors: {HUGE_COUNT}",
+    f"Tests:  {HUGE_COUNT} failed, {HUGE_COUNT} passed, {HUGE_COUNT} total",
+    f"test result: ok. {HUGE_COUNT} passed; {HUGE_COUNT} failed",
+    f"  {HUGE_COUNT} passing\n  {HUGE_COUNT} failing",
+    f"==== {'9' * 5000} failed in 1.0s ====",  # past what `int` parses from a string
+]
+
+
+def test_a_test_runner_summary_with_counts_past_64_bits_is_read_clamped_and_the_run_goes_on() -> None:
+    """The counts a result's test summary prints are producer input too: stored in the run's
+    state (the trajectory scorer's `tests`), they once failed its encoding (an internal_error)."""
+    from streams.core.reading.observation import test_counts
+
+    for text in RUNNER_SUMMARIES:
+        got = test_counts(text)
+        assert got is not None and all(0 <= n <= routing.COUNT_MAX for n in got), (text[:40], got)
+    assert test_counts("==== 1 failed, 007 passed in 1.0s ====") == (1, 7)
+    evs = [b(run_start("h", model="big", model_routing={"FAST": "small"}, e_traces_enabled=False))]
+    for n in range(1, 2 * len(RUNNER_SUMMARIES) + 1):
+        text = RUNNER_SUMMARIES[n % len(RUNNER_SUMMARIES)]
+        evs.append(
+            b(step("h", n, action="run", action_input={"cmd": "pytest"}, observation=text, ts=1.7e9 + 20 * n))
+        )
+    for name in sorted(POLICIES):
+        assert all(dead is None for _, dead in worker_and_replay(POLICIES[name], evs)), name
+
+
 POISON: list[Any] = [None, "NaN", -1, -1e308, 1e308, 2**64 - 1, [], {}, "x", True, [None, None]]
 MEMORY_KEYS = sorted([*routing.start(None, None, 0.0), "cost", "base", "b", "dollars"])
 
