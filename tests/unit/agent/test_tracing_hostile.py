@@ -29,8 +29,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry import trace
 
-from streams.shared import taint
 from streams.agent.session import RunStopped, SteeringSession
+from streams.shared import taint
 from streams.shared.untrusted import MARKER, TAG, folded
 from tests.unit.agent import trace_check as tc
 from tests.unit.agent.fake_client import EngineClient, FakeClient, decision
