@@ -30,6 +30,7 @@ from bench.common import (
     CpuSampler,
     add_rounds_args,
     bench_settings,
+    broker_dir,
     broker_pid,
     commit,
     ensure_broker,
@@ -149,6 +150,12 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=8)
     add_rounds_args(ap, "pass-through + each configuration")
     ap.add_argument(
+        "--compression",
+        default="zstd",
+        choices=("none", "gzip", "lz4", "zstd"),
+        help="the worker's RB_PRODUCER_COMPRESSION (its changelog and decisions; default zstd)",
+    )
+    ap.add_argument(
         "--profile",
         action="store_true",
         help="py-spy the worker while it drains, from its first decision on, in each configuration "
@@ -162,7 +169,11 @@ def main() -> int:
         for rnd in range(args.repeat):
             rows: dict[str, dict[str, Any]] = {}
             for label, monitors, etraces in CONFIGS:
-                s = bench_settings(partitions=args.partitions, patterns_seed=str(STARTER))
+                s = bench_settings(
+                    partitions=args.partitions,
+                    patterns_seed=str(STARTER),
+                    producer_compression=args.compression,
+                )
                 log(
                     f"round {rnd + 1}/{args.repeat}: preloading {args.runs} runs x {args.steps} steps "
                     f"({label}) into {s.steps_topic} ..."
@@ -194,20 +205,27 @@ def report(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
     print(
         "| round | path | events | seconds | events/s | ratio to pass-through | "
         "event-loop CPU us/event | process CPU us/event (with children) | broker CPU us/event | "
-        f"busy cores (of {os.cpu_count()}) |"
+        f"busy cores (of {os.cpu_count()}) | changelog / decision bytes per event |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     series: dict[str, list[float]] = {}
     for i, rows in enumerate(rounds, 1):
         base = rows[PASS]["rate"]
+        base_cpu = rows[PASS].get("main_cpu_us")
         for k, r in rows.items():
             main, tot = r.get("main_cpu_us"), r.get("cpu_us")
             brk, cores = r.get("broker_cpu_us"), r.get("machine_cores")
             print(
                 f"| {i} | {k} | {r['n']} | {r['seconds']:.2f} | {r['rate']:.0f} | {r['rate'] / base:.0%} | "
                 f"{'-' if main is None else f'{main:.0f}'} | {'-' if tot is None else f'{tot:.0f}'} | "
-                f"{'-' if not brk else f'{brk:.0f}'} | {'-' if cores is None else f'{cores:.2f}'} |"
+                f"{'-' if not brk else f'{brk:.0f}'} | {'-' if cores is None else f'{cores:.2f}'} | "
+                f"{_bytes(r)} |"
             )
+            if "changelog_bytes" in r:
+                series.setdefault(f"{k} changelog bytes/event", []).append(r["changelog_bytes"])
+                series.setdefault(f"{k} decision bytes/event", []).append(r["decision_bytes"])
+            if k != PASS and main is not None and base_cpu:
+                series.setdefault(f"{k} event-loop CPU / pass-through", []).append(main / base_cpu)
             series.setdefault(f"{k} events/s", []).append(r["rate"])
             if main is not None and tot is not None:
                 series.setdefault(f"{k} event-loop CPU us/event", []).append(main)
@@ -226,9 +244,9 @@ def report(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
         for k, sp in figures.items():
             shown = (
                 fmt_spread(sp, "", 2)
-                if "cores" in k
+                if "cores" in k or "CPU /" in k
                 else fmt_spread(sp, "", 0)
-                if ("events/s" in k or "CPU" in k)
+                if ("events/s" in k or "CPU" in k or "bytes" in k)
                 else _pct(sp)
             )
             print(f"| {k} | {shown} |")
@@ -312,8 +330,33 @@ def worker(s: Settings, n: int, profile: Path | None) -> dict[str, Any]:
         "rate": cnt / max(1e-9, last - first),
         **_cpu(cpu, first, last, cnt),
     }
+    row.update(topic_bytes(s, cnt))
     log(f"  worker: {cnt} in {last - first:.2f}s = {row['rate']:.0f}/s")
     return row
+
+
+def topic_bytes(s: Settings, n: int) -> dict[str, float]:
+    """Bytes per event the broker holds of the run table's changelog and of the decisions
+    (their log segments, compressed batches as the producer sent them: before any compaction,
+    so every state written counts). Empty when the broker's data dir is not this machine's
+    benchmark broker's."""
+    data = broker_dir() / "data"
+    if n <= 0 or not data.is_dir():
+        return {}
+
+    def size(topic: str) -> int:
+        return sum(f.stat().st_size for d in data.glob(f"{topic}-[0-9]*") for f in d.glob("*.log"))
+
+    changelog = size(f"{s.app_id}-runs-changelog")
+    return (
+        {"changelog_bytes": changelog / n, "decision_bytes": size(s.steering_topic) / n} if changelog else {}
+    )
+
+
+def _bytes(r: dict[str, Any]) -> str:
+    if "changelog_bytes" not in r:
+        return "-"
+    return f"{r['changelog_bytes']:,.0f} / {r['decision_bytes']:,.0f}"
 
 
 def _cpu(cpu: CpuSampler, first: float, last: float, n: int) -> dict[str, float]:
