@@ -124,6 +124,30 @@ ROWS: list[tuple[str, tuple[str, ...], str, str, str, Check | None]] = [
     ),
     (
         "throughput",
+        ("rb-streams worker, monitors + E-traces on event-loop CPU / pass-through",),
+        "worker event-loop CPU per event / pass-through's, everything on",
+        "x",
+        "<= 2.5x",
+        lambda v: v <= 2.5,
+    ),
+    (
+        "throughput",
+        ("rb-streams worker, monitors and E-traces off event-loop CPU / pass-through",),
+        "worker event-loop CPU per event / pass-through's, FSM alone",
+        "x",
+        "<= 1.6x",
+        lambda v: v <= 1.6,
+    ),
+    (
+        "throughput",
+        ("rb-streams worker, monitors + E-traces on changelog bytes/event",),
+        "changelog bytes per event as the broker stores them, everything on",
+        " B",
+        "",
+        None,
+    ),
+    (
+        "throughput",
         ("pass-through Faust agent event-loop CPU us/event",),
         "pass-through event-loop CPU per event while draining",
         " us",
@@ -209,7 +233,7 @@ ROWS: list[tuple[str, tuple[str, ...], str, str, str, Check | None]] = [
 def _fmt(sp: dict[str, float], unit: str) -> str:
     if unit == "%":
         return f"{sp['median']:.0%} ({sp['min']:.0%} to {sp['max']:.0%})"
-    digits = 0 if unit in ("", " ev/s") else 3 if unit == " ms" and sp["median"] < 1 else 2
+    digits = 0 if unit in ("", " ev/s", " B") else 3 if unit == " ms" and sp["median"] < 1 else 2
     return fmt_spread(sp, "" if unit == " ev/s" else unit, digits)
 
 
