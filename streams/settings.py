@@ -57,6 +57,7 @@ Guarantee = Literal["at_least_once", "exactly_once"]
 # a base dependency: every client must read compressed decisions). zstd: the smallest and the
 # cheapest on the dev runs' states (bench/state_bytes.py, BENCHMARKS.md).
 Compression = Literal["none", "gzip", "lz4", "zstd"]
+StateCodecName = Literal["zstd", "json"]  # RB_STATE_CODEC (streams.worker.state_codec)
 # Kafka's topic names have at most 249 characters; an app id leaves room for the topics named
 # after it (`<app id>-runs-changelog`, `<app id>-owner-<prefix>`).
 MAX_APP_ID_CHARS = 120
@@ -132,6 +133,9 @@ class Settings(ClientSettings):
     processing_guarantee: Guarantee = "at_least_once"
     # what the worker produces (changelog, decisions, dead letters, evictions) is compressed
     producer_compression: Compression = "zstd"
+    # how the run table stores a state: zstd with the shipped dictionary, or its plain JSON
+    # (either reads both: streams.worker.state_codec)
+    state_codec: StateCodecName = "zstd"
     session_timeout_s: float = Field(10.0, gt=0)
     heartbeat_interval_s: float = Field(1.0, gt=0)
     finished_retention_s: float = Field(3600.0, ge=0)  # a finished run's state is kept this long (0: forever)

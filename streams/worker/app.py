@@ -36,6 +36,7 @@ from .producer_guard import guard_buffer
 from .retention_sweep import Retention
 from .rewind import rewind_uncommitted
 from .run_table import RunTable, store_reader
+from .state_codec import state_codec
 from .web_auth import WebAuth
 
 log = logging.getLogger(__name__)
@@ -171,6 +172,8 @@ class Worker:
             s.partitions,
             read=store_reader(self.table.data),
             max_runs=s.max_runs,
+            codec=state_codec(s.state_codec),
+            on_stored=metrics.state_stored_bytes.observe,
         )
         self.retention = Retention(
             self.runs,

@@ -114,12 +114,19 @@ class Metrics:
         )
         self.decisions = Counter("rb_decisions_emitted", "Decisions sent to the steering topic", registry=r)
         # What a step costs the broker and the disk: each stored state is one table write (the
-        # local store and one changelog record, before the producer's compression), each
-        # decision one steering record. Sizing a deployment starts from these (docs/production.md).
+        # local store and one changelog record), each decision one steering record. Sizing a
+        # deployment starts from these (docs/production.md).
         self.state_bytes = Histogram(
             "rb_state_bytes",
-            "Size of each run state written to the table (local store and changelog record, "
-            "before the producer's compression), one per stored event",
+            "Size of each run state's JSON written to the table, before the state codec and "
+            "the producer's compression, one per stored event",
+            buckets=STATE_BYTES_BUCKETS,
+            registry=r,
+        )
+        self.state_stored_bytes = Histogram(
+            "rb_state_stored_bytes",
+            "Size of each run state as the table stores it (the state codec's output: the "
+            "local store's value and the changelog record's), one per stored event",
             buckets=STATE_BYTES_BUCKETS,
             registry=r,
         )

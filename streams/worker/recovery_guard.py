@@ -23,15 +23,18 @@ from typing import Any
 
 import orjson
 
+from .state_codec import unpack
+
 log = logging.getLogger(__name__)
 
 Progress = tuple[int, bool, int]
 
 
 def progress(raw: bytes) -> Progress | None:
-    """How far a stored run state has got; None when it cannot be read (then it is applied)."""
+    """How far a stored run state (in any encoding the table writes: `state_codec`) has got;
+    None when it cannot be read (then it is applied)."""
     try:
-        d = orjson.loads(raw)
+        d = orjson.loads(unpack(raw))
         return (int(d["last_step"]), bool(d.get("finished", False)), int(d.get("duplicates", 0)))
     except Exception:
         return None

@@ -1,7 +1,7 @@
 """The runs table as the worker sees it: run state by run id, plus the indexes kept beside it.
 
 The table itself is a Faust table in the worker (a changelogged mapping of run key to encoded
-`TraceState`) and a plain dict in tests. Beside it, three things are kept incrementally, so no
+`TraceState`, as the state codec stores it: `state_codec`) and a plain dict in tests. Beside it, three things are kept incrementally, so no
 per-event or periodic work ever scans the table: unfinished runs per FSM state and finished
 runs held (the gauges), each run's retention clock and version (the eviction sweep), and the
 runs each org holds (the per-org cap). All three are rebuilt from the table after a recovery.
@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from ..core.retention import RunsHeld, Version, retention_clock, version
 from ..core.state import TraceState
 from .metrics import STATES, Metrics
+from .state_codec import StateCodec, ZstdStateCodec
 
 # Decoded states kept beside the table, by run key, with the bytes they were decoded from or
-# encoded to. A run's next event then skips decoding ~8 KB of JSON into dataclasses (~40 us
-# of the worker's ~1 ms per event) whenever the table still holds exactly those bytes. About
-# 34 KB per state: 1024 runs ~ 35 MB.
+# encoded to (as stored). A run's next event then skips decompressing and decoding 4-30 KB of
+# JSON into dataclasses whenever the table still holds exactly those bytes. About 34 KB per
+# state: 1024 runs ~ 35 MB.
 DECODED_KEPT = 1024
 
 # RocksDB memory of the run table, per partition store. Faust's defaults are up to three
@@ -78,11 +79,17 @@ class RunTable:
         partitions: int,
         read: Callable[[bytes], bytes | None] | None = None,
         max_runs: int = 0,
+        codec: StateCodec | None = None,
+        on_stored: Callable[[int], None] | None = None,
     ) -> None:
         """`read`: how a run key is read (default `table.get`); the worker reads its Faust
-        table's store directly (see `store_reader`). `max_runs`: the overall cap (RB_MAX_RUNS)."""
+        table's store directly (see `store_reader`). `max_runs`: the overall cap (RB_MAX_RUNS).
+        `codec`: how a state's JSON is stored (default: zstd with the shipped dictionary);
+        `on_stored`: told the stored size of each state written (`rb_state_stored_bytes`)."""
         self.table = table
         self._read = read or table.get
+        self.codec = codec or ZstdStateCodec()
+        self._on_stored = on_stored
         self.held = RunsHeld(max_runs_per_org, partition_of, partitions, max_runs)
         self.by_state: Counter[str] = Counter()
         self.finished = 0
@@ -104,16 +111,20 @@ class RunTable:
         if kept is not None and kept[0] == raw:
             self._decoded.move_to_end(key)
             return kept[1]
-        st = TraceState.decode(raw)
+        st = TraceState.decode(self.codec.unpack(raw))
         self._keep(key, raw, st)
         return st
 
     def store(self, run_id: str, wire_state: bytes, prior: TraceState | None, new: TraceState | None) -> None:
-        """Write a run's new state (after its decision was sent) and account for the move."""
+        """Write a run's new state (after its decision was sent; `wire_state` is its JSON, as
+        the engine sealed it) and account for the move."""
         key = run_id.encode("utf-8")
-        self.table[key] = wire_state
+        stored = self.codec.pack(wire_state)
+        self.table[key] = stored
+        if self._on_stored is not None:
+            self._on_stored(len(stored))
         if new is not None:
-            self._keep(key, wire_state, new)
+            self._keep(key, stored, new)
         else:
             self._decoded.pop(key, None)
         self._account(prior, new)
@@ -141,7 +152,7 @@ class RunTable:
         seen: dict[bytes, Seen] = {}
         orgs: dict[str, str] = {}
         for key, raw in self.table.items() if items is None else items:
-            st = TraceState.decode(raw)
+            st = TraceState.decode(self.codec.unpack(raw))
             seen[key] = Seen(retention_clock(st), st.finished, version(st))
             orgs[st.run_id] = st.config.org_id
             if st.finished:
