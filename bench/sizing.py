@@ -4,9 +4,9 @@
         [--step-seconds 5] [--headroom 0.6] [--json]
 
 Inputs come from the JSON files the benchmarks write (`--from`, repeatable):
-- `bench.state_bytes --json FILE`: state bytes per step (raw: RocksDB), changelog and decision
-  bytes per step as record batches (zstd, the producer's default, 16 records a batch: a busy
-  worker), the codec's CPU per step, step event bytes, steps per run (`--source` picks one
+- `bench.state_bytes --json FILE`: state bytes per step as the table stores them (the state
+  codec's zstd with its dictionary: RocksDB), changelog and decision bytes per step as record
+  batches (zstd, the producer's default, 16 records a batch: a busy worker), the codecs' CPU per step, step event bytes, steps per run (`--source` picks one
   source, default: the largest state);
 - `bench.throughput --json FILE` (or bench/results/headline-throughput.json): the worker's CPU
   per step with everything on (the process with its embedding child, and its event loop) and
@@ -109,19 +109,33 @@ def from_state_bytes(d: dict[str, Any], source: str | None, path: Path) -> dict[
     if source not in d:
         raise InputError(f"{path}: no source {source!r} (has {', '.join(sorted(d))})")
     r = d[source]
-    cl, dc = r["changelog"], r["decisions"]
-    busy = max(int(k.split("/")[1]) for k in cl)
+    raw_cl, dc = r["changelog"], r["decisions"]
+    busy = max(int(k.split("/")[1]) for k in raw_cl)
     where = f"{path.name} [{source}]"
+    # the worker stores states through its codec (RB_STATE_CODEC=zstd): its bytes when measured
+    stored = "changelog_stored" in r and "stored" in r
+    cl = r["changelog_stored"] if stored else raw_cl
+    pack_us = float(r.get("pack_us", 0.0)) if stored else 0.0
     got = {
-        "state_bytes": (float(r["state"]["median"]), f"{where}: state median"),
-        "changelog_bytes": (float(cl[f"zstd/{busy}"]["bytes_per_step"]), f"{where}: changelog zstd/{busy}"),
-        "changelog_raw_bytes": (float(cl["none/1"]["bytes_per_step"]), f"{where}: changelog none/1"),
+        "state_bytes": (
+            float(r["stored"]["median"] if stored else r["state"]["median"]),
+            f"{where}: state median" + (", as stored" if stored else ""),
+        ),
+        "changelog_bytes": (
+            float(cl[f"zstd/{busy}"]["bytes_per_step"]),
+            f"{where}: changelog{' (stored states)' if stored else ''} zstd/{busy}",
+        ),
+        "changelog_raw_bytes": (
+            float(raw_cl["none/1"]["bytes_per_step"]),
+            f"{where}: changelog none/1 (JSON)",
+        ),
         "decision_bytes": (float(dc[f"zstd/{busy}"]["bytes_per_step"]), f"{where}: decisions zstd/{busy}"),
         "decision_raw_bytes": (float(dc["none/1"]["bytes_per_step"]), f"{where}: decisions none/1"),
         "codec_us": (
-            float(cl[f"zstd/{busy}"]["us_per_step"] - cl[f"none/{busy}"]["us_per_step"])
+            pack_us
+            + float(cl[f"zstd/{busy}"]["us_per_step"] - cl[f"none/{busy}"]["us_per_step"])
             + float(dc[f"zstd/{busy}"]["us_per_step"] - dc[f"none/{busy}"]["us_per_step"]),
-            f"{where}: zstd over none/{busy}, changelog + decisions",
+            f"{where}: {'the state codec, then ' if stored else ''}zstd over none/{busy}, changelog + decisions",
         ),
     }
     if "event" in r:

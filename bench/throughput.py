@@ -156,23 +156,33 @@ def main() -> int:
         help="the worker's RB_PRODUCER_COMPRESSION (its changelog and decisions; default zstd)",
     )
     ap.add_argument(
+        "--state-codec",
+        default="zstd",
+        help="the worker's RB_STATE_CODEC (zstd, json); a comma list (zstd,json) runs each in every "
+        "round, the first one's rows unmarked, the others' marked with their codec",
+    )
+    ap.add_argument(
         "--profile",
         action="store_true",
         help="py-spy the worker while it drains, from its first decision on, in each configuration "
         "of the first round (bench/results/worker-profile-<on|etraces-off|fsm>.txt: collapsed stacks)",
     )
     args = ap.parse_args()
+    codecs = [c.strip() for c in args.state_codec.split(",") if c.strip()]
+    if not codecs or not set(codecs) <= {"zstd", "json"}:
+        ap.error(f"--state-codec: zstd, json or both, not {args.state_codec!r}")
 
     started = ensure_broker()
     rounds: list[dict[str, dict[str, Any]]] = []
     try:
         for rnd in range(args.repeat):
             rows: dict[str, dict[str, Any]] = {}
-            for label, monitors, etraces in CONFIGS:
+            for codec, (label, monitors, etraces) in ((c, cfg) for c in codecs for cfg in CONFIGS):
                 s = bench_settings(
                     partitions=args.partitions,
                     patterns_seed=str(STARTER),
                     producer_compression=args.compression,
+                    state_codec=codec,
                 )
                 log(
                     f"round {rnd + 1}/{args.repeat}: preloading {args.runs} runs x {args.steps} steps "
@@ -184,7 +194,8 @@ def main() -> int:
                     rows[PASS] = passthrough(s, n, args.partitions)
                 tag = "on" if etraces else "etraces-off" if monitors else "fsm"
                 profile = results_dir() / f"worker-profile-{tag}.txt" if args.profile and rnd == 0 else None
-                rows[f"rb-streams worker, {label}"] = worker(s, n, profile)
+                mark = "" if codec == codecs[0] else f" (RB_STATE_CODEC={codec})"
+                rows[f"rb-streams worker, {label}{mark}"] = worker(s, n, profile if not mark else None)
             rounds.append(rows)
     finally:
         if started:

@@ -102,6 +102,35 @@ def test_state_bytes_json_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert out["plans"][0]["steps/s"] == 2_000
 
 
+def test_states_as_the_codec_stores_them_size_the_store_and_the_changelog(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def codec(b: float, us: float) -> dict[str, float]:
+        return {"bytes_per_step": b, "us_per_step": us}
+
+    src = {
+        "steps": 300,
+        "runs": 10,
+        "state": {"median": 12_000.0},
+        "stored": {"median": 2_400.0},
+        "pack_us": 40.0,
+        "changelog": {"none/1": codec(12_100, 10), "none/16": codec(12_000, 10), "zstd/16": codec(3_000, 60)},
+        "changelog_stored": {
+            "none/1": codec(2_500, 5),
+            "none/16": codec(2_450, 5),
+            "zstd/16": codec(2_460, 15),
+        },
+        "decisions": {"none/1": codec(900, 1), "none/16": codec(800, 1), "zstd/16": codec(90, 6)},
+    }
+    f = tmp_path / "state.json"
+    f.write_text(json.dumps({"tau": src}))
+    assert sizing.main(["--from", str(f), "--runs", "10000", "--json"]) == 0
+    ins = {k: v["value"] for k, v in json.loads(capsys.readouterr().out)["inputs"].items()}
+    assert ins["state_bytes"] == 2_400 and ins["changelog_bytes"] == 2_460
+    assert ins["changelog_raw_bytes"] == 12_100  # RB_STATE_CODEC=json, RB_PRODUCER_COMPRESSION=none
+    assert ins["codec_us"] == 40 + 10 + 5
+
+
 @pytest.mark.parametrize(
     ("text", "msg"),
     [(None, "no such file"), ("{", "not JSON"), ('{"a": 1}', "neither"), ('{"figures": {}}', "no figure")],
