@@ -6,7 +6,8 @@
 Inputs come from the JSON files the benchmarks write (`--from`, repeatable):
 - `bench.state_bytes --json FILE`: state bytes per step as the table stores them (the state
   codec's zstd with its dictionary: RocksDB), changelog and decision bytes per step as record
-  batches (zstd, the producer's default, 16 records a batch: a busy worker), the codecs' CPU per step, step event bytes, steps per run (`--source` picks one
+  batches (zstd, the producer's default, one record a batch: what the broker stores at these
+  rates, BENCHMARKS.md 12), the codecs' CPU per step, step event bytes, steps per run (`--source` picks one
   source, default: the largest state);
 - `bench.throughput --json FILE` (or bench/results/headline-throughput.json): the worker's CPU
   per step with everything on (the process with its embedding child, and its event loop) and
@@ -55,15 +56,23 @@ DEFAULTS: dict[str, tuple[float, str, str]] = {
         "BENCHMARKS.md 0: the core's CPU per step on the synthetic fleet cpu_us was measured on",
     ),
     "codec_us": (
-        354.0,
+        157.0,
         "us",
-        "BENCHMARKS.md 12: zstd over no codec, OpenHands changelog +324 us, decision +30 us",
+        "BENCHMARKS.md 12: OpenHands, the state codec 108 us, zstd over no codec +30 us changelog, +19 us decision",
     ),
     "broker_us": (280.0, "us", "BENCHMARKS.md 2: broker CPU per event, everything on"),
-    "state_bytes": (25229.0, "B", "BENCHMARKS.md 12: OpenHands state median (RocksDB value, uncompressed)"),
-    "changelog_bytes": (5566.0, "B", "BENCHMARKS.md 12: OpenHands changelog, zstd, 16 records a batch"),
+    "state_bytes": (
+        6781.0,
+        "B",
+        "BENCHMARKS.md 12: OpenHands state median as stored (RocksDB value, the state codec's)",
+    ),
+    "changelog_bytes": (
+        6489.0,
+        "B",
+        "BENCHMARKS.md 12: OpenHands changelog, stored states, zstd, 1 record a batch",
+    ),
     "changelog_raw_bytes": (25699.0, "B", "BENCHMARKS.md 12: OpenHands changelog, no codec, 1 a batch"),
-    "decision_bytes": (98.0, "B", "BENCHMARKS.md 12: OpenHands decision, zstd, 16 a batch"),
+    "decision_bytes": (556.0, "B", "BENCHMARKS.md 12: OpenHands decision, zstd, 1 a batch"),
     "decision_raw_bytes": (930.0, "B", "BENCHMARKS.md 12: OpenHands decision, no codec, 1 a batch"),
     "event_bytes": (2000.0, "B", "assumed: a 2 KB step event (bench.state_bytes --json measures it)"),
     "steps_per_run": (30.0, "", "assumed: the soak's 30-step runs (bench.state_bytes --json measures it)"),
@@ -110,7 +119,11 @@ def from_state_bytes(d: dict[str, Any], source: str | None, path: Path) -> dict[
         raise InputError(f"{path}: no source {source!r} (has {', '.join(sorted(d))})")
     r = d[source]
     raw_cl, dc = r["changelog"], r["decisions"]
-    busy = max(int(k.split("/")[1]) for k in raw_cl)
+    # Records a batch: one, where measured. A partition's batch holds one changelog record (and
+    # one decision) at the rates sized here: the throughput benchmark's broker-stored bytes per
+    # event (BENCHMARKS.md 12) match one record a batch, not sixteen. Else the fullest measured.
+    sizes = {int(k.split("/")[1]) for k in raw_cl if k.startswith("zstd/")}
+    busy = 1 if 1 in sizes else max(sizes)
     where = f"{path.name} [{source}]"
     # the worker stores states through its codec (RB_STATE_CODEC=zstd): its bytes when measured
     stored = "changelog_stored" in r and "stored" in r
@@ -218,7 +231,7 @@ def plan(
         "broker cores (one broker's CPU/step)": rate * x["broker_us"] / 1e6 / headroom,
         "broker ingress MB/s, RF 1": ingress / MB,
         "broker egress MB/s, RF 1": egress / MB,
-        "broker ingress MB/s, RF 1, RB_PRODUCER_COMPRESSION=none": raw_ingress / MB,
+        "broker ingress MB/s, RF 1, RB_STATE_CODEC=json, RB_PRODUCER_COMPRESSION=none": raw_ingress / MB,
         "broker ingress MB/s, RF 3": 3 * ingress / MB,
         "broker egress MB/s, RF 3": (egress + 2 * ingress) / MB,
         "runs held (live + finished in retention)": held,

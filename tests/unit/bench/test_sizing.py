@@ -37,7 +37,9 @@ def test_arithmetic_10k_runs_at_5s() -> None:
     assert p["broker ingress MB/s, RF 1"] == pytest.approx(2_000 * 7_100 / 1e6)
     assert p["broker egress MB/s, RF 1"] == pytest.approx(2_000 * 2_100 / 1e6)
     raw = X["event_bytes"] + X["decision_raw_bytes"] + X["changelog_raw_bytes"]
-    assert p["broker ingress MB/s, RF 1, RB_PRODUCER_COMPRESSION=none"] == pytest.approx(2_000 * raw / 1e6)
+    assert p["broker ingress MB/s, RF 1, RB_STATE_CODEC=json, RB_PRODUCER_COMPRESSION=none"] == pytest.approx(
+        2_000 * raw / 1e6
+    )
     assert p["broker ingress MB/s, RF 3"] == pytest.approx(3 * 14.2)
     assert p["broker egress MB/s, RF 3"] == pytest.approx(4.2 + 2 * 14.2)
     # runs last 40 x 5 s = 200 s: 50 finish a second, each kept 3,600 s
@@ -114,21 +116,33 @@ def test_states_as_the_codec_stores_them_size_the_store_and_the_changelog(
         "state": {"median": 12_000.0},
         "stored": {"median": 2_400.0},
         "pack_us": 40.0,
-        "changelog": {"none/1": codec(12_100, 10), "none/16": codec(12_000, 10), "zstd/16": codec(3_000, 60)},
+        "changelog": {
+            "none/1": codec(12_100, 10),
+            "none/16": codec(12_000, 10),
+            "zstd/16": codec(3_000, 60),
+            "zstd/1": codec(4_000, 80),
+        },
         "changelog_stored": {
             "none/1": codec(2_500, 5),
             "none/16": codec(2_450, 5),
             "zstd/16": codec(2_460, 15),
+            "zstd/1": codec(2_520, 25),
         },
-        "decisions": {"none/1": codec(900, 1), "none/16": codec(800, 1), "zstd/16": codec(90, 6)},
+        "decisions": {
+            "none/1": codec(900, 1),
+            "none/16": codec(800, 1),
+            "zstd/16": codec(90, 6),
+            "zstd/1": codec(550, 21),
+        },
     }
     f = tmp_path / "state.json"
     f.write_text(json.dumps({"tau": src}))
     assert sizing.main(["--from", str(f), "--runs", "10000", "--json"]) == 0
     ins = {k: v["value"] for k, v in json.loads(capsys.readouterr().out)["inputs"].items()}
-    assert ins["state_bytes"] == 2_400 and ins["changelog_bytes"] == 2_460
+    # one record a batch when measured: what the broker stores at these rates
+    assert ins["state_bytes"] == 2_400 and ins["changelog_bytes"] == 2_520 and ins["decision_bytes"] == 550
     assert ins["changelog_raw_bytes"] == 12_100  # RB_STATE_CODEC=json, RB_PRODUCER_COMPRESSION=none
-    assert ins["codec_us"] == 40 + 10 + 5
+    assert ins["codec_us"] == 40 + (25 - 5) + (21 - 1)
 
 
 @pytest.mark.parametrize(
