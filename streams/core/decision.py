@@ -86,11 +86,11 @@ class DecisionRecord(TypedDict):
     budget_used: float | None
     event_ts: float | None
     processed_ts: float
-    # Issue 39: why routing kept or changed the model (runs with model_routing only).
+    # Why routing kept or changed the model (runs with model_routing only).
     routing_reason: NotRequired[str | None]
-    # Issue 42: values tool results introduced, for the agent side's pre-call gate (<= 32).
+    # Values tool results introduced, for the agent side's pre-call gate (<= 32).
     taint: NotRequired[list[TaintEntry]]
     sanctioned: NotRequired[list[SanctionEntry]]
-    # Issue 50: the run's arm, on every decision of a run in an experiment (absent otherwise).
+    # The run's arm, on every decision of a run in an experiment (absent otherwise).
     # A control run's decisions are unsteered (core.holdout.mask).
     arm: NotRequired[Arm]

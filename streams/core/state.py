@@ -54,18 +54,18 @@ class RunConfig:
     # DEFAULT_SCORER when the event names none, and every state written since the first commit
     # carries it); "heuristic" is what runs had before `trajectory` became the default (5014b4b).
     scorer: str = "heuristic"
-    # Issue 30: monitors switched off for the run, their fire levels, and the escalation
+    # Monitors switched off for the run, their fire levels, and the escalation
     # ladder's policy (resolved at run_start: the run's own, else its org's default; None:
     # nudges only, as before). States written before these fields decode with the defaults.
     monitors_off: list[str] = field(default_factory=list)
     monitor_thresholds: dict[str, float] = field(default_factory=dict)
     escalation: dict[str, Any] | None = None
-    # Issue 39: a run may let routing switch providers in the middle of a tool exchange.
+    # A run may let routing switch providers in the middle of a tool exchange.
     cross_provider_tool_switch: bool = False
-    # Issue 48: the run's wait budget (its org's, resolved at run_start: `budget.WaitBudget` as
+    # The run's wait budget (its org's, resolved at run_start: `budget.WaitBudget` as
     # {seconds, calls, usd}); None: the built-in one (and every state written before).
     wait_budget: dict[str, Any] | None = None
-    # Issue 50: the run's experiment (its name) and arm ("treatment" | "control"), resolved at
+    # The run's experiment (its name) and arm ("treatment" | "control"), resolved at
     # run_start (core.holdout); None: in no experiment (and every state written before).
     experiment: str | None = None
     arm: str | None = None
@@ -139,7 +139,7 @@ class TraceState:
     started_ts: float | None = None
     last_event_ts: float | None = None
     updated_ts: float | None = None  # worker time of the last event applied: retention's clock
-    # Issue 50 (core.compliance): did the agent do what a monitor's text told it? monitor ->
+    # core.compliance: did the agent do what a monitor's text told it? monitor ->
     # [complied, ignored]; the same per served model (at most MODELS_KEPT a monitor); the checks
     # still open ([monitor, step, steps seen, model, call keys]: at most one per monitor).
     compliance: dict[str, list[int]] = field(default_factory=dict)
@@ -151,7 +151,7 @@ class TraceState:
     # buffer at a crash, and a restart on the same store would otherwise answer nothing.
     # Bounded by the decision cap. States written before this field decode with None.
     last_decision: str | None = None
-    # Issue 50: what the run's outcome record reports (`core.outcome`), counted from its
+    # What the run's outcome record reports (`core.outcome`), counted from its
     # decisions before a control run's are masked. Bounded: at most outcome.MODELS_KEPT models
     # and KEYS_KEPT monitors. States written before these fields decode with nothing counted.
     model_calls: dict[str, int] = field(default_factory=dict)  # model calls by model

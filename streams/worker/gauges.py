@@ -78,7 +78,7 @@ class _Watched:
 class ProgressWatch:
     """Per owned steps partition: how long events have waited on it while none was taken.
 
-    Issue 38: a worker restarted after `kill -9` logged GroupCoordinatorNotAvailableError,
+    A worker restarted after `kill -9` logged GroupCoordinatorNotAvailableError,
     owned 4 partitions with events waiting, evaluated nothing for minutes, and said it was
     ready. Past `threshold_s` such a partition makes the worker not ready (`/ready` 503,
     `rb_progress_stall_seconds`); past `exit_after_s` (0: never) the worker gives up

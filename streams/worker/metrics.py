@@ -135,7 +135,7 @@ class Metrics:
             "Bytes of decisions sent to the steering topic (before the producer's compression)",
             registry=r,
         )
-        # Issue 39: runs with model_routing. Calls by the model routing named ("home": the run's
+        # Runs with model_routing. Calls by the model routing named ("home": the run's
         # own) and why, and the core's estimate of what they cost under prompt caching against
         # never switching (priced runs only; core.routing). Orgs and models: LABELS_CAP each.
         self.routed_calls = Counter(
@@ -157,7 +157,7 @@ class Metrics:
             "monitor": set(),
             "guard_monitor": set(),
         }
-        # Issue 50: how runs end, by org, experiment and arm (core.outcome; outcome record).
+        # How runs end, by org, experiment and arm (core.outcome; outcome record).
         self.runs_finished = Counter(
             "rb_runs_finished",
             "Runs ended (one outcome record each), by org, experiment, arm and outcome (success, "
