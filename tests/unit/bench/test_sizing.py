@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,10 +83,23 @@ def test_settings_read_from_the_source() -> None:
     assert sizing.setting("DEFAULT_MAX_RUNS_PER_ORG", sizing.RETENTION) == 10_000
 
 
-def test_state_bytes_json_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    def codec(b: float, us: float) -> dict[str, float]:
-        return {"bytes_per_step": b, "us_per_step": us}
+def codec(b: float, us: float) -> dict[str, float]:
+    """One codec's row of bench.state_bytes's JSON."""
+    return {"bytes_per_step": b, "us_per_step": us}
 
+
+def sizing_inputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], src: dict[str, object]
+) -> dict[str, Any]:
+    """bench.sizing's JSON output for one bench.state_bytes source."""
+    f = tmp_path / "state.json"
+    f.write_text(json.dumps({"tau": src}))
+    assert sizing.main(["--from", str(f), "--runs", "10000", "--json"]) == 0
+    out: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return out
+
+
+def test_state_bytes_json_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = {
         "steps": 300,
         "runs": 10,
@@ -94,10 +108,7 @@ def test_state_bytes_json_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[
         "changelog": {"none/1": codec(12_100, 10), "none/16": codec(12_000, 10), "zstd/16": codec(3_000, 60)},
         "decisions": {"none/1": codec(900, 1), "none/16": codec(800, 1), "zstd/16": codec(90, 6)},
     }
-    f = tmp_path / "state.json"
-    f.write_text(json.dumps({"tau": src}))
-    assert sizing.main(["--from", str(f), "--runs", "10000", "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = sizing_inputs(tmp_path, capsys, src)
     ins = {k: v["value"] for k, v in out["inputs"].items()}
     assert ins["changelog_bytes"] == 3_000 and ins["codec_us"] == 55 and ins["steps_per_run"] == 30
     assert out["inputs"]["cpu_us"]["from"].startswith("BENCHMARKS.md")
@@ -107,9 +118,6 @@ def test_state_bytes_json_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_states_as_the_codec_stores_them_size_the_store_and_the_changelog(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def codec(b: float, us: float) -> dict[str, float]:
-        return {"bytes_per_step": b, "us_per_step": us}
-
     src = {
         "steps": 300,
         "runs": 10,
@@ -135,10 +143,7 @@ def test_states_as_the_codec_stores_them_size_the_store_and_the_changelog(
             "zstd/1": codec(550, 21),
         },
     }
-    f = tmp_path / "state.json"
-    f.write_text(json.dumps({"tau": src}))
-    assert sizing.main(["--from", str(f), "--runs", "10000", "--json"]) == 0
-    ins = {k: v["value"] for k, v in json.loads(capsys.readouterr().out)["inputs"].items()}
+    ins = {k: v["value"] for k, v in sizing_inputs(tmp_path, capsys, src)["inputs"].items()}
     # one record a batch when measured: what the broker stores at these rates
     assert ins["state_bytes"] == 2_400 and ins["changelog_bytes"] == 2_520 and ins["decision_bytes"] == 550
     assert ins["changelog_raw_bytes"] == 12_100  # RB_STATE_CODEC=json, RB_PRODUCER_COMPRESSION=none
