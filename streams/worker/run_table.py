@@ -1,10 +1,11 @@
 """The runs table as the worker sees it: run state by run id, plus the indexes kept beside it.
 
 The table itself is a Faust table in the worker (a changelogged mapping of run key to encoded
-`TraceState`, as the state codec stores it: `state_codec`) and a plain dict in tests. Beside it, three things are kept incrementally, so no
-per-event or periodic work ever scans the table: unfinished runs per FSM state and finished
-runs held (the gauges), each run's retention clock and version (the eviction sweep), and the
-runs each org holds (the per-org cap). All three are rebuilt from the table after a recovery.
+`TraceState`, as the state codec stores it: `state_codec`) and a plain dict in tests. Beside
+it, three things are kept incrementally, so no per-event or periodic work ever scans the table:
+unfinished runs per FSM state and finished runs held (the gauges), each run's retention clock
+and version (the eviction sweep), and the runs each org holds (the per-org cap). All three are
+rebuilt from the table after a recovery.
 """
 
 from __future__ import annotations
