@@ -11,6 +11,8 @@ Each source file of `../shared/data/real-dev/` is replayed once through `streams
 - state bytes per step: median, p90, max (and the step event's own bytes, and the runs, in `--json`); and a per-field breakdown of the state (top-level
   fields, each monitor's memory and its own fields, as orjson writes them: median bytes and
   share of the median state);
+- what the run table stores (`stored`: the state codec's zstd, the state in parts, `state_parts`;
+  `stored_whole`: one record a state): every record it writes, parts and tombstones, per step;
 - the changelog record as the producer sends it: a Kafka record batch built by aiokafka's own
   builder (`DefaultRecordBatchBuilder`, what `compression_type` drives), one record a batch
   (a quiet worker: no linger) and `--batch` records of shuffled steps a batch (a busy one), for each
@@ -29,6 +31,7 @@ import statistics
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +39,8 @@ import orjson
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from bench.common import machine
-from streams.worker.state_codec import ZstdStateCodec
+from streams.core.state import TraceState
+from streams.worker.run_table import RunTable
 
 HERE = Path(__file__).resolve().parents[1]
 REAL_DEV = HERE.parent / "shared" / "data" / "real-dev"
@@ -46,9 +50,12 @@ CODECS = {"none": 0, "gzip": 1, "lz4": 3, "zstd": 4}
 CLOCK = 1_767_225_600.0
 
 
-def replay(path: Path) -> tuple[list[tuple[bytes, bytes]], list[bytes], list[int]]:
+def replay(
+    path: Path,
+) -> tuple[list[tuple[bytes, bytes]], list[bytes], list[int], list[tuple[str, TraceState, bytes]]]:
     """(run key, state bytes), decision bytes and the event's own bytes of every step event of
-    `path`."""
+    `path`; and every state the worker would store (run id, state, its bytes), run_start and
+    run_finish too, in order."""
     from streams.core.results import Sealed
     from streams.embeddings.models import load_models
     from streams.replay import Replayer
@@ -57,20 +64,62 @@ def replay(path: Path) -> tuple[list[tuple[bytes, bytes]], list[bytes], list[int
     states: list[tuple[bytes, bytes]] = []
     decisions: list[bytes] = []
     events: list[int] = []
+    stored: list[tuple[str, TraceState, bytes]] = []
     with path.open("rb") as f:
         for line in f:
             if not line.strip():
                 continue
             raw = line.rstrip(b"\r\n")
             s = rp.pipeline.run(raw, CLOCK, rp.retriever.answer_now)
-            if not isinstance(s, Sealed) or s.event_type != "step":
+            if not isinstance(s, Sealed):
+                continue
+            if s.state is not None and s.state_bytes is not None and s.run_id is not None:
+                stored.append((s.run_id, s.state, s.state_bytes))
+            if s.event_type != "step":
                 continue
             events.append(len(raw))
             if s.state_bytes is not None and s.run_id is not None:
                 states.append((s.run_id.encode(), s.state_bytes))
             if s.decision_bytes is not None:
                 decisions.append(s.decision_bytes)
-    return states, decisions, events
+    return states, decisions, events, stored
+
+
+class _Recorder(dict[bytes, bytes]):
+    """A run table that keeps its writes in order: the changelog records a worker produces."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log: list[tuple[bytes, bytes | None]] = []
+
+    def __setitem__(self, k: bytes, v: bytes) -> None:
+        self.log.append((k, v))
+        super().__setitem__(k, v)
+
+    def __delitem__(self, k: bytes) -> None:
+        self.log.append((k, None))
+        super().__delitem__(k)
+
+
+def table_writes(
+    stored: list[tuple[str, TraceState, bytes]], parts: bool
+) -> tuple[list[tuple[bytes, bytes | None]], list[int], float]:
+    """What the worker's run table (`RunTable`, its default codec; in parts or whole) writes for
+    these states, in order (tombstones as None); the bytes it holds for the run after each
+    state (the local store's share of the run); and its CPU a state (us: split, pack, write)."""
+    t = _Recorder()
+    rt = RunTable(t, 0, lambda _r: 0, 1, parts=parts)
+    held: list[int] = []
+    prior: dict[str, TraceState] = {}
+    cpu = 0
+    for run_id, st, raw in stored:
+        t0 = time.thread_time_ns()
+        rt.store(run_id, raw, prior.get(run_id), st)
+        cpu += time.thread_time_ns() - t0
+        prior[run_id] = st
+        key = run_id.encode()
+        held.append(len(t[key]) + sum(len(t[k]) for k in rt._held_parts.get(key, (frozenset(), True))[0]))
+    return t.log, held, cpu / 1000 / max(len(stored), 1)
 
 
 def pct(xs: list[int] | list[float], p: float) -> float:
@@ -97,7 +146,7 @@ def breakdown(states: list[bytes]) -> dict[str, float]:
     return {k: statistics.median([*v, *[0] * (n - len(v))]) for k, v in parts.items()}
 
 
-def batches(records: list[tuple[bytes, bytes]], codec: int, per_batch: int) -> tuple[int, float]:
+def batches(records: Sequence[tuple[bytes, bytes | None]], codec: int, per_batch: int) -> tuple[int, float]:
     """Total batch bytes and the builder's CPU (ns), records `per_batch` to a batch. Batches of
     several records take them in a fixed shuffled order: a busy worker's batch holds many runs'
     records (a file's consecutive steps are one run's, nearly alike, and compress far better)."""
@@ -114,9 +163,12 @@ def batches(records: list[tuple[bytes, bytes]], codec: int, per_batch: int) -> t
     return total, float(cpu)
 
 
-def codec_table(records: list[tuple[bytes, bytes]], per_batch: int, reps: int) -> dict[str, dict[str, float]]:
+def codec_table(
+    records: Sequence[tuple[bytes, bytes | None]], per_batch: int, reps: int, steps: int | None = None
+) -> dict[str, dict[str, float]]:
+    """Bytes and CPU a step for each codec, the records of `steps` steps (default: a record a step)."""
     out: dict[str, dict[str, float]] = {}
-    n = max(len(records), 1)
+    n = max(steps or len(records), 1)
     for name, codec in CODECS.items():
         for pb in sorted({1, per_batch}):
             sizes, cpus = [], []
@@ -134,15 +186,11 @@ def codec_table(records: list[tuple[bytes, bytes]], per_batch: int, reps: int) -
 
 
 def measure(path: Path, per_batch: int, reps: int) -> dict[str, Any]:
-    states, decisions, events = replay(path)
+    states, decisions, events, kept = replay(path)
     sizes = [len(v) for _, v in states]
     dsizes = [len(d) for d in decisions]
-    codec = ZstdStateCodec()
-    t0 = time.thread_time_ns()
-    stored = [(k, codec.pack(v)) for k, v in states]
-    pack_us = (time.thread_time_ns() - t0) / 1000 / max(len(states), 1)
-    packed = [len(v) for _, v in stored]
-    return {
+    steps = max(len(states), 1)
+    out: dict[str, Any] = {
         "steps": len(states),
         "runs": len({k for k, _ in states}),
         "event": {"median": pct(events, 0.5), "p90": pct(events, 0.9), "max": max(events, default=0)},
@@ -150,12 +198,22 @@ def measure(path: Path, per_batch: int, reps: int) -> dict[str, Any]:
         "decision": {"median": pct(dsizes, 0.5), "p90": pct(dsizes, 0.9), "max": max(dsizes, default=0)},
         "fields": breakdown([v for _, v in states]),
         "changelog": codec_table(states, per_batch, reps),
-        # what the worker writes by default: the state through its codec (a dictionary's zstd)
-        "stored": {"median": pct(packed, 0.5), "p90": pct(packed, 0.9), "max": max(packed, default=0)},
-        "pack_us": pack_us,
-        "changelog_stored": codec_table(stored, per_batch, reps),
         "decisions": codec_table([(b"k" * 20, d) for d in decisions], per_batch, reps),
     }
+    # What the worker writes by default (the state codec's zstd with its dictionary, the state
+    # in parts: `state_parts`), and whole, as before: every record the run table writes
+    # (run_start and run_finish too, parts and tombstones), per step event.
+    for layout, parts in (("", True), ("_whole", False)):
+        log, held, store_us = table_writes(kept, parts)
+        out[f"stored{layout}"] = {
+            "median": pct(held, 0.5),
+            "p90": pct(held, 0.9),
+            "max": max(held, default=0),
+        }
+        out[f"pack_us{layout}"] = store_us * len(kept) / steps
+        out[f"records{layout}"] = len(log) / steps
+        out[f"changelog_stored{layout}"] = codec_table(log, per_batch, reps, steps)
+    return out
 
 
 def show(src: str, r: dict[str, Any], per_batch: int, top: int) -> None:
@@ -170,12 +228,14 @@ def show(src: str, r: dict[str, Any], per_batch: int, top: int) -> None:
     fields = sorted(r["fields"].items(), key=lambda kv: -kv[1])
     for k, v in fields[:top]:
         print(f"| `{k}` | {v:,.0f} | {100 * v / st['median']:.1f}% |")
-    sd = r["stored"]
-    print(
-        f"stored (the state codec's zstd with its dictionary): median {sd['median']:,.0f}, "
-        f"p90 {sd['p90']:,.0f}, max {sd['max']:,.0f}; {r['pack_us']:.0f} us a state to pack"
-    )
-    for what in ("changelog", "changelog_stored", "decisions"):
+    for layout, name in (("", "in parts (the default)"), ("_whole", "whole (RB_STATE_LAYOUT=whole)")):
+        sd = r[f"stored{layout}"]
+        print(
+            f"stored {name}, the state codec's zstd with its dictionary: a run holds median {sd['median']:,.0f}, "
+            f"p90 {sd['p90']:,.0f}, max {sd['max']:,.0f} bytes; {r[f'records{layout}']:.2f} records and "
+            f"{r[f'pack_us{layout}']:.0f} us of the table's CPU a step"
+        )
+    for what in ("changelog", "changelog_stored", "changelog_stored_whole", "decisions"):
         rows = r[what]
         # the stored state's ratios are to the uncompressed JSON's changelog, as the others'
         ref = r["decisions" if what == "decisions" else "changelog"]

@@ -162,6 +162,12 @@ def main() -> int:
         "round, the first one's rows unmarked, the others' marked with their codec",
     )
     ap.add_argument(
+        "--state-layout",
+        default="parts",
+        help="the worker's RB_STATE_LAYOUT (parts, whole); a comma list (parts,whole) runs each in "
+        "every round, as --state-codec does (both lists: every pair)",
+    )
+    ap.add_argument(
         "--profile",
         action="store_true",
         help="py-spy the worker while it drains, from its first decision on, in each configuration "
@@ -171,18 +177,25 @@ def main() -> int:
     codecs = [c.strip() for c in args.state_codec.split(",") if c.strip()]
     if not codecs or not set(codecs) <= {"zstd", "json"}:
         ap.error(f"--state-codec: zstd, json or both, not {args.state_codec!r}")
+    layouts = [c.strip() for c in args.state_layout.split(",") if c.strip()]
+    if not layouts or not set(layouts) <= {"parts", "whole"}:
+        ap.error(f"--state-layout: parts, whole or both, not {args.state_layout!r}")
+    variants = [(c, lay) for c in codecs for lay in layouts]
 
     started = ensure_broker()
     rounds: list[dict[str, dict[str, Any]]] = []
     try:
         for rnd in range(args.repeat):
             rows: dict[str, dict[str, Any]] = {}
-            for codec, (label, monitors, etraces) in ((c, cfg) for c in codecs for cfg in CONFIGS):
+            for (codec, layout), (label, monitors, etraces) in (
+                (v, cfg) for v in variants for cfg in CONFIGS
+            ):
                 s = bench_settings(
                     partitions=args.partitions,
                     patterns_seed=str(STARTER),
                     producer_compression=args.compression,
                     state_codec=codec,
+                    state_layout=layout,
                 )
                 log(
                     f"round {rnd + 1}/{args.repeat}: preloading {args.runs} runs x {args.steps} steps "
@@ -194,7 +207,7 @@ def main() -> int:
                     rows[PASS] = passthrough(s, n, args.partitions)
                 tag = "on" if etraces else "etraces-off" if monitors else "fsm"
                 profile = results_dir() / f"worker-profile-{tag}.txt" if args.profile and rnd == 0 else None
-                mark = "" if codec == codecs[0] else f" (RB_STATE_CODEC={codec})"
+                mark = _mark(variants[0], (codec, layout))
                 rows[f"rb-streams worker, {label}{mark}"] = worker(s, n, profile if not mark else None)
             rounds.append(rows)
     finally:
@@ -208,6 +221,16 @@ def main() -> int:
 
 
 PASS = "pass-through Faust agent"
+
+
+def _mark(first: tuple[str, str], v: tuple[str, str]) -> str:
+    """A row's label suffix: the settings in which its variant differs from the first one."""
+    diff = [
+        f"{name}={x}"
+        for name, x, y in zip(("RB_STATE_CODEC", "RB_STATE_LAYOUT"), v, first, strict=True)
+        if x != y
+    ]
+    return f" ({', '.join(diff)})" if diff else ""
 
 
 def report(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:

@@ -58,6 +58,7 @@ Guarantee = Literal["at_least_once", "exactly_once"]
 # cheapest on the dev runs' states (bench/state_bytes.py, BENCHMARKS.md).
 Compression = Literal["none", "gzip", "lz4", "zstd"]
 StateCodecName = Literal["zstd", "json"]  # RB_STATE_CODEC (streams.worker.state_codec)
+StateLayoutName = Literal["parts", "whole"]  # RB_STATE_LAYOUT (streams.worker.state_parts)
 # Kafka's topic names have at most 249 characters; an app id leaves room for the topics named
 # after it (`<app id>-runs-changelog`, `<app id>-owner-<prefix>`).
 MAX_APP_ID_CHARS = 120
@@ -136,6 +137,9 @@ class Settings(ClientSettings):
     # how the run table stores a state: zstd with the shipped dictionary, or its plain JSON
     # (either reads both: streams.worker.state_codec)
     state_codec: StateCodecName = "zstd"
+    # a state as its record and the parts that barely change (its config, its loop window's
+    # entries), each a table entry, or whole (either reads both: streams.worker.state_parts)
+    state_layout: StateLayoutName = "parts"
     session_timeout_s: float = Field(10.0, gt=0)
     heartbeat_interval_s: float = Field(1.0, gt=0)
     finished_retention_s: float = Field(3600.0, ge=0)  # a finished run's state is kept this long (0: forever)

@@ -174,6 +174,7 @@ class Worker:
             max_runs=s.max_runs,
             codec=state_codec(s.state_codec),
             on_stored=metrics.state_stored_bytes.observe,
+            parts=s.state_layout == "parts",
         )
         self.retention = Retention(
             self.runs,

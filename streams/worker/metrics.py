@@ -125,8 +125,9 @@ class Metrics:
         )
         self.state_stored_bytes = Histogram(
             "rb_state_stored_bytes",
-            "Size of each run state as the table stores it (the state codec's output: the "
-            "local store's value and the changelog record's), one per stored event",
+            "Bytes each stored event writes to the run table, as the state codec stores them "
+            "(the run's record and the parts it had not written: the local store's values and "
+            "the changelog records'), one per stored event",
             buckets=STATE_BYTES_BUCKETS,
             registry=r,
         )

@@ -10,14 +10,18 @@ rebuilt from the table after a recovery.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 
+import orjson
+
 from ..core.retention import RunsHeld, Version, retention_clock, version
 from ..core.state import TraceState
+from . import state_parts
 from .metrics import STATES, Metrics
-from .state_codec import StateCodec, ZstdStateCodec
+from .state_codec import StateCodec, ZstdStateCodec, unpack_part
 
 # Decoded states kept beside the table, by run key, with the bytes they were decoded from or
 # encoded to (as stored). A run's next event then skips decompressing and decoding 4-30 KB of
@@ -82,15 +86,26 @@ class RunTable:
         max_runs: int = 0,
         codec: StateCodec | None = None,
         on_stored: Callable[[int], None] | None = None,
+        parts: bool = True,
     ) -> None:
         """`read`: how a run key is read (default `table.get`); the worker reads its Faust
         table's store directly (see `store_reader`). `max_runs`: the overall cap (RB_MAX_RUNS).
         `codec`: how a state's JSON is stored (default: zstd with the shipped dictionary);
-        `on_stored`: told the stored size of each state written (`rb_state_stored_bytes`)."""
+        `on_stored`: told the bytes each step writes (`rb_state_stored_bytes`). `parts`: store
+        a state as its record and parts (`state_parts`, RB_STATE_LAYOUT=parts) or whole; both
+        layouts are read either way."""
         self.table = table
         self._read = read or table.get
         self.codec = codec or ZstdStateCodec()
         self._on_stored = on_stored
+        self.parts = parts
+        # The parts the table holds per run key, and whether this process wrote them to the
+        # changelog (False after a recount: the local store may hold parts whose changelog
+        # records never went out, so the run's next write sends them all again).
+        self._held_parts: dict[bytes, tuple[frozenset[bytes], bool]] = {}
+        # Parts no record names (a crash between a step's writes), by partition: removed with
+        # the next write in their partition (a write outside an event has no partition).
+        self._orphans: dict[int, list[bytes]] = {}
         self.held = RunsHeld(max_runs_per_org, partition_of, partitions, max_runs)
         self.by_state: Counter[str] = Counter()
         self.finished = 0
@@ -112,23 +127,67 @@ class RunTable:
         if kept is not None and kept[0] == raw:
             self._decoded.move_to_end(key)
             return kept[1]
-        st = TraceState.decode(self.codec.unpack(raw))
+        st, _ = self._decode(key, raw)
         self._keep(key, raw, st)
         return st
 
+    def _decode(self, key: bytes, raw: bytes) -> tuple[TraceState, list[str]]:
+        """A stored record as a state, its parts read back, and the parts' names (ValueError:
+        damaged, or a part the table does not hold)."""
+        d = orjson.loads(self.codec.unpack(raw))
+        if type(d) is not dict:
+            raise ValueError("run state: not a JSON object")
+        named = state_parts.names(d)
+        return TraceState.from_dict(state_parts.join(d, lambda name: self._part(key, name))), named
+
+    def _part(self, key: bytes, name: str) -> bytes:
+        raw = self._read(state_parts.part_key(key, name))
+        if raw is None:
+            raise ValueError(f"run state names part {name}, which the table does not hold")
+        return unpack_part(raw)
+
     def store(self, run_id: str, wire_state: bytes, prior: TraceState | None, new: TraceState | None) -> None:
         """Write a run's new state (after its decision was sent; `wire_state` is its JSON, as
-        the engine sealed it) and account for the move."""
+        the engine sealed it) and account for the move. In parts (`state_parts`): the parts
+        the table lacks first, then the record, then tombstones for the parts it no longer
+        names, so a record is never stored before its parts."""
         key = run_id.encode("utf-8")
-        stored = self.codec.pack(wire_state)
+        held, fresh = self._held_parts.get(key, (frozenset(), False))
+        wrote = 0
+        if self.parts and new is not None:
+            sp = state_parts.split(new, wire_state)
+            keys = [(state_parts.key_of(key, n), raw) for n, raw in sp.parts.items()]
+            named = frozenset(pk for pk, _ in keys)
+            for pk, raw in keys:
+                if pk not in held or not fresh:
+                    packed = self.codec.pack(raw)
+                    self.table[pk] = packed
+                    wrote += len(packed)
+            stored = self.codec.pack(sp.record)
+        else:
+            named = frozenset()
+            stored = self.codec.pack(wire_state)
         self.table[key] = stored
+        for pk in held - named:
+            self._drop(pk)
+        if named:
+            self._held_parts[key] = (named, True)
+        else:
+            self._held_parts.pop(key, None)
+        for pk in self._orphans.pop(self.held.partition_of(run_id), ()):
+            if pk not in named:
+                self._drop(pk)
         if self._on_stored is not None:
-            self._on_stored(len(stored))
+            self._on_stored(wrote + len(stored))
         if new is not None:
             self._keep(key, stored, new)
         else:
             self._decoded.pop(key, None)
         self._account(prior, new)
+
+    def _drop(self, part: bytes) -> None:
+        with contextlib.suppress(KeyError):
+            del self.table[part]
 
     def _keep(self, key: bytes, raw: bytes, st: TraceState) -> None:
         self._decoded[key] = (raw, st)
@@ -137,8 +196,12 @@ class RunTable:
             self._decoded.popitem(last=False)
 
     def delete(self, key: bytes, st: TraceState) -> None:
-        """Remove an evicted run: a changelog tombstone, so recovery will not bring it back."""
+        """Remove an evicted run: a changelog tombstone, so recovery will not bring it back;
+        its parts after its record."""
         del self.table[key]
+        held, _ = self._held_parts.pop(key, (frozenset(), False))
+        for pk in held:
+            self._drop(pk)
         self.seen.pop(key, None)
         self._decoded.pop(key, None)
         self.held.remove(st.run_id)
@@ -147,20 +210,44 @@ class RunTable:
             forget(st.run_id)
 
     def recount(self, items: Iterable[tuple[bytes, bytes]] | None = None) -> None:
-        """Rebuild every index from the table (after a recovery or rebalance)."""
+        """Rebuild every index from the table (after a recovery or rebalance), and find the
+        parts no record names."""
         by_state: Counter[str] = Counter()
         finished = 0
         seen: dict[bytes, Seen] = {}
         orgs: dict[str, str] = {}
+        parts: dict[bytes, set[bytes]] = {}
+        records: dict[bytes, bytes] = {}
         for key, raw in self.table.items() if items is None else items:
-            st = TraceState.decode(self.codec.unpack(raw))
+            if state_parts.is_part(key):
+                parts.setdefault(state_parts.run_key_of(key), set()).add(key)
+            else:
+                records[key] = raw
+        held_parts: dict[bytes, tuple[frozenset[bytes], bool]] = {}
+        orphans: dict[int, list[bytes]] = {}
+        for key, raw in records.items():
+            st, names = self._decode(key, raw)
+            named = frozenset(state_parts.part_key(key, n) for n in names)
+            have = parts.pop(key, set())
+            if named:
+                held_parts[key] = (named, False)
+            stray = have - named
+            if stray:
+                orphans.setdefault(self.held.partition_of(st.run_id), []).extend(sorted(stray))
             seen[key] = Seen(retention_clock(st), st.finished, version(st))
             orgs[st.run_id] = st.config.org_id
             if st.finished:
                 finished += 1
             else:
                 by_state[st.state] += 1
+        for run_key, stray in parts.items():  # parts of a run whose record is gone
+            try:
+                p = self.held.partition_of(run_key.decode("utf-8"))
+            except UnicodeDecodeError:
+                continue
+            orphans.setdefault(p, []).extend(sorted(stray))
         self.by_state, self.finished, self.seen = by_state, finished, seen
+        self._held_parts, self._orphans = held_parts, orphans
         self.held.reset(orgs)
 
     def _account(self, old: TraceState | None, new: TraceState | None) -> None:

@@ -68,7 +68,16 @@ def _decompressor(dict_id: int) -> zstandard.ZstdDecompressor:
 
 def unpack(raw: bytes) -> bytes:
     """A state's JSON from its table bytes, in any encoding written (ValueError when neither)."""
-    if raw[:1] == b"{":
+    return _unpack(raw, b"{")
+
+
+def unpack_part(raw: bytes) -> bytes:
+    """A part's JSON (`state_parts`: an object or a list) from its table bytes."""
+    return _unpack(raw, b"{[")
+
+
+def _unpack(raw: bytes, first: bytes) -> bytes:
+    if raw[:1] and raw[:1] in first:
         return raw
     if raw[:4] != MAGIC:
         raise ValueError(f"run state in an unknown encoding (first byte {raw[:1]!r})")
@@ -83,7 +92,7 @@ def unpack(raw: bytes) -> bytes:
         out = _decompressor(frame.dict_id).decompress(raw)
     except zstandard.ZstdError as exc:
         raise ValueError(f"run state: damaged zstd frame ({exc})") from None
-    if out[:1] != b"{":
+    if not out[:1] or out[:1] not in first:
         raise ValueError("run state: a zstd frame that holds no state")
     return out
 

@@ -122,7 +122,7 @@ def test_a_dictionary_this_release_does_not_have_is_named() -> None:
 def test_the_run_table_stores_compressed_states_and_reads_old_plain_ones() -> None:
     table: dict[bytes, bytes] = {}
     sizes: list[int] = []
-    runs = RunTable(table, 0, lambda _run_id: 0, 1, on_stored=sizes.append)
+    runs = RunTable(table, 0, lambda _run_id: 0, 1, on_stored=sizes.append, parts=False)
     st = TraceState("r", RunConfig(org_id="acme", task="fix the flaky test " * 40))
     runs.store("r", st.encode(), None, st)
     assert table[b"r"][:4] == MAGIC and sizes == [len(table[b"r"])] and sizes[0] < len(st.encode())
