@@ -11,6 +11,7 @@ rebuilt from the table after a recovery.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from ..core.state import TraceState
 from . import state_parts
 from .metrics import STATES, Metrics
 from .state_codec import StateCodec, ZstdStateCodec, unpack_part
+
+log = logging.getLogger(__name__)
 
 # Decoded states kept beside the table, by run key, with the bytes they were decoded from or
 # encoded to (as stored). A run's next event then skips decompressing and decoding 4-30 KB of
@@ -226,8 +229,13 @@ class RunTable:
         held_parts: dict[bytes, tuple[frozenset[bytes], bool]] = {}
         orphans: dict[int, list[bytes]] = {}
         for key, raw in records.items():
-            st, names = self._decode(key, raw)
-            named = frozenset(state_parts.part_key(key, n) for n in names)
+            try:
+                st, names = self._decode(key, raw)
+                named = frozenset(state_parts.part_key(key, n) for n in names)
+            except Exception as exc:  # damaged: its run's events fail on it, recovery goes on
+                log.warning("run table: the state under %r cannot be read (%s)", key[:80], exc)
+                parts.pop(key, None)  # kept: they may be what a repair needs
+                continue
             have = parts.pop(key, set())
             if named:
                 held_parts[key] = (named, False)

@@ -277,3 +277,19 @@ def test_the_record_cut_from_the_states_json_is_the_one_made_anew(sealed: list[S
     assert state_parts._cut(s.state, moved, *state_parts._config(s.state.config), []) is not None
     entries = [state_parts._entry(e) for e in _window(s.state)]
     assert state_parts._cut(s.state, moved, *state_parts._config(s.state.config), entries) is None
+
+
+def test_a_recovery_reads_every_other_run_when_one_record_cannot_be_read(
+    sealed: list[Sealed], caplog: pytest.LogCaptureFixture
+) -> None:
+    t, rt = _table()
+    _store_all(rt, sealed[:80])
+    runs = {s.run_id for s in sealed[:80]}
+    assert len(runs) >= 2
+    broken = sorted(runs)[0].encode()  # type: ignore[union-attr]
+    dict.__delitem__(t, next(k for k in t if k.startswith(broken + state_parts.SEP + b"c")))
+    fresh = _fresh(t)
+    assert set(fresh.seen) == {r.encode() for r in runs} - {broken}  # type: ignore[union-attr]
+    assert "cannot be read" in caplog.text
+    with pytest.raises(ValueError, match="does not hold"):
+        fresh.lookup(broken.decode())
