@@ -106,6 +106,7 @@ class RunTable:
         # changelog (False after a recount: the local store may hold parts whose changelog
         # records never went out, so the run's next write sends them all again).
         self._held_parts: dict[bytes, tuple[frozenset[bytes], bool]] = {}
+        self._chunks: dict[bytes, tuple[state_parts.Chunk, ...]] = {}  # each run's window chunks
         # Parts no record names (a crash between a step's writes), by partition: removed with
         # the next write in their partition (a write outside an event has no partition).
         self._orphans: dict[int, list[bytes]] = {}
@@ -158,9 +159,9 @@ class RunTable:
         held, fresh = self._held_parts.get(key, (frozenset(), False))
         wrote = 0
         if self.parts and new is not None:
-            sp = state_parts.split(new, wire_state)
+            sp = state_parts.split(new, wire_state, self._chunks.get(key, ()) if fresh else ())
             keys = [(state_parts.key_of(key, n), raw) for n, raw in sp.parts.items()]
-            named = frozenset(pk for pk, _ in keys)
+            named = frozenset([*(pk for pk, _ in keys), *(state_parts.key_of(key, n) for n, _ in sp.chunks)])
             for pk, raw in keys:
                 if pk not in held or not fresh:
                     packed = self.codec.pack(raw)
@@ -175,8 +176,10 @@ class RunTable:
             self._drop(pk)
         if named:
             self._held_parts[key] = (named, True)
+            self._chunks[key] = sp.chunks
         else:
             self._held_parts.pop(key, None)
+            self._chunks.pop(key, None)
         for pk in self._orphans.pop(self.held.partition_of(run_id), ()):
             if pk not in named:
                 self._drop(pk)
@@ -203,6 +206,7 @@ class RunTable:
         its parts after its record."""
         del self.table[key]
         held, _ = self._held_parts.pop(key, (frozenset(), False))
+        self._chunks.pop(key, None)
         for pk in held:
             self._drop(pk)
         self.seen.pop(key, None)
@@ -256,6 +260,7 @@ class RunTable:
             orphans.setdefault(p, []).extend(sorted(stray))
         self.by_state, self.finished, self.seen = by_state, finished, seen
         self._held_parts, self._orphans = held_parts, orphans
+        self._chunks = {}  # a run's next write chunks its window anew (and sends every part)
         self.held.reset(orgs)
 
     def _account(self, old: TraceState | None, new: TraceState | None) -> None:

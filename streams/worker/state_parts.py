@@ -49,12 +49,19 @@ _config_cache: dict[int, tuple[RunConfig, str, bytes]] = {}
 _WINDOW_AT = b'"monitors":{"loop":{"window":'
 
 
+# A sealed chunk of the window: its part's name and the names of its entries, in order.
+Chunk = tuple[str, tuple[str, ...]]
+
+
 @dataclass(frozen=True, slots=True)
 class Split:
-    """A state as the table stores it: the run's record and its parts (name -> JSON)."""
+    """A state as the table stores it: the run's record, the parts made for it (name -> JSON:
+    its config and the window's chunks sealed now), and every chunk the record names (what the
+    run's next split starts from)."""
 
     record: bytes
     parts: dict[str, bytes]
+    chunks: tuple[Chunk, ...] = ()
 
 
 def is_part(key: bytes) -> bool:
@@ -132,43 +139,96 @@ def _window_of(st: TraceState) -> list[Any] | None:
     return w if type(w) is list and w and all(type(e) is list for e in w) else None
 
 
-def split(st: TraceState, wire: bytes | None = None) -> Split:
+def split(st: TraceState, wire: bytes | None = None, prior: tuple[Chunk, ...] = ()) -> Split:
     """The run's record and parts for `st`; `join` of them gives `st.encode()`'s object.
+
+    The loop window goes in chunks of CHUNK entries, each a part, sealed once full; the newest
+    entries (fewer than CHUNK) stay in the record. `prior`: the chunks the run's last record
+    named: those still in the window are named again (the oldest with the count of its
+    entries that have left), so a step writes a chunk every CHUNK steps and removes one as
+    often. Without them (a run's first write since a recovery) the window is chunked anew.
     `wire`: `st.encode()` when the caller has it; the record is then cut from it (no second
     encoding of the state), else, or if it is not laid out as expected, made anew."""
     cname, cfg = _config(st.config)
     window = _window_of(st)
-    entries = [_entry(e) for e in window] if window else []
     parts = {cname: cfg}
-    for n, raw in entries:
-        parts[n] = raw
+    entries = [_entry(e) for e in window] if window else []
+    chunks, skip, inline, sealed = _chunked(entries, prior)
+    parts.update(sealed)
+    refs: list[Any] = [skip, *(n for n, _ in chunks)] if chunks else []
     if wire is not None:
-        record = _cut(st, wire, cname, cfg, entries)
+        record = _cut(st, wire, cname, cfg, entries, refs, inline)
         if record is not None:
-            return Split(record, parts)
+            return Split(record, parts, chunks)
     d = st.compact()
     d["config"] = cname
     mon = d.get("monitors")
-    if entries and mon:
+    if chunks and mon:
         loop = _as_dict(mon.get("loop"))
         if loop is not None:
-            loop["window"] = [n for n, _ in entries]
+            loop["window"] = [*refs, *window[len(entries) - inline :]] if window else refs
             d["monitors"] = {**mon, "loop": loop}
-    return Split(orjson.dumps(d), parts)
+    return Split(orjson.dumps(d), parts, chunks)
+
+
+CHUNK = 4  # window entries a chunk: a part written, and one removed, every CHUNK steps
+
+
+def _chunked(
+    entries: list[tuple[str, bytes]], prior: tuple[Chunk, ...]
+) -> tuple[tuple[Chunk, ...], int, int, dict[str, bytes]]:
+    """The window's chunks (the prior ones it still holds, then any it has filled), how many
+    entries of the first have left, how many newest entries stay in the record, and the
+    chunks sealed now (name -> JSON: the parts to write)."""
+    names = [n for n, _ in entries]
+    kept: list[Chunk] = []
+    at, skip = 0, 0
+    for chunk in prior:
+        ents = chunk[1]
+        if at == 0 and not kept:
+            try:
+                p = ents.index(names[0]) if names else -1
+            except ValueError:
+                continue  # every entry of it has left the window
+            if p < 0 or tuple(names[: len(ents) - p]) != ents[p:]:
+                break
+            kept.append(chunk)
+            at, skip = len(ents) - p, p
+            continue
+        if tuple(names[at : at + len(ents)]) != ents:
+            break
+        kept.append(chunk)
+        at += len(ents)
+    sealed: dict[str, bytes] = {}
+    while len(names) - at >= CHUNK:
+        group = entries[at : at + CHUNK]
+        raw = b"[" + b",".join(r for _, r in group) + b"]"
+        name = _name(ENTRY, raw)
+        sealed[name] = raw
+        kept.append((name, tuple(n for n, _ in group)))
+        at += CHUNK
+    return tuple(kept), skip, len(names) - at, sealed
 
 
 def _cut(
-    st: TraceState, wire: bytes, cname: str, cfg: bytes, entries: list[tuple[str, bytes]]
+    st: TraceState,
+    wire: bytes,
+    cname: str,
+    cfg: bytes,
+    entries: list[tuple[str, bytes]],
+    refs: list[Any],
+    inline: int,
 ) -> bytes | None:
-    """The record made from the state's own JSON: its config and window bytes replaced by
-    their names, each checked to be exactly where and what the encoding puts (None: not)."""
+    """The record made from the state's own JSON: its config and the window's chunked entries
+    replaced by their names, each checked to be exactly where and what the encoding puts
+    (None: not)."""
     head = b'{"run_id":' + orjson.dumps(st.run_id) + b',"config":'
     at = len(head)
     if not wire.startswith(head) or wire[at : at + len(cfg)] != cfg:
         return None
     rest = at + len(cfg)
     out = head + orjson.dumps(cname)
-    if not entries:
+    if not refs:
         return out + wire[rest:]
     i = wire.find(_WINDOW_AT, rest)
     if i < 0:
@@ -177,7 +237,9 @@ def _cut(
     window = b"[" + b",".join(raw for _, raw in entries) + b"]"
     if wire[j : j + len(window)] != window:
         return None
-    return out + wire[rest:j] + orjson.dumps([n for n, _ in entries]) + wire[j + len(window) :]
+    kept = [raw for _, raw in entries[len(entries) - inline :]] if inline else []
+    new = b"[" + b",".join([orjson.dumps(r) for r in refs] + kept) + b"]"
+    return out + wire[rest:j] + new + wire[j + len(window) :]
 
 
 def names(d: dict[str, Any]) -> list[str]:
@@ -187,8 +249,8 @@ def names(d: dict[str, Any]) -> list[str]:
         return []
     out = [cfg]
     window = _window(d)
-    if window and type(window[0]) is str:
-        out.extend(window)
+    if window and type(window[0]) is int:
+        out.extend(n for n in window[1:] if type(n) is str)
     return out
 
 
@@ -211,6 +273,18 @@ def join(d: dict[str, Any], read: Callable[[str], bytes]) -> dict[str, Any]:
         )
     d["config"] = orjson.loads(read(cfg))
     window = _window(d)
-    if window and type(window[0]) is str:
-        d["monitors"]["loop"]["window"] = [orjson.loads(read(n)) for n in window]
+    if window and type(window[0]) is int:
+        entries: list[Any] = []
+        for item in window[1:]:
+            if type(item) is str:
+                chunk = orjson.loads(read(item))
+                if type(chunk) is not list:
+                    raise ValueError(f"run state: part {item} holds no window entries")
+                entries.extend(chunk)
+            else:
+                entries.append(item)
+        skip = window[0]
+        if not 0 <= skip <= len(entries):
+            raise ValueError(f"run state: its window skips {skip} of {len(entries)} entries")
+        d["monitors"]["loop"]["window"] = entries[skip:]
     return d

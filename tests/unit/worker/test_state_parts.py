@@ -113,29 +113,32 @@ def test_every_dev_state_stored_in_parts_reads_back_as_the_state_the_engine_seal
         rt.lookup(s.run_id)  # (the decoded state kept beside the table)
 
 
-def test_a_step_writes_its_new_window_entry_its_record_and_a_tombstone_for_the_entry_that_left(
-    sealed: list[Sealed],
-) -> None:
+def test_a_step_writes_its_record_and_a_window_chunk_only_every_few_steps(sealed: list[Sealed]) -> None:
+    """Past its run_start a run's steps write their record; the window's entries go in chunks
+    of CHUNK, one written (and, once the window is full, one removed) every CHUNK steps; the
+    config never again. Within a step: parts first, the record, then the tombstones."""
     t, rt = _table()
     run = sealed[0].run_id
-    steps = [s for s in sealed if s.run_id == run]
-    while steps[-1].event_type != "step":  # the run's last step (not its run_finish)
-        steps.pop()
-    _store_all(rt, steps[:-1])
-    before = len(_window(steps[-2].state))  # type: ignore[arg-type]
-    assert before >= 8  # a full window: the next step slides it
-    t.log.clear()
-    _store_all(rt, steps[-1:])
-    keys = [k for k, _ in t.log]
+    steps = [s for s in sealed if s.run_id == run and s.event_type == "step"]
+    n = 3 * state_parts.CHUNK
+    assert len(steps) > n + 12 and len(_window(steps[-n - 1].state)) >= 8  # type: ignore[arg-type]
+    _store_all(rt, [s for s in sealed if s.run_id == run][:1])  # the run_start
+    _store_all(rt, steps[:-n])
     record = run.encode()  # type: ignore[union-attr]
-    assert keys.count(record) == 1
-    at = keys.index(record)
-    written = [k for k, v in t.log[:at] if v is not None]
-    dropped = [k for k, v in t.log[at + 1 :] if v is None]
-    assert len(written) == 1 and written[0].startswith(record + state_parts.SEP + b"w")  # no config again
-    assert len(dropped) == 1 and dropped[0] not in t
-    assert all(v is not None for _, v in t.log[:at])  # nothing removed before the record
-    assert sum(1 for k in t if k.startswith(record + state_parts.SEP)) == 1 + len(_window(steps[-1].state))  # type: ignore[arg-type]
+    parts_written = tombstones = 0
+    for s in steps[-n:]:
+        t.log.clear()
+        _store_all(rt, [s])
+        keys = [k for k, _ in t.log]
+        assert keys.count(record) == 1
+        at = keys.index(record)
+        assert all(v is not None for _, v in t.log[:at]) and all(v is None for _, v in t.log[at + 1 :])
+        assert all(k.startswith(record + state_parts.SEP + b"w") for k in keys if k != record)  # no config
+        parts_written += at
+        tombstones += len(t.log) - at - 1
+    assert 2 <= parts_written <= 4 and tombstones <= 4  # 3 chunks' worth of steps
+    assert rt.lookup(run).encode() == steps[-1].state_bytes  # type: ignore[arg-type,union-attr]
+    assert _fresh(t).lookup(run).encode() == steps[-1].state_bytes  # type: ignore[arg-type,union-attr]
 
 
 def test_a_crash_between_any_two_writes_leaves_a_table_that_reads_back_a_state_the_run_had(
@@ -267,16 +270,35 @@ def test_parts_cost_fewer_bytes_a_step_than_the_whole_state(sealed: list[Sealed]
 def test_the_record_cut_from_the_states_json_is_the_one_made_anew(sealed: list[Sealed]) -> None:
     """`split` cuts the record out of the engine's bytes (no second encoding); it is byte for
     byte the record a fresh encoding makes, and a state's bytes laid out otherwise are not cut."""
+    chunks: dict[str, tuple[state_parts.Chunk, ...]] = {}
     for s in sealed:
-        assert s.state is not None and s.state_bytes is not None
-        cut, anew = state_parts.split(s.state, s.state_bytes), state_parts.split(s.state)
+        assert s.state is not None and s.state_bytes is not None and s.run_id is not None
+        prior = chunks.get(s.run_id, ())
+        cut, anew = state_parts.split(s.state, s.state_bytes, prior), state_parts.split(s.state, None, prior)
         assert cut == anew
-    s = next(s for s in sealed if _window(s.state))  # type: ignore[arg-type]
+        chunks[s.run_id] = cut.chunks
+    s = next(s for s in sealed if len(_window(s.state)) > state_parts.CHUNK)  # type: ignore[arg-type]
     assert s.state is not None and s.state_bytes is not None
-    moved = s.state_bytes.replace(b'"monitors":{"loop":{"window":[[', b'"monitors":{"loop":{"window":[ [', 1)
-    assert state_parts._cut(s.state, moved, *state_parts._config(s.state.config), []) is not None
     entries = [state_parts._entry(e) for e in _window(s.state)]
-    assert state_parts._cut(s.state, moved, *state_parts._config(s.state.config), entries) is None
+    got, skip, inline, _ = state_parts._chunked(entries, ())
+    refs = [skip, *(n for n, _ in got)]
+    cname, cfg = state_parts._config(s.state.config)
+    assert state_parts._cut(s.state, s.state_bytes, cname, cfg, entries, refs, inline) is not None
+    moved = s.state_bytes.replace(b'"monitors":{"loop":{"window":[[', b'"monitors":{"loop":{"window":[ [', 1)
+    assert state_parts._cut(s.state, moved, cname, cfg, entries, refs, inline) is None
+    assert state_parts.split(s.state, moved) == state_parts.split(s.state)  # made anew instead
+
+
+def test_a_record_whose_window_skips_more_than_it_holds_is_refused() -> None:
+    t: dict[bytes, bytes] = {}
+    rt = RunTable(t, 0, lambda r: 0, 1)
+    st = TraceState("r", RunConfig(org_id="acme"))
+    rt.store("r", st.encode(), None, st)
+    d = orjson.loads(t[b"r"]) if t[b"r"][:1] == b"{" else orjson.loads(rt.codec.unpack(t[b"r"]))
+    d["monitors"] = {"loop": {"window": [99, [1, "x"]]}}
+    t[b"r"] = orjson.dumps(d)
+    with pytest.raises(ValueError, match="skips 99"):
+        RunTable(t, 0, lambda r: 0, 1).lookup("r")
 
 
 def test_a_recovery_reads_every_other_run_when_one_record_cannot_be_read(
