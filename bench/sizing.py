@@ -58,18 +58,18 @@ DEFAULTS: dict[str, tuple[float, str, str]] = {
     "codec_us": (
         157.0,
         "us",
-        "BENCHMARKS.md 12: OpenHands, the state codec 108 us, zstd over no codec +30 us changelog, +19 us decision",
+        "BENCHMARKS.md 12: OpenHands, the run table (parts, the state codec) 108 us, zstd over no codec +30 us changelog, +19 us decision",
     ),
     "broker_us": (280.0, "us", "BENCHMARKS.md 2: broker CPU per event, everything on"),
     "state_bytes": (
-        6781.0,
+        8004.0,
         "B",
-        "BENCHMARKS.md 12: OpenHands state median as stored (RocksDB value, the state codec's)",
+        "BENCHMARKS.md 12: OpenHands run's stored bytes, median (RocksDB: its record and parts)",
     ),
     "changelog_bytes": (
-        6489.0,
+        4771.0,
         "B",
-        "BENCHMARKS.md 12: OpenHands changelog, stored states, zstd, 1 record a batch",
+        "BENCHMARKS.md 12: OpenHands changelog per step as the table writes it (parts), zstd, 1 record a batch",
     ),
     "changelog_raw_bytes": (25699.0, "B", "BENCHMARKS.md 12: OpenHands changelog, no codec, 1 a batch"),
     "decision_bytes": (556.0, "B", "BENCHMARKS.md 12: OpenHands decision, zstd, 1 a batch"),
@@ -79,7 +79,12 @@ DEFAULTS: dict[str, tuple[float, str, str]] = {
     "worker_rss_mb": (383.3, "MB", "BENCHMARKS.md 7: worker RSS at minute 60 of the soak (caches full)"),
     "embed_mb": (165.6, "MB", "BENCHMARKS.md 7: embedding process RSS at minute 60 of the soak"),
     "run_kb": (2.8, "KB", "streams/core/retention.py: worker RSS per run held (a 40,000-run flood)"),
-    "tombstone_bytes": (110.0, "B", "estimate: 70 B record framing (BENCHMARKS.md 4) + a 36-char run id key"),
+    "tombstone_bytes": (
+        550.0,
+        "B",
+        "estimate: an evicted run's tombstones, its record's and its ~4 parts' (RB_STATE_LAYOUT=parts), "
+        "each 70 B record framing (BENCHMARKS.md 4) + a 36-46 byte key",
+    ),
 }
 
 
@@ -220,7 +225,8 @@ def plan(
     # the worker reads the steps, the agents their decisions; the changelog is read on recovery only
     egress = rate * (x["event_bytes"] + x["decision_bytes"])
     tomb_day = finished_per_s * 86400
-    compacted = held * x["changelog_bytes"] + tomb_day * x["tombstone_bytes"]
+    # what the compacted changelog keeps of a run is what the table holds of it (its record and parts)
+    compacted = held * x["state_bytes"] + tomb_day * x["tombstone_bytes"]
     return {
         "concurrent runs": runs,
         "steps/s": rate,

@@ -3,15 +3,16 @@
 Why: every step writes the run's record to the changelog, and two things in it barely change
 from one step to the next. The run's config (its task text among it) is fixed at run_start;
 the loop monitor's window gains one entry a step, and each entry stays as written until it
-slides out. Together they are about a quarter of a compressed OpenHands state. Stored apart, a
-step writes the run's record, the window's new entry and a tombstone for the entry that left
-(BENCHMARKS.md §12).
+slides out. Together they are about a quarter of a compressed OpenHands state. Stored apart,
+a step writes the run's record, and every CHUNK steps a chunk of the window's entries and a
+tombstone for the chunk that left (BENCHMARKS.md §12).
 
 Layout. The run's record is the state's JSON with `config` replaced by its part's name (a
-string; a state stored whole has an object there, and loads as before) and the loop window's
-entries by theirs. A name is a tag (`c`: the config, `w`: a window entry) and the hex of 8
-bytes of the blake2b of the part's JSON. A part's key is the run's key, 0xff (a byte UTF-8
-never holds, so no run's key is a part's), the tag and those 8 bytes.
+string; a state stored whole has an object there, and loads as before) and the loop window by
+[entries of the first chunk that have left, the chunks' names..., the newest entries]. A name
+is a tag (`c`: the config, `w`: a chunk of window entries) and the hex of 8 bytes of the
+blake2b of the part's JSON. A part's key is the run's key, 0xff (a byte UTF-8 never holds, so
+no run's key is a part's), the tag and those 8 bytes.
 
 Crash safety. A part is named by its content, so no write ever changes a part a record names.
 Within a partition the changelog keeps the order of writes: a step's new parts, then the
