@@ -85,7 +85,7 @@ def replay(
     return states, decisions, events, stored
 
 
-class _Recorder(dict[bytes, bytes]):
+class Recorder(dict[bytes, bytes]):
     """A run table that keeps its writes in order: the changelog records a worker produces."""
 
     def __init__(self) -> None:
@@ -107,7 +107,7 @@ def table_writes(
     """What the worker's run table (`RunTable`, its default codec; in parts or whole) writes for
     these states, in order (tombstones as None); the bytes it holds for the run after each
     state (the local store's share of the run); and its CPU a state (us: split, pack, write)."""
-    t = _Recorder()
+    t = Recorder()
     rt = RunTable(t, 0, lambda _r: 0, 1, parts=parts)
     held: list[int] = []
     prior: dict[str, TraceState] = {}

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
+from bench.state_bytes import Recorder  # a table that keeps its writes in order, as the changelog
 from streams.core.results import Sealed
 from streams.core.state import RunConfig, TraceState
 from streams.worker import state_parts
@@ -52,22 +53,6 @@ def _window(st: TraceState) -> list[Any]:
     if loop is None:
         return []
     return list(loop["window"] if type(loop) is dict else loop.window)
-
-
-class Recorder(dict[bytes, bytes]):
-    """A table that records its writes in order, as the changelog would carry them."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.log: list[tuple[bytes, bytes | None]] = []
-
-    def __setitem__(self, k: bytes, v: bytes) -> None:
-        self.log.append((k, v))
-        super().__setitem__(k, v)
-
-    def __delitem__(self, k: bytes) -> None:
-        self.log.append((k, None))
-        super().__delitem__(k)
 
 
 def _table(parts: bool = True) -> tuple[Recorder, RunTable]:
