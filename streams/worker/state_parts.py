@@ -39,12 +39,10 @@ ENTRY = "w"
 HASH_BYTES = 8
 NAME_CHARS = 1 + 2 * HASH_BYTES
 
-# The names of the window entries split lately, by identity: a run's next state holds the
-# same entry lists (`evolve`), so each entry's JSON and name are made once, not once a step.
-_ENTRIES_KEPT = 8192
-_entry_cache: dict[int, tuple[list[Any], str, bytes]] = {}
-_CONFIGS_KEPT = 4096
-_config_cache: dict[int, tuple[RunConfig, str, bytes]] = {}
+# The names and JSON of the configs and window entries split lately, by identity (`_kept`).
+_KEPT = 8192
+_entry_cache: dict[int, tuple[Any, str, bytes]] = {}
+_config_cache: dict[int, tuple[Any, str, bytes]] = {}
 # Where the loop monitor's window begins in a state's JSON: the monitors' memories are written
 # loop first (`monitors.suite.STORED_ORDER`); a key's quotes are never unescaped in a string.
 _WINDOW_AT = b'"monitors":{"loop":{"window":'
@@ -97,29 +95,30 @@ def _name(tag: str, raw: bytes) -> str:
     return tag + hashlib.blake2b(raw, digest_size=HASH_BYTES).hexdigest()
 
 
-def _entry(e: list[Any]) -> tuple[str, bytes]:
-    kept = _entry_cache.get(id(e))
-    if kept is not None and kept[0] is e:
+def _kept(
+    cache: dict[int, tuple[Any, str, bytes]], tag: str, obj: Any, make: Callable[[Any], bytes]
+) -> tuple[str, bytes]:
+    """`obj`'s part name and JSON, made once while `obj` lives: a run's next state holds the
+    same config and entry objects (`evolve`), so they are encoded and hashed once, not once a
+    step. `make` gives the JSON."""
+    kept = cache.get(id(obj))
+    if kept is not None and kept[0] is obj:
         return kept[1], kept[2]
-    raw = orjson.dumps(e)
-    name = _name(ENTRY, raw)
-    if len(_entry_cache) >= _ENTRIES_KEPT:
-        _entry_cache.pop(next(iter(_entry_cache)))  # the oldest entry
-    _entry_cache[id(e)] = (e, name, raw)
+    raw = make(obj)
+    name = _name(tag, raw)
+    if len(cache) >= _KEPT:
+        cache.pop(next(iter(cache)))  # the oldest
+    cache[id(obj)] = (obj, name, raw)
     return name, raw
+
+
+def _entry(e: list[Any]) -> tuple[str, bytes]:
+    return _kept(_entry_cache, ENTRY, e, orjson.dumps)
 
 
 def _config(cfg: RunConfig) -> tuple[str, bytes]:
-    """The config's name and JSON (as the state writes it), made once per run."""
-    kept = _config_cache.get(id(cfg))
-    if kept is not None and kept[0] is cfg:
-        return kept[1], kept[2]
-    raw = orjson.dumps(non_default(cfg))  # as `TraceState.compact` writes it
-    name = _name(CONFIG, raw)
-    if len(_config_cache) >= _CONFIGS_KEPT:
-        _config_cache.pop(next(iter(_config_cache)))
-    _config_cache[id(cfg)] = (cfg, name, raw)
-    return name, raw
+    """The config's name and JSON, as `TraceState.compact` writes it."""
+    return _kept(_config_cache, CONFIG, cfg, lambda c: orjson.dumps(non_default(c)))
 
 
 def _as_dict(memory: Any) -> dict[str, Any] | None:
